@@ -187,7 +187,12 @@ class PromptConfig(StrictModel):
         description="consistency | pairwise | rating, or a path to a YAML template file.",
     )
     preset: Literal["rewardbench"] | None = Field(
-        None, description="rewardbench: take the prompts from the installed rewardbench package."
+        None,
+        description=(
+            "rewardbench: take the prompts from the installed rewardbench package, send its request "
+            "parameters and read replies its way (whole reply, <think> blocks included). Without "
+            "it verdicts are read after the last </think>."
+        ),
     )
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     neutralise: bool = Field(
@@ -383,6 +388,11 @@ class RewardBenchDataConfig(StrictModel):
     split: str = Field("filtered", description="Dataset split.")
     subsets: list[str] | None = Field(None, description="Keep only these subsets; null keeps all.")
     limit: int | None = Field(None, ge=1, description="Keep the first N examples (quick runs).")
+    pref_sets: bool = Field(
+        False, description="Also judge the prior preference sets; Score then uses the leaderboard's weights."
+    )
+    pref_sets_path: str | None = Field(None, description="Local copy of the prior sets (same columns).")
+    pref_sets_hf_name: str = Field("allenai/pref-test-sets", description="Hub dataset of the prior sets.")
 
     @model_validator(mode="after")
     def _check(self) -> RewardBenchDataConfig:
@@ -407,6 +417,16 @@ class RewardBenchConfig(StrictModel):
         False, description="Also judge the swapped placement and report position consistency."
     )
     seed: int = Field(0, description="Seeds the A/B placement coin with the example id.")
+    placement: Literal["seeded", "reference_random"] = Field(
+        "seeded", description="seeded: a coin per example from seed and id; reference_random: unseeded, as the reference."
+    )
+    long_prompts: Literal["skip", "shorten"] = Field(
+        "skip",
+        description="Examples too long for max_model_len: skip (counted apart) or shorten both responses alike.",
+    )
+    model_label: str | None = Field(
+        None, description="Model name in the results (org/name); null: judge.model_name, prefixed local/ if needed."
+    )
     data: RewardBenchDataConfig = Field(default_factory=RewardBenchDataConfig)
     output_dir: str = Field("results/reward_bench", description="Results JSON and per-example JSONL.")
     compare_to: str | None = Field(None, description="Reference results JSON to compare with.")
@@ -414,6 +434,8 @@ class RewardBenchConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> RewardBenchConfig:
+        if self.prompt.preset == "rewardbench":
+            _reference_sampling(self.judge.sampling, self.protocol)
         problems = []
         wanted = {"pairwise": "choice", "rating": "rating"}[self.protocol]
         if self.verdict.parser != wanted:
@@ -444,6 +466,20 @@ class RewardBenchConfig(StrictModel):
             problems += _template_problems(self.prompt, self.verdict, fields[self.protocol])
         _raise_if(problems)
         return self
+
+
+# What reward-bench's generative scripts send: greedy, 2048 new tokens for a pairwise verdict
+# (vLLM and OpenAI paths), 1024 for a rating.
+REFERENCE_MAX_NEW_TOKENS = {"pairwise": 2048, "rating": 1024}
+
+
+def _reference_sampling(sampling: SamplingConfig, protocol: str) -> None:
+    """Under the rewardbench preset, default the sampling to the reference's where not set."""
+    if "max_new_tokens" not in sampling.model_fields_set:
+        sampling.max_new_tokens = REFERENCE_MAX_NEW_TOKENS[protocol]
+    for name in ("temperature", "top_p"):
+        if name not in sampling.model_fields_set:
+            setattr(sampling, name, SamplingConfig.model_fields[name].default)
 
 
 def _raise_if(problems: list[str]) -> None:
