@@ -159,7 +159,7 @@ def test_resume_after_interruption_equals_one_run(always_a, examples, tmp_path) 
     resumed = RewardBenchEvaluator(cfg).run(examples, judge)
     assert (resumed.resumed, resumed.judged) == (16, len(examples) - 16)
     single = RewardBenchEvaluator(_cfg(model, tmp_path / "single")).run(examples, judge)
-    assert resumed.results == single.results
+    assert resumed.results == single.results and resumed.summary == single.summary
     assert _records(resumed.examples_path) == _records(single.examples_path)
 
 
@@ -169,7 +169,7 @@ def test_rating_protocol_all_sevens_are_ties(always_a, examples, tmp_path) -> No
     outcome = RewardBenchEvaluator(cfg).run(examples, judge)
     assert outcome.scores.ties == len(examples) and outcome.scores.errors == 0
     assert all(v.accuracy == 0.5 for v in outcome.scores.subsets.values())
-    assert outcome.results["Score"] == 0.5
+    assert outcome.summary["Score"] == 0.5
     record = next(iter(_records(outcome.examples_path).values()))
     assert record["verdict"] == {"chosen": 7, "rejected": 7} and record["tie"] is True
 
@@ -214,8 +214,9 @@ def test_entry_point_unparseable_judge_and_comparison(always_a, examples, tmp_pa
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     # No verdict: 0.5 per example, as the reference counts it, and every one counted as an error.
     assert all(results[s] == 0.5 for s in SUBSETS)
-    assert results["nemo_genrm"]["errors"] == len(examples)
-    assert all(v["errors"] == PER_SUBSET for v in results["nemo_genrm"]["subsets"].values())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["nemo_genrm"]["errors"] == len(examples)
+    assert all(v["errors"] == PER_SUBSET for v in summary["nemo_genrm"]["subsets"].values())
     record = json.loads((tmp_path / "out" / "examples.jsonl").read_text().splitlines()[0])
     assert (record["verdict"], record["verdict_reason"], record["score"]) == (None, "no_label", 0.5)
     printed = capsys.readouterr().out
