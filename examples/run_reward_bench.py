@@ -21,7 +21,7 @@ from nemo_genrm.evals import (
     compare_outcome,
     load_examples,
     load_reference,
-    open_judge,
+    open_judges,
 )
 
 
@@ -32,8 +32,8 @@ def main(cfg: RewardBenchConfig) -> int:
     examples = load_examples(cfg.data)
     if cfg.compare_to is not None:
         load_reference(cfg.compare_to)
-    with open_judge(cfg) as judge:
-        outcome = evaluator.run(examples, judge)
+    with open_judges(cfg) as judges:
+        outcome = evaluator.run(examples, judges)
     print(outcome.scores.table())
     print(f"results: {outcome.results_path}  per example: {outcome.examples_path}")
     if cfg.compare_to is None:

@@ -405,6 +405,13 @@ class RewardBenchConfig(StrictModel):
     """The RewardBench evaluation: a judge, its prompt and verdict, and the protocol."""
 
     judge: JudgeConfig
+    judges: list[JudgeConfig] = Field(
+        default_factory=list, description="Ensemble: several judges, the verdict is their majority (judge: the first)."
+    )
+    votes: int = Field(1, ge=1, description="Ensemble: samples per judge and request (temperature > 0), majority verdict.")
+    ties: Literal["reference", "abstain"] = Field(
+        "reference", description="Ensemble ties: reference (reward-bench's set-order pick) | abstain (no verdict)."
+    )
     prompt: PromptConfig = Field(default_factory=lambda: PromptConfig(template="pairwise"))
     verdict: VerdictConfig = Field(default_factory=lambda: VerdictConfig(parser="choice"))
     resources: ResourcesConfig = Field(
@@ -432,11 +439,26 @@ class RewardBenchConfig(StrictModel):
     compare_to: str | None = Field(None, description="Reference results JSON to compare with.")
     tolerance: float = Field(0.02, ge=0.0, description="Largest accepted |ours - reference|.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_judge(cls, data: Any) -> Any:
+        # An ensemble given as judges: [...] needs no separate judge: the first one stands for it
+        # where one judge's settings are read (its tokenizer for long_prompts: shorten).
+        if isinstance(data, dict) and data.get("judges") and data.get("judge") is None:
+            data = {**data, "judge": data["judges"][0]}
+        return data
+
+    @property
+    def members(self) -> list[JudgeConfig]:
+        """The judges that vote: ``judges`` when set, else ``judge``."""
+        return list(self.judges) or [self.judge]
+
     @model_validator(mode="after")
     def _check(self) -> RewardBenchConfig:
         if self.prompt.preset == "rewardbench":
-            _reference_sampling(self.judge.sampling, self.protocol)
-        problems = []
+            for member in {id(m): m for m in (self.judge, *self.judges)}.values():
+                _reference_sampling(member.sampling, self.protocol)
+        problems = _ensemble_problems(self)
         wanted = {"pairwise": "choice", "rating": "rating"}[self.protocol]
         if self.verdict.parser != wanted:
             problems.append(
@@ -480,6 +502,23 @@ def _reference_sampling(sampling: SamplingConfig, protocol: str) -> None:
     for name in ("temperature", "top_p"):
         if name not in sampling.model_fields_set:
             setattr(sampling, name, SamplingConfig.model_fields[name].default)
+
+
+def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
+    """What is wrong with the ensemble settings (``judges``, ``votes``)."""
+    problems = []
+    if len(cfg.judges) == 1:
+        problems.append("judges holds one judge: set judge instead, or list two or more")
+    if (cfg.judges or cfg.votes > 1) and cfg.protocol != "pairwise":
+        problems.append("judges and votes apply to protocol: pairwise only (the reference has no rating ensembles)")
+    if cfg.votes > 1:
+        greedy = [i for i, m in enumerate(cfg.members) if m.sampling.temperature == 0 or m.verdict_from == "logprobs"]
+        if greedy:
+            problems.append(
+                f"votes: {cfg.votes} needs judges that sample (temperature > 0, verdict_from: text); "
+                f"judge(s) {greedy} would give {cfg.votes} identical verdicts"
+            )
+    return problems
 
 
 def _raise_if(problems: list[str]) -> None:

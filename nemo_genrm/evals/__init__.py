@@ -9,6 +9,7 @@ from nemo_genrm.evals.reward_bench import (
     RewardBenchOutcome,
     compare_outcome,
     open_judge,
+    open_judges,
     run_reward_bench,
 )
 from nemo_genrm.evals.rewardbench_data import (
@@ -53,6 +54,7 @@ __all__ = [
     "load_reference",
     "load_rewardbench_preset",
     "open_judge",
+    "open_judges",
     "plot_comparison",
     "rows_to_examples",
     "run_reward_bench",

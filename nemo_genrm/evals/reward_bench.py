@@ -35,7 +35,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
+from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, JudgeConfig, RewardBenchConfig
 from nemo_genrm.evals.compare import Comparison, compare, load_reference, plot_comparison
 from nemo_genrm.evals.rewardbench_data import RewardBenchExample, load_examples
 from nemo_genrm.evals.rewardbench_preset import (
@@ -47,11 +47,11 @@ from nemo_genrm.evals.rewardbench_preset import (
 from nemo_genrm.evals.rewardbench_requests import RequestBuilder, RequestPlan
 from nemo_genrm.evals.rewardbench_scores import ExampleScore, RewardBenchScores, pairwise_score, rating_score
 from nemo_genrm.evals.rewardbench_results import (
-    MODEL_TYPE,
     PREF_RESULTS_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
     model_label,
+    model_type,
     results_row,
     write_json,
 )
@@ -61,6 +61,7 @@ from nemo_genrm.judges.base import Judge, JudgeRequest, Placement, ReplicaPlacem
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, load_template, template_labels_from_config
 from nemo_genrm.verdicts import Verdict, VerdictParser
+from nemo_genrm.voting import majority
 
 logger = logging.getLogger(__name__)
 
@@ -174,8 +175,18 @@ class RewardBenchEvaluator:
             return list(self.markers)
         return [str(r) for r in range(self.cfg.verdict.rating_min, self.cfg.verdict.rating_max + 1)]
 
-    def _ask(self, judge: Judge, requests: list[JudgeRequest]) -> list[_Reply]:
-        if self.cfg.judge.verdict_from == "logprobs":
+    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[_Reply]]:
+        """Every member's replies to every request (``votes`` each): one ballot per request."""
+        votes = self.cfg.votes
+        ballots: list[list[_Reply]] = [[] for _ in requests]
+        for judge, member in zip(judges, self.cfg.members, strict=True):
+            replies = self._ask(judge, [r for r in requests for _ in range(votes)], member.verdict_from)
+            for index, ballot in enumerate(ballots):
+                ballot.extend(replies[index * votes : (index + 1) * votes])
+        return ballots
+
+    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[_Reply]:
+        if verdict_from == "logprobs":
             scored = judge.score(requests, self._labels())
             replies = [_Reply(None, s.probs, s.error) for s in scored]
         else:
@@ -205,23 +216,33 @@ class RewardBenchEvaluator:
             return Verdict(choice, "ok") if choice is not None else Verdict(None, "no_marker")
         return self.parser.parse(reply.text)
 
-    def _side(self, placement: str, reply: _Reply) -> dict[str, Any]:
-        verdict = self._verdict(reply)
+    def _side(self, placement: str, ballot: Sequence[_Reply]) -> dict[str, Any]:
+        if len(ballot) == 1:
+            verdict = self._verdict(ballot[0])
+            value, reason, extra = verdict.value, verdict.reason, {"output": ballot[0].output}
+        else:
+            votes = [self._verdict(r).value for r in ballot]
+            result = majority(votes, ties=self.cfg.ties)
+            value, reason = result.verdict, "tie" if result.tie else "majority"
+            extra = {"output": [r.output for r in ballot], "votes": votes, "agreement": result.agreement}
         return {
             "placement": placement,
-            "verdict": verdict.value,
-            "verdict_reason": verdict.reason,
-            "judge_error": reply.error,
-            "score": pairwise_score(verdict.value, placement),  # type: ignore[arg-type]
-            "output": reply.output,
+            "verdict": value,
+            "verdict_reason": reason,
+            "judge_error": next((r.error for r in ballot if r.error is not None), None),
+            "score": pairwise_score(value, placement),  # type: ignore[arg-type]
+            **extra,
         }
 
-    def record_for(self, example: RewardBenchExample, plan: RequestPlan, replies: Sequence[_Reply]) -> dict[str, Any]:
-        """The per-example JSONL record from its plan and replies (see :meth:`plan`)."""
+    def record_for(
+        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[_Reply]]
+    ) -> dict[str, Any]:
+        """The per-example JSONL record from its plan and each request's replies (see :meth:`plan`)."""
         head = {"id": example.id, "subset": example.subset, "protocol": self.cfg.protocol}
-        head["skipped"] = any(r.error == PROMPT_TOO_LONG for r in replies)
+        head["skipped"] = any(r.error == PROMPT_TOO_LONG for ballot in ballots for r in ballot)
         head["shortened"] = plan.shortened
         if self.cfg.protocol == "rating":
+            replies = [ballot[0] for ballot in ballots]  # no rating ensembles (validated)
             verdicts = [self._verdict(r) for r in replies]
             ratings = [v.value for v in verdicts]
             missing = any(r is None for r in ratings)
@@ -236,22 +257,23 @@ class RewardBenchEvaluator:
                 "tie": not missing and ratings[0] == ratings[1],
                 "output": {"chosen": replies[0].output, "rejected": replies[1].output},
             }
-        first = self._side(plan.placement, replies[0])  # type: ignore[arg-type]
+        first = self._side(plan.placement, ballots[0])  # type: ignore[arg-type]
         record = {**head, **first, "error": first["verdict"] is None}
         if self.cfg.both_orders:
-            swapped = self._side("chosen_b" if first["placement"] == "chosen_a" else "chosen_a", replies[1])
+            swapped = self._side("chosen_b" if first["placement"] == "chosen_a" else "chosen_a", ballots[1])
             both_parsed = first["verdict"] is not None and swapped["verdict"] is not None
             record["swapped"] = swapped
             record["consistent"] = both_parsed and first["score"] == swapped["score"]
         return record
 
     # ------------------------------------------------------------------------------ run
-    def run(self, examples: Sequence[RewardBenchExample], judge: Judge) -> RewardBenchOutcome:
+    def run(self, examples: Sequence[RewardBenchExample], judge: Judge | Sequence[Judge]) -> RewardBenchOutcome:
         """Judge every example not already in ``output_dir``, then score and write the results.
 
         Args:
             examples: The examples (see :func:`~nemo_genrm.evals.rewardbench_data.load_examples`).
-            judge: A started judge (see :func:`open_judge`); the caller shuts it down.
+            judge: A started judge, or one per member of ``judges`` in order (see
+                :func:`open_judges`); the caller shuts them down.
 
         Returns:
             The outcome; ``results.json`` is written.
@@ -262,6 +284,9 @@ class RewardBenchEvaluator:
         """
         if not examples:
             raise ValueError("no RewardBench examples to judge")
+        judges = [judge] if isinstance(judge, Judge) else list(judge)
+        if len(judges) != len(self.cfg.members):
+            raise ValueError(f"{len(judges)} judge(s) given for {len(self.cfg.members)} configured")
         store = RecordStore(self.output_dir, fingerprint(self.cfg))
         clashes = [ex.key for ex in examples if ex.key in store and store[ex.key]["subset"] != ex.subset]
         if clashes:
@@ -280,7 +305,7 @@ class RewardBenchEvaluator:
                 resumed, len(examples), self.output_dir, len(retry),
             )  # fmt: skip
         per_call = self.cfg.judge.batching.max_batch_size * self.cfg.resources.num_replicas
-        per_chunk = max(1, per_call // self.requests_per_example)
+        per_chunk = max(1, per_call // (self.requests_per_example * self.cfg.votes))
         pending = {ex.key for ex in todo}
         done = [ExampleScore.from_record(store[ex.key]) for ex in examples if ex.key not in pending]
         try:
@@ -288,9 +313,9 @@ class RewardBenchEvaluator:
                 bar.set_postfix(_running(done))
                 for chunk in _chunks(todo, per_chunk):
                     plans = [self.plan(ex) for ex in chunk]
-                    replies = iter(self._ask(judge, [r for plan in plans for r in plan.requests]))
+                    ballots = iter(self._ballots(judges, [r for plan in plans for r in plan.requests]))
                     records = [
-                        self.record_for(ex, plan, [next(replies) for _ in plan.requests])
+                        self.record_for(ex, plan, [next(ballots) for _ in plan.requests])
                         for ex, plan in zip(chunk, plans, strict=True)
                     ]
                     store.append(records)
@@ -309,13 +334,13 @@ class RewardBenchEvaluator:
         self, scores: RewardBenchScores, records: Sequence[dict[str, Any]]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Write ``results.json`` (and the prior sets' file) and ``summary.json``; return both dicts."""
-        label = model_label(self.cfg)
-        results = results_row(label, scores.subset_accuracy(pref_sets=False))
+        label, kind = model_label(self.cfg), model_type(self.cfg)
+        results = results_row(label, scores.subset_accuracy(pref_sets=False), kind)
         write_json(self.output_dir / RESULTS_FILE, results)
         pref = scores.subset_accuracy(pref_sets=True)
         if pref:
-            write_json(self.output_dir / PREF_RESULTS_FILE, results_row(label, pref))
-        head = {"model": label, "model_type": MODEL_TYPE, **scores.sections}
+            write_json(self.output_dir / PREF_RESULTS_FILE, results_row(label, pref, kind))
+        head = {"model": label, "model_type": kind, **scores.sections}
         if scores.score is not None:
             head[OVERALL] = scores.score
         summary = {**head, "nemo_genrm": self._details(scores, records)}
@@ -365,13 +390,30 @@ def _running(done: Sequence[ExampleScore]) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------- entry helpers
 @contextlib.contextmanager
-def open_judge(cfg: RewardBenchConfig) -> Iterator[Judge]:
+def open_judges(cfg: RewardBenchConfig) -> Iterator[list[Judge]]:
+    """Start every voting judge (``judges``, else ``judge``) and free them all on exit.
+
+    Each is started as :func:`open_judge` starts one, with the shared ``resources``.
+
+    Yields:
+        The started judges, in ``cfg.members`` order.
+    """
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(open_judge(cfg, member)) for member in cfg.members]
+
+
+@contextlib.contextmanager
+def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> Iterator[Judge]:
     """Start the judge the config describes and free it (and its placement groups) on exit.
 
     One CPU replica (``resources.gpus_per_replica: 0``) runs without a placement group, on CPU
     even where the cluster has GPUs. Anything else (GPUs, several replicas) reserves its
     placement through :func:`nemo_genrm.resources.acquire_resources` on the connected Ray cluster
     (started here, locally, when none is).
+
+    Args:
+        cfg: The evaluation config (its ``resources``).
+        judge_cfg: The judge to start; ``cfg.judge`` when ``None``.
 
     Yields:
         The started judge.
@@ -381,12 +423,13 @@ def open_judge(cfg: RewardBenchConfig) -> Iterator[Judge]:
     """
     from nemo_genrm.judges import create_judge
 
+    judge_cfg = judge_cfg or cfg.judge
     held = None
     placement: Placement | None = None
     res = cfg.resources
-    if cfg.judge.backend != "http" and res.num_replicas == 1 and res.gpus_per_replica == 0:
+    if judge_cfg.backend != "http" and res.num_replicas == 1 and res.gpus_per_replica == 0:
         placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=res.cpus_per_replica),))
-    elif cfg.judge.backend != "http":
+    elif judge_cfg.backend != "http":
         import ray
 
         from nemo_genrm.config import GenRMConfig
@@ -395,10 +438,10 @@ def open_judge(cfg: RewardBenchConfig) -> Iterator[Judge]:
         if not ray.is_initialized():
             ray.init(log_to_driver=False, configure_logging=False)
         # The resource planner reads only the judge and resources sections.
-        held = acquire_resources(GenRMConfig(judge=cfg.judge, resources=res), name_prefix="reward_bench_judge")
+        held = acquire_resources(GenRMConfig(judge=judge_cfg, resources=res), name_prefix="reward_bench_judge")
         placement = held.placement
     try:
-        judge = create_judge(cfg.judge, placement)
+        judge = create_judge(judge_cfg, placement)
         try:
             yield judge
         finally:
@@ -409,7 +452,7 @@ def open_judge(cfg: RewardBenchConfig) -> Iterator[Judge]:
 
 
 def run_reward_bench(
-    cfg: RewardBenchConfig, judge: Judge, examples: Sequence[RewardBenchExample] | None = None
+    cfg: RewardBenchConfig, judge: Judge | Sequence[Judge], examples: Sequence[RewardBenchExample] | None = None
 ) -> RewardBenchOutcome:
     """Load the examples (unless given), judge them and write the results.
 

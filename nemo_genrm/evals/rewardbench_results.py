@@ -27,6 +27,7 @@ RESULTS_FILE = "results.json"
 PREF_RESULTS_FILE = "results_pref_sets.json"
 SUMMARY_FILE = "summary.json"
 MODEL_TYPE = "Generative RM"
+ENSEMBLE_SUFFIX = " PoLL"  # reward-bench's model_type suffix and name prefix for a judge ensemble
 LOCAL_ORG = "local"
 _ORG_AND_NAME = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -34,15 +35,23 @@ _ORG_AND_NAME = re.compile(r"^[\w.-]+/[\w.-]+$")
 def model_label(cfg: RewardBenchConfig) -> str:
     """The results' model name: ``<org>/<name>``, as reward-bench files results.
 
-    ``model_label`` when set; else ``judge.model_name`` when it reads ``org/name`` and is not a
-    local folder; else ``local/<last path part>``.
+    ``model_label`` when set; for an ensemble (``judges``) ``PoLL/<names joined by _>`` as the
+    reference names one; else ``judge.model_name`` when it reads ``org/name`` and is not a local
+    folder; else ``local/<last path part>``.
     """
     if cfg.model_label:
         return cfg.model_label
+    if cfg.judges:
+        return "PoLL/" + "_".join(Path(m.model_name.rstrip("/")).name for m in cfg.judges)
     name = cfg.judge.model_name
     if _ORG_AND_NAME.match(name) and not Path(name).exists():
         return name
     return f"{LOCAL_ORG}/{Path(name.rstrip('/')).name or name}"
+
+
+def model_type(cfg: RewardBenchConfig) -> str:
+    """``Generative RM``, or ``Generative RM PoLL`` for an ensemble of judges (as the reference)."""
+    return MODEL_TYPE + (ENSEMBLE_SUFFIX if cfg.judges else "")
 
 
 def results_row(model: str, accuracy: Mapping[str, float], model_type: str = MODEL_TYPE) -> dict[str, Any]:

@@ -170,6 +170,7 @@ class ExampleScore:
         consistent: Both-orders mode: the judge picked the same response in both placements.
         skipped: Too long for the judge's context and ``long_prompts: skip``: not scored, counted.
         shortened: Both responses were shortened to fit (``long_prompts: shorten``).
+        agreement: Ensembles: share of the votes that went to the majority verdict.
     """
 
     id: Any
@@ -181,6 +182,7 @@ class ExampleScore:
     consistent: bool | None = None
     skipped: bool = False
     shortened: bool = False
+    agreement: float | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ExampleScore:
@@ -196,6 +198,7 @@ class ExampleScore:
             consistent=record.get("consistent"),
             skipped=bool(record.get("skipped", False)),
             shortened=record.get("shortened") is not None,
+            agreement=record.get("agreement"),
         )
 
 
@@ -213,6 +216,9 @@ class SubsetScore:
         position_consistency: Both-orders mode: share of examples where the judge picked the
             same response in both placements (a missing verdict is not consistent).
         accuracy_both_orders: Both-orders mode: mean score over both placements.
+        skipped: Examples too long for the judge, left out (``long_prompts: skip``).
+        shortened: Examples judged with both responses shortened (``long_prompts: shorten``).
+        agreement: Ensembles: mean share of votes for the majority verdict (1.0: unanimous).
     """
 
     n: int
@@ -223,6 +229,7 @@ class SubsetScore:
     accuracy_both_orders: float | None = None
     skipped: int = 0
     shortened: int = 0
+    agreement: float | None = None
 
 
 def section_scores(
@@ -289,6 +296,7 @@ def _subset_score(all_examples: Sequence[ExampleScore]) -> SubsetScore:
         accuracy_both_orders=_mean([e.score for e in examples] + swapped) if both else None,
         skipped=len(all_examples) - len(examples),
         shortened=sum(e.shortened for e in examples),
+        agreement=_mean(agreements) if (agreements := [e.agreement for e in examples if e.agreement is not None]) else None,
     )
 
 

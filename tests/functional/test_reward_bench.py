@@ -206,9 +206,9 @@ def test_entry_point_unparseable_judge_and_comparison(always_a, examples, tmp_pa
     def reuse_started_judge(config):
         # open_judge itself is exercised by the fixture; this spares a second engine start.
         opened.append(config)
-        yield judge
+        yield [judge]
 
-    monkeypatch.setattr(entry, "open_judge", reuse_started_judge)
+    monkeypatch.setattr(entry, "open_judges", reuse_started_judge)
     assert entry.main(cfg) == 1  # beyond tolerance
     assert opened == [cfg]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -231,7 +231,7 @@ def test_entry_point_checks_inputs_before_starting_the_judge(examples, tmp_path,
     data = write_examples(tmp_path / "data.jsonl", examples)
     config = str(ROOT / "examples" / "configs" / "reward_bench_tiny.yaml")
     started = []
-    monkeypatch.setattr(entry, "open_judge", lambda cfg: started.append(cfg))
+    monkeypatch.setattr(entry, "open_judges", lambda cfg: started.append(cfg))
     missing_reference = entry.parse_config(
         ["--config", config, f"data.path={data}", f"compare_to={tmp_path / 'no.json'}"]
     )
