@@ -417,8 +417,9 @@ class RewardBenchConfig(StrictModel):
     resources: ResourcesConfig = Field(
         default_factory=lambda: ResourcesConfig(gpus_per_replica=0)
     )
-    protocol: Literal["pairwise", "rating"] = Field(
-        "pairwise", description="pairwise: one call, A/B; rating: each response rated alone."
+    protocol: Literal["pairwise", "rating", "best_of_4"] = Field(
+        "pairwise",
+        description="pairwise: one call, A/B; rating: each response rated alone; best_of_4: RewardBench 2.",
     )
     both_orders: bool = Field(
         False, description="Also judge the swapped placement and report position consistency."
@@ -459,13 +460,15 @@ class RewardBenchConfig(StrictModel):
             for member in {id(m): m for m in (self.judge, *self.judges)}.values():
                 _reference_sampling(member.sampling, self.protocol)
         problems = _ensemble_problems(self)
-        wanted = {"pairwise": "choice", "rating": "rating"}[self.protocol]
+        wanted = {"pairwise": "choice", "rating": "rating", "best_of_4": "choice"}[self.protocol]
         if self.verdict.parser != wanted:
             problems.append(
                 f"protocol {self.protocol!r} needs verdict.parser: {wanted} (got {self.verdict.parser!r})"
             )
         kind = _template_kind(self.prompt.template)
-        if self.prompt.preset is None and kind is not None and kind != self.protocol:
+        if self.protocol == "best_of_4":
+            problems += _best_of_4_problems(self)
+        elif self.prompt.preset is None and kind is not None and kind != self.protocol:
             problems.append(
                 f"protocol {self.protocol!r} needs prompt.template: {self.protocol} (got {kind!r})"
             )
@@ -483,7 +486,7 @@ class RewardBenchConfig(StrictModel):
                 "never beat its prefix '1': use judge.verdict_from: text, or a rating range within "
                 "one digit (e.g. rating_min: 1, rating_max: 9)"
             )
-        if self.prompt.preset is None:
+        if self.prompt.preset is None and self.protocol != "best_of_4":
             fields = {"pairwise": ("question", "response_a", "response_b"), "rating": ("question", "response")}
             problems += _template_problems(self.prompt, self.verdict, fields[self.protocol])
         _raise_if(problems)
@@ -492,7 +495,7 @@ class RewardBenchConfig(StrictModel):
 
 # What reward-bench's generative scripts send: greedy, 2048 new tokens for a pairwise verdict
 # (vLLM and OpenAI paths), 1024 for a rating.
-REFERENCE_MAX_NEW_TOKENS = {"pairwise": 2048, "rating": 1024}
+REFERENCE_MAX_NEW_TOKENS = {"pairwise": 2048, "rating": 1024, "best_of_4": 2048}
 
 
 def _reference_sampling(sampling: SamplingConfig, protocol: str) -> None:
@@ -509,8 +512,8 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
     problems = []
     if len(cfg.judges) == 1:
         problems.append("judges holds one judge: set judge instead, or list two or more")
-    if (cfg.judges or cfg.votes > 1) and cfg.protocol != "pairwise":
-        problems.append("judges and votes apply to protocol: pairwise only (the reference has no rating ensembles)")
+    if (cfg.judges or cfg.votes > 1) and cfg.protocol == "rating":
+        problems.append("judges and votes apply to protocols pairwise and best_of_4 (the reference has no rating ensembles)")
     if cfg.votes > 1:
         greedy = [i for i, m in enumerate(cfg.members) if m.sampling.temperature == 0 or m.verdict_from == "logprobs"]
         if greedy:
@@ -518,6 +521,20 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
                 f"votes: {cfg.votes} needs judges that sample (temperature > 0, verdict_from: text); "
                 f"judge(s) {greedy} would give {cfg.votes} identical verdicts"
             )
+    return problems
+
+
+def _best_of_4_problems(cfg: RewardBenchConfig) -> list[str]:
+    """Settings that RewardBench 2 (``protocol: best_of_4``) does not take."""
+    problems = []
+    if cfg.both_orders:
+        problems.append("both_orders applies to protocol: pairwise (best_of_4 places the chosen response once)")
+    if cfg.long_prompts == "shorten":
+        problems.append("long_prompts: shorten applies to pairwise and rating; use skip with best_of_4")
+    if cfg.data.pref_sets:
+        problems.append("data.pref_sets belongs to RewardBench (v1); best_of_4 is RewardBench 2")
+    if any(m.verdict_from == "logprobs" for m in cfg.members):
+        problems.append("protocol: best_of_4 reads verdicts from text: set judge.verdict_from: text")
     return problems
 
 

@@ -12,6 +12,7 @@ from nemo_genrm.evals.reward_bench import (
     open_judges,
     run_reward_bench,
 )
+from nemo_genrm.evals.rewardbench2 import RewardBench2Evaluator, evaluator_for, examples_for, load_v2_examples
 from nemo_genrm.evals.rewardbench_data import (
     RewardBenchDataError,
     RewardBenchExample,
@@ -40,6 +41,7 @@ __all__ = [
     "Comparison",
     "ComparisonError",
     "ExampleScore",
+    "RewardBench2Evaluator",
     "RewardBenchDataError",
     "RewardBenchEvaluator",
     "RewardBenchExample",
@@ -50,8 +52,11 @@ __all__ = [
     "chosen_at_a",
     "compare",
     "compare_outcome",
+    "evaluator_for",
+    "examples_for",
     "load_examples",
     "load_reference",
+    "load_v2_examples",
     "load_rewardbench_preset",
     "open_judge",
     "open_judges",

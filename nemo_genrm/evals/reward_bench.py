@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from tqdm.auto import tqdm
 
 from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, JudgeConfig, RewardBenchConfig
 from nemo_genrm.evals.compare import Comparison, compare, load_reference, plot_comparison
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample, load_examples
+from nemo_genrm.evals.rewardbench_data import RewardBenchExample
 from nemo_genrm.evals.rewardbench_preset import (
     RewardBenchPreset,
     load_rewardbench_preset,
@@ -308,6 +309,7 @@ class RewardBenchEvaluator:
         per_chunk = max(1, per_call // (self.requests_per_example * self.cfg.votes))
         pending = {ex.key for ex in todo}
         done = [ExampleScore.from_record(store[ex.key]) for ex in examples if ex.key not in pending]
+        done = [d for d in done if not math.isnan(d.score)]
         try:
             with tqdm(total=len(examples), initial=resumed, desc="RewardBench", unit="ex", dynamic_ncols=True) as bar:
                 bar.set_postfix(_running(done))
@@ -319,16 +321,20 @@ class RewardBenchEvaluator:
                         for ex, plan in zip(chunk, plans, strict=True)
                     ]
                     store.append(records)
-                    done += [ExampleScore.from_record(r) for r in records]
+                    done += [d for d in map(ExampleScore.from_record, records) if not math.isnan(d.score)]
                     bar.update(len(chunk))
                     bar.set_postfix(_running(done))
         finally:
             store.close()
         chosen = [store[ex.key] for ex in examples]
-        scores = RewardBenchScores.from_examples(ExampleScore.from_record(r) for r in chosen)
+        scores = self._scores(chosen)
         results, summary = self._write_results(scores, chosen)
         scores.log(logger)
         return RewardBenchOutcome(scores, results, summary, self.output_dir, judged=len(todo), resumed=resumed)
+
+    def _scores(self, records: Sequence[dict[str, Any]]) -> RewardBenchScores:
+        """The scores of the selected examples' records."""
+        return RewardBenchScores.from_examples(ExampleScore.from_record(r) for r in records)
 
     def _write_results(
         self, scores: RewardBenchScores, records: Sequence[dict[str, Any]]
@@ -470,9 +476,11 @@ def run_reward_bench(
     """
     if cfg.compare_to is not None:
         load_reference(cfg.compare_to)  # fail before judging, not after
+    from nemo_genrm.evals.rewardbench2 import evaluator_for, examples_for  # RewardBench 2 builds on this module
+
     if examples is None:
-        examples = load_examples(cfg.data)
-    return RewardBenchEvaluator(cfg).run(examples, judge)
+        examples = examples_for(cfg)
+    return evaluator_for(cfg).run(examples, judge)
 
 
 def compare_outcome(outcome: RewardBenchOutcome, reference_path: str | Path, tolerance: float) -> Comparison:

@@ -245,21 +245,8 @@ def _pair_template(source: Path, variable: str, where: str) -> JudgeTemplate:
 
 
 def reference_choice(text: str | None, markers: tuple[str, str] = ("[[A]]", "[[B]]")) -> str | None:
-    """The reference's rule for a reply holding both markers: the first marker listed wins.
-
-    ``process_judgement`` in ``rewardbench/generative.py`` tests for ``[[A]]`` before ``[[B]]``,
-    so a reply with both counts as A there. Used only with the preset, for parity.
-
-    Returns:
-        ``"A"``, ``"B"`` or ``None``.
-    """
-    if text is None:
-        return None
-    if markers[0] in text:
-        return "A"
-    if markers[1] in text:
-        return "B"
-    return None
+    """The reference's pairwise reading: ``[[A]]`` anywhere wins, then ``[[B]]`` (see :func:`reference_choice_of`)."""
+    return reference_choice_of(text, markers)
 
 
 _TRAILING_RATING = re.compile(r"(?<!\w)(10|[1-9])$")
@@ -282,3 +269,73 @@ def reference_rating(text: str | None) -> int | None:
         return None
     match = _TRAILING_RATING.search(text.strip())
     return int(match.group(1)) if match else None
+
+
+# ------------------------------------------------------------------------------ RewardBench 2
+V2_SOURCE = "generative_v2.py"
+FOUR_WAY_FIELDS = ("question", "answer_a", "answer_b", "answer_c", "answer_d")
+TIES_RATING_VARIABLE = "ratings_prompt_ties"
+
+
+@dataclass(frozen=True)
+class RewardBench2Preset:
+    """The reference's RewardBench 2 prompts (``rewardbench/generative_v2.py``).
+
+    Attributes:
+        four_way: ``MTBENCH_V2`` there: system and user text with ``{question}`` and
+            ``{answer_a}``..``{answer_d}``.
+        ties: ``ratings_prompt_ties``: one user message with ``{prompt}`` and ``{completion}``.
+        version: The version of the source read.
+        source: The file read.
+        digest: ``sha256:`` of that file.
+    """
+
+    four_way: JudgeTemplate
+    ties: JudgeTemplate
+    version: str
+    source: str
+    digest: str
+
+    def describe(self) -> dict[str, str]:
+        """What the results record about the preset."""
+        return {"preset": PACKAGE, "rewardbench_version": self.version, "source": self.source, "digest": self.digest}
+
+
+def load_rewardbench2_preset() -> RewardBench2Preset:
+    """Read the RewardBench 2 prompts from the installed package's ``generative_v2.py``.
+
+    Raises:
+        ConfigError: The package is missing, or its source lacks the variables or fields.
+    """
+    package_dir = find_package_dir()
+    source = package_dir / V2_SOURCE
+    if not source.is_file():
+        raise ConfigError([f"prompt.preset: the rewardbench package at {package_dir} has no {V2_SOURCE}"])
+    version = package_version(package_dir)
+    where = f"prompt.preset: rewardbench {version} ({source.name})"
+    four_way = _pair_template(source, PAIRWISE_VARIABLE, where)
+    _check_fields(four_way, FOUR_WAY_FIELDS, where)
+    text = module_constant(source, TIES_RATING_VARIABLE)
+    if not isinstance(text, str):
+        raise ConfigError([f"{where}: {TIES_RATING_VARIABLE} must be a string"])
+    ties = JudgeTemplate(name=f"rewardbench:{TIES_RATING_VARIABLE}", system=None, user=text)
+    _check_fields(ties, RATING_FIELDS, where)
+    logger.info("using rewardbench %s RewardBench 2 prompts from %s", version, source)
+    return RewardBench2Preset(four_way, ties, version, str(source), source_digest(source))
+
+
+def reference_choice_of(text: str | None, markers: tuple[str, ...]) -> str | None:
+    """The reference's reading of a reply: the letter of the first marker listed that occurs in it.
+
+    ``process_judgement`` in ``generative.py`` and ``generative_v2.py`` tests the markers in order
+    (``[[A]]`` first) anywhere in the reply, ``<think>`` blocks included.
+
+    Returns:
+        ``"A"``, ``"B"``, ... (by marker position), or ``None``.
+    """
+    if text is None:
+        return None
+    for index, marker in enumerate(markers):
+        if marker in text:
+            return "ABCDEFGHIJ"[index]
+    return None

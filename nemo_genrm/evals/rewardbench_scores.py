@@ -191,7 +191,7 @@ class ExampleScore:
         return cls(
             id=record["id"],
             subset=record["subset"],
-            score=float(record["score"]),
+            score=math.nan if record["score"] is None else float(record["score"]),
             error=bool(record["error"]),
             tie=bool(record.get("tie", False)),
             swapped_score=None if swapped is None else float(swapped["score"]),
@@ -283,7 +283,8 @@ def _mean(values: Iterable[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def _subset_score(all_examples: Sequence[ExampleScore]) -> SubsetScore:
+def subset_score(all_examples: Sequence[ExampleScore]) -> SubsetScore:
+    """Accuracy and counters of one subset's examples (skipped ones counted, not scored)."""
     examples = [e for e in all_examples if not e.skipped]
     swapped = [e.swapped_score for e in examples if e.swapped_score is not None]
     both = bool(examples) and len(swapped) == len(examples)
@@ -335,7 +336,7 @@ class RewardBenchScores:
         if unknown:
             logger.warning("subsets outside RewardBench's sections (no section score): %s", unknown)
         order = [s for s in (*SUBSETS, *PREF_SUBSETS) if s in by_subset] + unknown
-        subsets = {s: _subset_score(by_subset[s]) for s in order}
+        subsets = {s: subset_score(by_subset[s]) for s in order}
         accuracy = {s: v.accuracy for s, v in subsets.items() if v.accuracy is not None}
         sections = section_scores({s: a for s, a in accuracy.items() if s in SUBSET_TO_SECTION})
         prior = prior_sets_score(accuracy)
