@@ -240,3 +240,50 @@ def test_entry_point_checks_inputs_before_starting_the_judge(examples, tmp_path,
     with pytest.raises(entry.RewardBenchDataError, match="does not exist"):
         entry.main(entry.parse_config(["--config", config, f"data.path={tmp_path / 'none.jsonl'}"]))
     assert started == []
+
+
+def test_reward_bench2_end_to_end(always_a, tmp_path) -> None:
+    """RewardBench 2 through the real engine; every reply is ``[[A]] 7``.
+
+    Best of four: A is right exactly where the seeded draw left the chosen response at A.
+    Ties: every response is rated 7, so no correct answer beats an incorrect one (accuracy 0 for
+    ref and tied prompts), no margin exceeds the spread (0 > 0 fails) and no spread is positive:
+    the Ties score is 0.
+    """
+    from nemo_genrm.evals import RewardBench2Evaluator, examples_for
+    from nemo_genrm.evals.rewardbench2 import chosen_position
+
+    model, judge = always_a
+    rows = [
+        {"id": f"{s}{i}", "subset": s, "prompt": f"{s} question {i}", "chosen": [f"right {i}"],
+         "rejected": [f"wrong {i}.{k}" for k in range(3)]}
+        for s in ("Factuality", "Math") for i in range(4)
+    ] + [
+        {"id": f"{kind}:{i}", "subset": "Ties", "prompt": f"name a colour {i}",
+         "chosen": ["red", "blue"][: 1 if kind == "ref" else 2], "rejected": ["seven", "nine"],
+         "num_correct": 1 if kind == "ref" else 2}
+        for kind in ("ref", "tied") for i in range(2)
+    ]  # fmt: skip
+    data = tmp_path / "rb2.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    cfg = _cfg(model, tmp_path / "v2", protocol="best_of_4", data={"path": str(data)})
+    outcome = RewardBench2Evaluator(cfg).run(examples_for(cfg), judge)
+    expected = {
+        s: sum(chosen_position(0, f"{s}{i}") == 0 for i in range(4)) / 4 for s in ("Factuality", "Math")
+    }
+    assert {s: outcome.scores.subsets[s].accuracy for s in expected} == expected
+    assert outcome.scores.subsets["Ties"].accuracy == 0.0 and outcome.scores.subsets["Ties"].errors == 0
+    assert outcome.scores.score == pytest.approx((sum(expected.values()) + 0.0) / 3)
+    assert json.loads(outcome.results_path.read_text())["Ties"] == 0.0
+
+
+def test_ensemble_end_to_end(always_a, examples, tmp_path) -> None:
+    """Three members (the same engine thrice) agree on A: the single judge's accuracy, agreement 1."""
+    model, judge = always_a
+    member = _cfg(model, tmp_path / "unused").judge.model_dump()
+    cfg = _cfg(model, tmp_path / "poll", judges=[member, member, member])
+    outcome = RewardBenchEvaluator(cfg).run(examples, [judge, judge, judge])
+    expected = _expected_chosen_at_a(examples, seed=0)
+    assert {s: v.accuracy for s, v in outcome.scores.subsets.items()} == expected
+    assert all(v.agreement == 1.0 for v in outcome.scores.subsets.values())
+    assert outcome.results["model_type"] == "Generative RM PoLL"
