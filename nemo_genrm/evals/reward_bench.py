@@ -138,6 +138,8 @@ class RewardBenchEvaluator:
     """
 
     def __init__(self, cfg: RewardBenchConfig) -> None:
+        if cfg.protocol not in PROVIDED_FIELDS:
+            raise ConfigError([f"protocol {cfg.protocol!r} is RewardBench 2: use RewardBench2Evaluator (evaluator_for)"])
         self.cfg = cfg
         self.parser = VerdictParser.from_config(cfg.verdict)
         self.markers: tuple[str, str] = (cfg.verdict.choice_markers[0], cfg.verdict.choice_markers[1])

@@ -289,3 +289,18 @@ def test_prior_sets_load_and_render_like_the_reference(tmp_path) -> None:
     pref_file = json.loads((tmp_path / "o" / "results_pref_sets.json").read_text())
     assert set(pref_file) == {"model", "model_type", "chat_template", "shp", "anthropic_helpful"}
     assert set(outcome.results) == {"model", "model_type", "chat_template", "hep-go"}
+
+
+def test_prior_sets_from_the_hub_take_split_names_as_subsets(tmp_path, monkeypatch) -> None:
+    import datasets
+
+    def fake_hub(name, split=None, **kwargs):  # every split of allenai/pref-test-sets is a subset
+        assert name == "allenai/pref-test-sets" and split is None
+        row = {"id": 0, "prompt": [{"role": "user", "content": "q"}], "chosen": "c", "rejected": "r", "subset": "x"}
+        return datasets.DatasetDict({s: datasets.Dataset.from_list([row]) for s in ("shp", "pku_better")})
+
+    core = tmp_path / "core.jsonl"
+    core.write_text(json.dumps({"id": 1, "subset": "hep-go", "prompt": "p", "chosen": "c", "rejected": "r"}))
+    monkeypatch.setattr(datasets, "load_dataset", fake_hub)
+    examples = load_examples(RewardBenchDataConfig(path=str(core), pref_sets=True))
+    assert [(ex.id, ex.subset, ex.prompt) for ex in examples] == [(1, "hep-go", "p"), ("shp:0", "shp", "q")]
