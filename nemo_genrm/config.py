@@ -518,7 +518,7 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
         greedy = [i for i, m in enumerate(cfg.members) if m.sampling.temperature == 0 or m.verdict_from == "logprobs"]
         if greedy:
             problems.append(
-                f"votes: {cfg.votes} needs judges that sample (temperature > 0, verdict_from: text); "
+                f"votes: {cfg.votes} needs judges that sample (temperature > 0, verdict_from: text): "
                 f"judge(s) {greedy} would give {cfg.votes} identical verdicts"
             )
     return problems

@@ -100,7 +100,8 @@ def test_ensemble_settings_are_validated() -> None:
         validate(RewardBenchConfig, {"judge": {"model_name": "x"}, "votes": 3, "protocol": "rating",
                                      "verdict": {"parser": "rating"}, "prompt": {"template": "rating"}})  # fmt: skip
     message = str(err.value)
-    assert "pairwise only" in message and "temperature > 0" in message
+    assert "pairwise and best_of_4" in message and "temperature > 0" in message
+    assert "judge(s) [0] would give 3 identical verdicts" in message
     with pytest.raises(ConfigError, match="judges holds one judge"):
         validate(RewardBenchConfig, {"judges": [{"model_name": "x"}]})
     cfg = validate(RewardBenchConfig, {"judges": [{"model_name": "a"}, {"model_name": "b"}]})
