@@ -515,6 +515,13 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
     if (cfg.judges or cfg.votes > 1) and cfg.protocol == "rating":
         problems.append("judges and votes apply to protocols pairwise and best_of_4 (the reference has no rating ensembles)")
     if cfg.votes > 1:
+        seeded = [i for i, m in enumerate(cfg.members) if m.backend in ("vllm", "http")]
+        if seeded:
+            # These engines send judge.sampling.seed with every request: k copies, k equal samples.
+            problems.append(
+                f"votes: {cfg.votes} with the vllm or http engine (judge(s) {seeded}) would repeat one sample, as "
+                "every request carries judge.sampling.seed: list the judge under judges with different seeds"
+            )
         greedy = [i for i, m in enumerate(cfg.members) if m.sampling.temperature == 0 or m.verdict_from == "logprobs"]
         if greedy:
             problems.append(

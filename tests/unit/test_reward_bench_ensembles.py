@@ -106,3 +106,9 @@ def test_ensemble_settings_are_validated() -> None:
         validate(RewardBenchConfig, {"judges": [{"model_name": "x"}]})
     cfg = validate(RewardBenchConfig, {"judges": [{"model_name": "a"}, {"model_name": "b"}]})
     assert cfg.judge.model_name == "a" and [m.model_name for m in cfg.members] == ["a", "b"]
+
+
+def test_votes_refused_where_every_copy_would_repeat_one_sample() -> None:
+    with pytest.raises(ConfigError, match="would repeat one sample"):
+        validate(RewardBenchConfig, {"judge": {"model_name": "x", "backend": "vllm", "sampling": {"temperature": 1.0}},
+                                     "votes": 3})  # fmt: skip
