@@ -4,14 +4,7 @@ Heavy pieces (judge engines, ``datasets``, matplotlib) are imported only when us
 """
 
 from nemo_genrm.evals.compare import Comparison, ComparisonError, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench import (
-    RewardBenchEvaluator,
-    RewardBenchOutcome,
-    compare_outcome,
-    open_judge,
-    open_judges,
-    run_reward_bench,
-)
+from nemo_genrm.evals.reward_bench import RewardBenchEvaluator, RewardBenchOutcome
 from nemo_genrm.evals.rewardbench2 import RewardBench2Evaluator, evaluator_for, examples_for, load_v2_examples
 from nemo_genrm.evals.rewardbench_data import (
     RewardBenchDataError,
@@ -20,6 +13,7 @@ from nemo_genrm.evals.rewardbench_data import (
     rows_to_examples,
     write_examples,
 )
+from nemo_genrm.evals.rewardbench_run import compare_outcome, open_judge, open_judges, run_reward_bench
 from nemo_genrm.evals.rewardbench_preset import RewardBenchPreset, load_rewardbench_preset
 from nemo_genrm.evals.rewardbench_scores import (
     EXAMPLE_COUNTS,
