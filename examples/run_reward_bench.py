@@ -17,25 +17,25 @@ from nemo_genrm.config import ConfigError, RewardBenchConfig, load_config, valid
 from nemo_genrm.evals import (
     ComparisonError,
     RewardBenchDataError,
-    RewardBenchEvaluator,
     compare_outcome,
-    load_examples,
+    evaluator_for,
+    examples_for,
     load_reference,
-    open_judge,
+    open_judges,
 )
 
 
 def main(cfg: RewardBenchConfig) -> int:
     """Check inputs, start the judge, run the evaluation, clean up, compare; return the exit status."""
     # Prompt, data and reference problems surface before the (possibly slow) judge start.
-    evaluator = RewardBenchEvaluator(cfg)
-    examples = load_examples(cfg.data)
+    evaluator = evaluator_for(cfg)  # RewardBench, or RewardBench 2 for protocol: best_of_4
+    examples = examples_for(cfg)
     if cfg.compare_to is not None:
         load_reference(cfg.compare_to)
-    with open_judge(cfg) as judge:
-        outcome = evaluator.run(examples, judge)
+    with open_judges(cfg) as judges:
+        outcome = evaluator.run(examples, judges)
     print(outcome.scores.table())
-    print(f"results: {outcome.results_path}  per example: {outcome.examples_path}")
+    print(f"results: {outcome.results_path}  summary: {outcome.summary_path}  per example: {outcome.examples_path}")
     if cfg.compare_to is None:
         return 0
     comparison = compare_outcome(outcome, cfg.compare_to, cfg.tolerance)

@@ -4,13 +4,8 @@ Heavy pieces (judge engines, ``datasets``, matplotlib) are imported only when us
 """
 
 from nemo_genrm.evals.compare import Comparison, ComparisonError, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench import (
-    RewardBenchEvaluator,
-    RewardBenchOutcome,
-    compare_outcome,
-    open_judge,
-    run_reward_bench,
-)
+from nemo_genrm.evals.reward_bench import RewardBenchEvaluator, RewardBenchOutcome
+from nemo_genrm.evals.rewardbench2 import RewardBench2Evaluator, evaluator_for, examples_for, load_v2_examples
 from nemo_genrm.evals.rewardbench_data import (
     RewardBenchDataError,
     RewardBenchExample,
@@ -18,6 +13,7 @@ from nemo_genrm.evals.rewardbench_data import (
     rows_to_examples,
     write_examples,
 )
+from nemo_genrm.evals.rewardbench_run import compare_outcome, open_judge, open_judges, run_reward_bench
 from nemo_genrm.evals.rewardbench_preset import RewardBenchPreset, load_rewardbench_preset
 from nemo_genrm.evals.rewardbench_scores import (
     EXAMPLE_COUNTS,
@@ -39,6 +35,7 @@ __all__ = [
     "Comparison",
     "ComparisonError",
     "ExampleScore",
+    "RewardBench2Evaluator",
     "RewardBenchDataError",
     "RewardBenchEvaluator",
     "RewardBenchExample",
@@ -49,10 +46,14 @@ __all__ = [
     "chosen_at_a",
     "compare",
     "compare_outcome",
+    "evaluator_for",
+    "examples_for",
     "load_examples",
     "load_reference",
+    "load_v2_examples",
     "load_rewardbench_preset",
     "open_judge",
+    "open_judges",
     "plot_comparison",
     "rows_to_examples",
     "run_reward_bench",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nemo_genrm.evals.rewardbench2_scores import V2_SUBSETS
 from nemo_genrm.evals.rewardbench_scores import (
     OVERALL,
     SECTIONS,
@@ -157,6 +158,8 @@ def compare(ours: Mapping[str, float], reference: Mapping[str, float], tolerance
     Raises:
         ComparisonError: No subset or section in common.
     """
+    if _is_v2(ours):
+        return _compare_v2(ours, reference, tolerance)
     known = set(SUBSETS)
     subset_names = [s for s in SUBSETS if s in ours and s in reference]
     subset_names += sorted(s for s in ours if s in reference and s not in known and s not in SECTIONS and s != OVERALL)
@@ -182,6 +185,30 @@ def compare(ours: Mapping[str, float], reference: Mapping[str, float], tolerance
         )
     missing = tuple(s for s in SUBSETS if s in reference and s not in ours)
     return Comparison(rows=tuple(rows), tolerance=tolerance, missing=missing)
+
+
+def _is_v2(ours: Mapping[str, float]) -> bool:
+    """Whether scores are RewardBench 2's: its subset names and none of RewardBench's."""
+    return any(s in ours for s in V2_SUBSETS if s != "Safety") and not any(s in ours for s in SUBSETS)
+
+
+def _compare_v2(ours: Mapping[str, float], reference: Mapping[str, float], tolerance: float) -> Comparison:
+    """RewardBench 2: every common subset, then ``Score`` as the mean of those subsets on each side."""
+    names = [s for s in V2_SUBSETS if s in ours and s in reference]
+    names += sorted(s for s in ours if s in reference and s not in V2_SUBSETS and s != OVERALL)
+    if not names:
+        raise ComparisonError(
+            "nothing to compare: the reference shares no RewardBench 2 subset with this run "
+            f"(ours: {', '.join(sorted(ours))}; reference: {', '.join(sorted(reference))})"
+        )
+    rows = [ComparisonRow(s, "subset", ours[s], reference[s]) for s in names]
+    rows.append(ComparisonRow(OVERALL, "overall", _mean([ours[s] for s in names]), _mean([reference[s] for s in names])))
+    missing = tuple(s for s in V2_SUBSETS if s in reference and s not in ours)
+    return Comparison(rows=tuple(rows), tolerance=tolerance, missing=missing)
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values)
 
 
 def plot_comparison(

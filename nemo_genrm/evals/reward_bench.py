@@ -3,7 +3,8 @@
 Protocols (``protocol`` in :class:`~nemo_genrm.config.RewardBenchConfig`):
 
 - ``pairwise`` (reward-bench's generative evaluation): one judge call per example with chosen
-  and rejected placed as A and B by a coin seeded from ``seed`` and the example id; the verdict
+  and rejected placed as A and B by a coin seeded from ``seed`` and the example id (or drawn
+  unseeded, as the reference does, with ``placement: reference_random``); the verdict
   is ``[[A]]`` or ``[[B]]``. Correct 1, wrong 0, no verdict 0.5 (counted as an error).
   ``both_orders: true`` also judges the swapped placement and reports position consistency;
   the headline accuracy still uses the coin's placement only, so it stays comparable.
@@ -14,15 +15,19 @@ With ``judge.verdict_from: logprobs`` the verdict is the most probable label fro
 pass (the two choice markers, or every rating) instead of parsed text.
 
 Outputs under ``output_dir``: ``examples.jsonl`` (one record per example, appended and flushed
-per batch, so an interrupted run resumes where it stopped), ``results.json`` (shaped like
-reward-bench's results: ``model``, ``model_type``, subset and section scores at the top level;
-counters and settings under ``nemo_genrm``) and ``run_config.json`` (what a resume must match).
+per batch, so an interrupted run resumes where it stopped), ``results.json`` in reward-bench's
+own shape (and ``results_pref_sets.json`` for the prior sets), ``summary.json`` with sections,
+``Score`` and the project's counters (see :mod:`.rewardbench_results`), and ``run_config.json``
+(what a resume must match).
+
+Examples too long for the judge's context are skipped and counted per subset, or have both
+responses shortened alike (``long_prompts``, see :mod:`.rewardbench_requests`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,32 +35,40 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from nemo_genrm.config import ConfigError, RewardBenchConfig
-from nemo_genrm.evals.compare import Comparison, compare, load_reference, plot_comparison
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample, load_examples
+from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
+from nemo_genrm.evals.rewardbench_data import RewardBenchExample
 from nemo_genrm.evals.rewardbench_preset import (
     RewardBenchPreset,
     load_rewardbench_preset,
     reference_choice,
     reference_rating,
 )
+from nemo_genrm.evals.rewardbench_requests import RequestBuilder, RequestPlan
+from nemo_genrm.evals.rewardbench_results import (
+    PREF_RESULTS_FILE,
+    RESULTS_FILE,
+    SUMMARY_FILE,
+    model_label,
+    model_type,
+    results_row,
+    write_json,
+)
 from nemo_genrm.evals.rewardbench_scores import (
+    OVERALL,
     ExampleScore,
     RewardBenchScores,
-    chosen_at_a,
     pairwise_score,
-    placement_of,
     rating_score,
 )
-from nemo_genrm.evals.rewardbench_store import EXAMPLES_FILE, RESULTS_FILE, RecordStore, fingerprint
-from nemo_genrm.judges.base import Judge, JudgeRequest, Placement, ReplicaPlacement
-from nemo_genrm.prompts import JudgeTemplate, load_template, neutralise, template_labels_from_config
+from nemo_genrm.evals.rewardbench_store import EXAMPLES_FILE, RecordStore, fingerprint
+from nemo_genrm.judges.base import Judge, JudgeRequest
+from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
+from nemo_genrm.prompts import JudgeTemplate, load_template, template_labels_from_config
 from nemo_genrm.verdicts import Verdict, VerdictParser
+from nemo_genrm.voting import majority
 
 logger = logging.getLogger(__name__)
 
-PLOT_FILE = "comparison.png"
-MODEL_TYPE = "Generative RM"
 PROVIDED_FIELDS = {"pairwise": ("question", "response_a", "response_b"), "rating": ("question", "response")}
 
 
@@ -79,7 +92,8 @@ class RewardBenchOutcome:
 
     Attributes:
         scores: Per-subset and per-section scores.
-        results: The results JSON as written.
+        results: ``results.json`` as written (reward-bench's shape).
+        summary: ``summary.json`` as written (sections, Score, the project's extras).
         output_dir: Where the files are.
         judged: Examples judged in this call.
         resumed: Examples taken from an earlier, interrupted run.
@@ -87,14 +101,20 @@ class RewardBenchOutcome:
 
     scores: RewardBenchScores
     results: dict[str, Any]
+    summary: dict[str, Any]
     output_dir: Path
     judged: int
     resumed: int
 
     @property
     def results_path(self) -> Path:
-        """The results JSON."""
+        """The results JSON (reward-bench's shape)."""
         return self.output_dir / RESULTS_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        """The summary JSON (sections, Score, counters, settings)."""
+        return self.output_dir / SUMMARY_FILE
 
     @property
     def examples_path(self) -> Path:
@@ -120,6 +140,8 @@ class RewardBenchEvaluator:
     """
 
     def __init__(self, cfg: RewardBenchConfig) -> None:
+        if cfg.protocol not in PROVIDED_FIELDS:
+            raise ConfigError([f"protocol {cfg.protocol!r} is RewardBench 2: use RewardBench2Evaluator (evaluator_for)"])
         self.cfg = cfg
         self.parser = VerdictParser.from_config(cfg.verdict)
         self.markers: tuple[str, str] = (cfg.verdict.choice_markers[0], cfg.verdict.choice_markers[1])
@@ -136,42 +158,21 @@ class RewardBenchEvaluator:
                 labels=template_labels_from_config(cfg.verdict),
             )
         self.neutralise = cfg.prompt.neutralise and self.preset is None
+        self.builder = RequestBuilder(cfg, self.template, self.preset, self.markers, self.neutralise)
         self.requests_per_example = 2 if (cfg.protocol == "rating" or cfg.both_orders) else 1
         self.output_dir = Path(cfg.output_dir)
+        reference_tokens = REFERENCE_MAX_NEW_TOKENS[cfg.protocol]
+        if self.preset is not None and cfg.judge.sampling.max_new_tokens < reference_tokens:
+            logger.warning(
+                "judge.sampling.max_new_tokens is %d but the reference lets the judge write %d tokens: a "
+                "verdict written after token %d is cut off here and read by the reference",
+                cfg.judge.sampling.max_new_tokens, reference_tokens, cfg.judge.sampling.max_new_tokens,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------------- requests
-    def _response(self, text: str) -> str:
-        if not self.neutralise:
-            return text
-        return neutralise(text, markers=self.markers if self.cfg.protocol == "pairwise" else ())
-
-    def placement(self, example: RewardBenchExample) -> str:
-        """``chosen_a`` or ``chosen_b`` for this run's seed."""
-        return placement_of(chosen_at_a(self.cfg.seed, example.key))
-
-    def _pairwise_request(self, example: RewardBenchExample, placement: str) -> JudgeRequest:
-        chosen, rejected = self._response(example.chosen), self._response(example.rejected)
-        a, b = (chosen, rejected) if placement == "chosen_a" else (rejected, chosen)
-        messages = self.template.render(question=example.prompt, response_a=a, response_b=b, answer_a=a, answer_b=b)
-        return JudgeRequest(messages=tuple(messages))
-
-    def _rating_request(self, example: RewardBenchExample, response: str) -> JudgeRequest:
-        response = self._response(response)
-        messages = self.template.render(
-            question=example.prompt, prompt=example.prompt, response=response, completion=response
-        )
-        return JudgeRequest(messages=tuple(messages))
-
-    def requests_for(self, example: RewardBenchExample) -> list[JudgeRequest]:
-        """The judge requests of one example, in the order :meth:`record_for` expects."""
-        if self.cfg.protocol == "rating":
-            return [self._rating_request(example, example.chosen), self._rating_request(example, example.rejected)]
-        placement = self.placement(example)
-        requests = [self._pairwise_request(example, placement)]
-        if self.cfg.both_orders:
-            swapped = "chosen_b" if placement == "chosen_a" else "chosen_a"
-            requests.append(self._pairwise_request(example, swapped))
-        return requests
+    def plan(self, example: RewardBenchExample) -> RequestPlan:
+        """The judge requests of one example and its placement (see :mod:`.rewardbench_requests`)."""
+        return self.builder.plan(example)
 
     # --------------------------------------------------------------------------- judging
     def _labels(self) -> list[str]:
@@ -179,8 +180,18 @@ class RewardBenchEvaluator:
             return list(self.markers)
         return [str(r) for r in range(self.cfg.verdict.rating_min, self.cfg.verdict.rating_max + 1)]
 
-    def _ask(self, judge: Judge, requests: list[JudgeRequest]) -> list[_Reply]:
-        if self.cfg.judge.verdict_from == "logprobs":
+    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[_Reply]]:
+        """Every member's replies to every request (``votes`` each): one ballot per request."""
+        votes = self.cfg.votes
+        ballots: list[list[_Reply]] = [[] for _ in requests]
+        for judge, member in zip(judges, self.cfg.members, strict=True):
+            replies = self._ask(judge, [r for r in requests for _ in range(votes)], member.verdict_from)
+            for index, ballot in enumerate(ballots):
+                ballot.extend(replies[index * votes : (index + 1) * votes])
+        return ballots
+
+    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[_Reply]:
+        if verdict_from == "logprobs":
             scored = judge.score(requests, self._labels())
             replies = [_Reply(None, s.probs, s.error) for s in scored]
         else:
@@ -203,27 +214,40 @@ class RewardBenchEvaluator:
             # Parity: the reference reads only a 1-10 integer that ends the reply.
             rating = reference_rating(reply.text)
             return Verdict(rating, "ok") if rating is not None else Verdict(None, "no_trailing_rating")
-        verdict = self.parser.parse(reply.text)
-        if verdict.reason == "ambiguous" and self.preset is not None and self.cfg.protocol == "pairwise":
-            # Parity: the reference checks for the A marker first, so a reply with both is A.
-            return Verdict(reference_choice(reply.text, self.markers), "ambiguous_reference_rule")
-        return verdict
+        if self.preset is not None:
+            # Parity: the reference searches the whole reply, <think> blocks included, for the A
+            # marker first, then the B marker.
+            choice = reference_choice(reply.text, self.markers)
+            return Verdict(choice, "ok") if choice is not None else Verdict(None, "no_marker")
+        return self.parser.parse(reply.text)
 
-    def _side(self, placement: str, reply: _Reply) -> dict[str, Any]:
-        verdict = self._verdict(reply)
+    def _side(self, placement: str, ballot: Sequence[_Reply]) -> dict[str, Any]:
+        if len(ballot) == 1:
+            verdict = self._verdict(ballot[0])
+            value, reason, extra = verdict.value, verdict.reason, {"output": ballot[0].output}
+        else:
+            votes = [self._verdict(r).value for r in ballot]
+            result = majority(votes, ties=self.cfg.ties)
+            value, reason = result.verdict, "tie" if result.tie else "majority"
+            extra = {"output": [r.output for r in ballot], "votes": votes, "agreement": result.agreement}
         return {
             "placement": placement,
-            "verdict": verdict.value,
-            "verdict_reason": verdict.reason,
-            "judge_error": reply.error,
-            "score": pairwise_score(verdict.value, placement),  # type: ignore[arg-type]
-            "output": reply.output,
+            "verdict": value,
+            "verdict_reason": reason,
+            "judge_error": next((r.error for r in ballot if r.error is not None), None),
+            "score": pairwise_score(value, placement),  # type: ignore[arg-type]
+            **extra,
         }
 
-    def record_for(self, example: RewardBenchExample, replies: Sequence[_Reply]) -> dict[str, Any]:
-        """The per-example JSONL record from its replies (see :meth:`requests_for`)."""
+    def record_for(
+        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[_Reply]]
+    ) -> dict[str, Any]:
+        """The per-example JSONL record from its plan and each request's replies (see :meth:`plan`)."""
         head = {"id": example.id, "subset": example.subset, "protocol": self.cfg.protocol}
+        head["skipped"] = any(r.error == PROMPT_TOO_LONG for ballot in ballots for r in ballot)
+        head["shortened"] = plan.shortened
         if self.cfg.protocol == "rating":
+            replies = [ballot[0] for ballot in ballots]  # no rating ensembles (validated)
             verdicts = [self._verdict(r) for r in replies]
             ratings = [v.value for v in verdicts]
             missing = any(r is None for r in ratings)
@@ -238,22 +262,23 @@ class RewardBenchEvaluator:
                 "tie": not missing and ratings[0] == ratings[1],
                 "output": {"chosen": replies[0].output, "rejected": replies[1].output},
             }
-        first = self._side(self.placement(example), replies[0])
+        first = self._side(plan.placement, ballots[0])  # type: ignore[arg-type]
         record = {**head, **first, "error": first["verdict"] is None}
         if self.cfg.both_orders:
-            swapped = self._side("chosen_b" if first["placement"] == "chosen_a" else "chosen_a", replies[1])
+            swapped = self._side("chosen_b" if first["placement"] == "chosen_a" else "chosen_a", ballots[1])
             both_parsed = first["verdict"] is not None and swapped["verdict"] is not None
             record["swapped"] = swapped
             record["consistent"] = both_parsed and first["score"] == swapped["score"]
         return record
 
     # ------------------------------------------------------------------------------ run
-    def run(self, examples: Sequence[RewardBenchExample], judge: Judge) -> RewardBenchOutcome:
+    def run(self, examples: Sequence[RewardBenchExample], judge: Judge | Sequence[Judge]) -> RewardBenchOutcome:
         """Judge every example not already in ``output_dir``, then score and write the results.
 
         Args:
             examples: The examples (see :func:`~nemo_genrm.evals.rewardbench_data.load_examples`).
-            judge: A started judge (see :func:`open_judge`); the caller shuts it down.
+            judge: A started judge, or one per member of ``judges`` in order (see
+                :func:`open_judges`); the caller shuts them down.
 
         Returns:
             The outcome; ``results.json`` is written.
@@ -264,6 +289,9 @@ class RewardBenchEvaluator:
         """
         if not examples:
             raise ValueError("no RewardBench examples to judge")
+        judges = [judge] if isinstance(judge, Judge) else list(judge)
+        if len(judges) != len(self.cfg.members):
+            raise ValueError(f"{len(judges)} judge(s) given for {len(self.cfg.members)} configured")
         store = RecordStore(self.output_dir, fingerprint(self.cfg))
         clashes = [ex.key for ex in examples if ex.key in store and store[ex.key]["subset"] != ex.subset]
         if clashes:
@@ -282,38 +310,59 @@ class RewardBenchEvaluator:
                 resumed, len(examples), self.output_dir, len(retry),
             )  # fmt: skip
         per_call = self.cfg.judge.batching.max_batch_size * self.cfg.resources.num_replicas
-        per_chunk = max(1, per_call // self.requests_per_example)
+        per_chunk = max(1, per_call // (self.requests_per_example * self.cfg.votes))
         pending = {ex.key for ex in todo}
         done = [ExampleScore.from_record(store[ex.key]) for ex in examples if ex.key not in pending]
+        done = [d for d in done if not math.isnan(d.score)]
         try:
             with tqdm(total=len(examples), initial=resumed, desc="RewardBench", unit="ex", dynamic_ncols=True) as bar:
                 bar.set_postfix(_running(done))
                 for chunk in _chunks(todo, per_chunk):
-                    requests = [self.requests_for(ex) for ex in chunk]
-                    replies = iter(self._ask(judge, [r for group in requests for r in group]))
+                    plans = [self.plan(ex) for ex in chunk]
+                    ballots = iter(self._ballots(judges, [r for plan in plans for r in plan.requests]))
                     records = [
-                        self.record_for(ex, [next(replies) for _ in group])
-                        for ex, group in zip(chunk, requests, strict=True)
+                        self.record_for(ex, plan, [next(ballots) for _ in plan.requests])
+                        for ex, plan in zip(chunk, plans, strict=True)
                     ]
                     store.append(records)
-                    done += [ExampleScore.from_record(r) for r in records]
+                    done += [d for d in map(ExampleScore.from_record, records) if not math.isnan(d.score)]
                     bar.update(len(chunk))
                     bar.set_postfix(_running(done))
         finally:
             store.close()
         chosen = [store[ex.key] for ex in examples]
-        scores = RewardBenchScores.from_examples(ExampleScore.from_record(r) for r in chosen)
-        results = self._results_json(scores, chosen)
-        store.write_results(results)
+        scores = self._scores(chosen)
+        results, summary = self._write_results(scores, chosen)
         scores.log(logger)
-        return RewardBenchOutcome(scores, results, self.output_dir, judged=len(todo), resumed=resumed)
+        return RewardBenchOutcome(scores, results, summary, self.output_dir, judged=len(todo), resumed=resumed)
 
-    def _results_json(self, scores: RewardBenchScores, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def _scores(self, records: Sequence[dict[str, Any]]) -> RewardBenchScores:
+        """The scores of the selected examples' records."""
+        return RewardBenchScores.from_examples(ExampleScore.from_record(r) for r in records)
+
+    def _write_results(
+        self, scores: RewardBenchScores, records: Sequence[dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Write ``results.json`` (and the prior sets' file) and ``summary.json``; return both dicts."""
+        label, kind = model_label(self.cfg), model_type(self.cfg)
+        results = results_row(label, scores.subset_accuracy(pref_sets=False), kind)
+        write_json(self.output_dir / RESULTS_FILE, results)
+        pref = scores.subset_accuracy(pref_sets=True)
+        if pref:
+            write_json(self.output_dir / PREF_RESULTS_FILE, results_row(label, pref, kind))
+        head = {"model": label, "model_type": kind, **scores.sections}
+        if scores.score is not None:
+            head[OVERALL] = scores.score
+        summary = {**head, "nemo_genrm": self._details(scores, records)}
+        write_json(self.output_dir / SUMMARY_FILE, summary)
+        return results, summary
+
+    def _details(self, scores: RewardBenchScores, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         prompt = self.preset.describe() if self.preset else {"template": self.template.name, "preset": None}
         placements = None
         if self.cfg.protocol == "pairwise":
             placements = {p: sum(r["placement"] == p for r in records) for p in ("chosen_a", "chosen_b")}
-        details = {
+        return {
             **scores.details(),
             "judge_errors": sum(_engine_failed(r) for r in records),
             "protocol": self.cfg.protocol,
@@ -321,21 +370,25 @@ class RewardBenchEvaluator:
             "seed": self.cfg.seed,
             "placements": placements,
             "prompt": prompt,
+            "placement": self.cfg.placement,
+            "long_prompts": self.cfg.long_prompts,
             "judge": fingerprint(self.cfg)["judge"],
             "examples_file": EXAMPLES_FILE,
         }
-        head = {"model": self.cfg.judge.model_name, "model_type": MODEL_TYPE, "chat_template": None}
-        return {**head, **scores.flat(), "nemo_genrm": details}
 
 
 def _engine_failed(record: dict[str, Any]) -> bool:
-    """Whether any judge call of a record failed in the engine (not a reply that did not parse)."""
+    """Whether a judge call of a record failed in the engine and may succeed on a retry.
+
+    A reply that did not parse is no failure, nor is a prompt too long for the judge (it would
+    be too long again).
+    """
     errors = record["judge_error"]
     errors = list(errors.values()) if isinstance(errors, dict) else [errors]
     swapped = record.get("swapped")
     if isinstance(swapped, dict):
         errors.append(swapped.get("judge_error"))
-    return any(e is not None for e in errors)
+    return any(e is not None and e != PROMPT_TOO_LONG for e in errors)
 
 
 def _running(done: Sequence[ExampleScore]) -> dict[str, Any]:
@@ -343,91 +396,3 @@ def _running(done: Sequence[ExampleScore]) -> dict[str, Any]:
     if not done:
         return {}
     return {"acc": f"{sum(d.score for d in done) / len(done):.3f}", "err": sum(d.error for d in done)}
-
-
-# -------------------------------------------------------------------------------- entry helpers
-@contextlib.contextmanager
-def open_judge(cfg: RewardBenchConfig) -> Iterator[Judge]:
-    """Start the judge the config describes and free it (and its placement groups) on exit.
-
-    One CPU replica (``resources.gpus_per_replica: 0``) runs without a placement group, on CPU
-    even where the cluster has GPUs. Anything else (GPUs, several replicas) reserves its
-    placement through :func:`nemo_genrm.resources.acquire_resources` on the connected Ray cluster
-    (started here, locally, when none is).
-
-    Yields:
-        The started judge.
-
-    Raises:
-        ConfigError: Invalid engine or resources settings.
-    """
-    from nemo_genrm.judges import create_judge
-
-    held = None
-    placement: Placement | None = None
-    res = cfg.resources
-    if cfg.judge.backend != "http" and res.num_replicas == 1 and res.gpus_per_replica == 0:
-        placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=res.cpus_per_replica),))
-    elif cfg.judge.backend != "http":
-        import ray
-
-        from nemo_genrm.config import GenRMConfig
-        from nemo_genrm.resources import acquire_resources
-
-        if not ray.is_initialized():
-            ray.init(log_to_driver=False, configure_logging=False)
-        # The resource planner reads only the judge and resources sections.
-        held = acquire_resources(GenRMConfig(judge=cfg.judge, resources=res), name_prefix="reward_bench_judge")
-        placement = held.placement
-    try:
-        judge = create_judge(cfg.judge, placement)
-        try:
-            yield judge
-        finally:
-            judge.shutdown()
-    finally:
-        if held is not None:
-            held.release()
-
-
-def run_reward_bench(
-    cfg: RewardBenchConfig, judge: Judge, examples: Sequence[RewardBenchExample] | None = None
-) -> RewardBenchOutcome:
-    """Load the examples (unless given), judge them and write the results.
-
-    Args:
-        cfg: The evaluation config.
-        judge: A started judge; the caller shuts it down.
-        examples: Examples to judge instead of ``cfg.data``.
-
-    Returns:
-        The outcome.
-
-    Raises:
-        nemo_genrm.evals.compare.ComparisonError: ``compare_to`` names an unusable file.
-        nemo_genrm.evals.rewardbench_data.RewardBenchDataError: The data cannot be used.
-    """
-    if cfg.compare_to is not None:
-        load_reference(cfg.compare_to)  # fail before judging, not after
-    if examples is None:
-        examples = load_examples(cfg.data)
-    return RewardBenchEvaluator(cfg).run(examples, judge)
-
-
-def compare_outcome(outcome: RewardBenchOutcome, reference_path: str | Path, tolerance: float) -> Comparison:
-    """Compare a run with a reference results JSON and save the bar chart next to the results.
-
-    Returns:
-        The comparison (``exit_code`` 1 when a delta exceeds ``tolerance``).
-
-    Raises:
-        nemo_genrm.evals.compare.ComparisonError: The reference cannot be used.
-    """
-    comparison = compare(outcome.scores.flat(), load_reference(reference_path), tolerance)
-    plot_comparison(
-        comparison,
-        outcome.output_dir / PLOT_FILE,
-        ours_label=Path(str(outcome.results["model"])).name or "ours",
-        reference_label=Path(reference_path).stem,
-    )
-    return comparison

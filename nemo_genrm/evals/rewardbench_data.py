@@ -39,6 +39,8 @@ class RewardBenchExample:
         prompt: The user request.
         chosen: The preferred response.
         rejected: The dispreferred response.
+        turns: Earlier turns of a conversation, user and assistant alternating, before ``prompt``
+            (the two-turn examples of the prior preference sets); empty for one turn.
     """
 
     id: Any
@@ -46,6 +48,7 @@ class RewardBenchExample:
     prompt: str
     chosen: str
     rejected: str
+    turns: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -156,7 +159,8 @@ def rows_to_examples(rows: Sequence[Mapping[str, Any]], source: str = "data") ->
         problems += row_problems
         if not row_problems:
             first_row[str(row["id"])] = index
-            examples.append(RewardBenchExample(**{c: row[c] for c in REQUIRED_COLUMNS}))
+            turns = tuple(str(t) for t in row.get("turns") or ())
+            examples.append(RewardBenchExample(**{c: row[c] for c in REQUIRED_COLUMNS}, turns=turns))
     if problems:
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         more = len(problems) - len(shown)
@@ -211,9 +215,73 @@ def load_examples(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
         rows, source = _load_hub(cfg.hf_name, cfg.split), f"{cfg.hf_name}[{cfg.split}]"
     else:
         raise ConfigError(["set data.path (a local file) or data.hf_name (a hub dataset)"])
-    examples = select(rows_to_examples(rows, source), cfg.subsets, cfg.limit)
+    examples = rows_to_examples(rows, source)
+    if cfg.pref_sets:
+        examples += load_pref_sets(cfg)
+    examples = select(examples, cfg.subsets, cfg.limit)
     logger.info("loaded %d RewardBench examples from %s", len(examples), source)
     return examples
+
+
+# ------------------------------------------------------------------------------ prior sets
+PREF_SETS_LEFT_OUT = ("pku_better", "pku_safer")  # no longer part of the benchmark (the reference drops them)
+MAX_MESSAGES = 4  # the reference keeps conversations of at most 4 messages, the last one judged
+
+
+def load_pref_sets(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
+    """The prior preference sets, from ``data.pref_sets_path`` or every split of the hub dataset.
+
+    As in the reference, each hub split is a subset, ``pku_*`` are left out, and a conversation
+    longer than :data:`MAX_MESSAGES` messages (response included) is dropped (counted in the
+    log). A list-valued ``prompt`` holds the messages before the response; a two-turn one keeps
+    its first exchange in ``turns``. Ids become ``<subset>:<id>`` so they cannot clash with
+    RewardBench's.
+
+    Raises:
+        RewardBenchDataError: The data cannot be read or has bad rows.
+    """
+    if cfg.pref_sets_path:
+        rows, source = read_rows(cfg.pref_sets_path), str(cfg.pref_sets_path)
+    else:
+        rows, source = _load_hub_splits(cfg.pref_sets_hf_name), cfg.pref_sets_hf_name
+    kept, dropped = [], 0
+    for row in rows:
+        if row.get("subset") in PREF_SETS_LEFT_OUT:
+            continue
+        row = pref_set_row(row)
+        if row is None:
+            dropped += 1
+        else:
+            kept.append(row)
+    if dropped:
+        logger.info("prior sets: %d conversations longer than %d messages left out, as the reference does", dropped, MAX_MESSAGES)
+    return rows_to_examples(kept, source)
+
+
+def pref_set_row(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A prior-set row in RewardBench's columns, or ``None`` for a conversation the reference drops."""
+    out = dict(row)
+    out["id"] = f"{row.get('subset')}:{row.get('id')}"
+    prompt = row.get("prompt")
+    if isinstance(prompt, list):
+        contents = [m.get("content") if isinstance(m, Mapping) else m for m in prompt]
+        if len(contents) + 1 > MAX_MESSAGES or len(contents) not in (1, 3):
+            return None
+        out["prompt"], out["turns"] = contents[-1], contents[:-1]
+    return out
+
+
+def _load_hub_splits(name: str) -> list[dict[str, Any]]:
+    try:
+        import datasets
+
+        splits = datasets.load_dataset(name)
+    except Exception as err:  # the hub raises many types (offline, missing split, auth)
+        raise RewardBenchDataError(
+            f"cannot load {name!r} from the hub: {type(err).__name__}: {err}. Without a hub, set "
+            "data.pref_sets_path to a local JSONL/JSON/Parquet file with a subset column"
+        ) from err
+    return [{**dict(row), "subset": split} for split, ds in splits.items() for row in ds]
 
 
 def write_examples(path: str | Path, examples: Iterable[RewardBenchExample]) -> Path:

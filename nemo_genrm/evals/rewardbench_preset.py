@@ -18,7 +18,7 @@ Variables read (names as in rewardbench 0.1.4 and 0.1.5, see docs/parity.md):
 from __future__ import annotations
 
 import ast
-import importlib.metadata
+import hashlib
 import importlib.util
 import logging
 import re
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 PACKAGE = "rewardbench"
 INSTALL_HINT = "pip install --no-deps rewardbench"
 PAIRWISE_VARIABLE = "MTBENCH_V2"
+MULTI_TURN_VARIABLE = "MTBENCH_MULTI_V2"
+MULTI_TURN_FIELDS = ("question_1", "question_2", "answer_a_1", "answer_b_1", "answer_a_2", "answer_b_2")
 RATING_VARIABLE = "ratings_prompt"
 PAIRWISE_FIELDS = ("question", "answer_a", "answer_b")
 RATING_FIELDS = ("prompt", "completion")
@@ -48,18 +50,24 @@ class RewardBenchPreset:
         protocol: ``pairwise`` or ``rating``.
         template: The prompt as a :class:`~nemo_genrm.prompts.JudgeTemplate` (its fields are the
             reference's: ``question``/``answer_a``/``answer_b`` or ``prompt``/``completion``).
-        version: The installed rewardbench version (``unknown`` when it cannot be told).
+        version: The version of the source read (``unknown`` when it cannot be told).
         source: The file the prompt was read from.
+        digest: ``sha256:`` of that file.
+        multi_turn: Pairwise only: the reference's two-turn prompt (fields ``question_1``,
+            ``question_2``, ``answer_a_1``, ``answer_b_1``, ``answer_a_2``, ``answer_b_2``), used
+            for the two-turn conversations of the prior preference sets; ``None`` when absent.
     """
 
     protocol: str
     template: JudgeTemplate
     version: str
     source: str
+    digest: str = ""
+    multi_turn: JudgeTemplate | None = None
 
     def describe(self) -> dict[str, str]:
-        """What the results JSON records about the preset."""
-        return {"preset": PACKAGE, "rewardbench_version": self.version, "source": self.source}
+        """What the results record about the preset."""
+        return {"preset": PACKAGE, "rewardbench_version": self.version, "source": self.source, "digest": self.digest}
 
 
 # --------------------------------------------------------------------------------- locating
@@ -87,11 +95,15 @@ def find_package_dir() -> Path:
 
 
 def package_version(package_dir: Path) -> str:
-    """The installed version: distribution metadata, else ``__version__`` in ``__init__.py``."""
-    try:
-        return importlib.metadata.version(PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    """The version of the source actually read: ``__version__`` in the package's ``__init__.py``.
+
+    The installed distribution's metadata is not consulted: another copy of the package earlier
+    on ``sys.path`` (a checkout, a vendored copy) is what gets read, and its version is the one
+    that matters. Read with :mod:`ast`, never imported.
+
+    Returns:
+        The version string, or ``unknown`` when ``__init__.py`` holds no literal ``__version__``.
+    """
     init = package_dir / "__init__.py"
     if init.is_file():
         try:
@@ -101,6 +113,11 @@ def package_version(package_dir: Path) -> str:
         if isinstance(value, str):
             return value
     return "unknown"
+
+
+def source_digest(path: Path) -> str:
+    """``sha256:<hex>`` of a source file, so a result names the exact prompt text used."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -196,18 +213,13 @@ def load_rewardbench_preset(protocol: str) -> RewardBenchPreset:
         raise ConfigError([f"prompt.preset: the rewardbench package at {package_dir} has no generative.py"])
     version = package_version(package_dir)
     where = f"prompt.preset: rewardbench {version} ({source.name})"
+    multi_turn = None
     if protocol == "pairwise":
-        spec = module_constant(source, PAIRWISE_VARIABLE)
-        if not isinstance(spec, dict) or not all(
-            isinstance(spec.get(k), str) for k in ("system_prompt", "prompt_template")
-        ):
-            raise ConfigError([f"{where}: {PAIRWISE_VARIABLE} must hold system_prompt and prompt_template strings"])
-        template = JudgeTemplate(
-            name=f"rewardbench:{spec.get('name', PAIRWISE_VARIABLE)}",
-            system=spec["system_prompt"],
-            user=spec["prompt_template"],
-        )
+        template = _pair_template(source, PAIRWISE_VARIABLE, where)
         _check_fields(template, PAIRWISE_FIELDS, where)
+        if MULTI_TURN_VARIABLE in _bindings(ast.parse(source.read_text(encoding="utf-8"))):
+            multi_turn = _pair_template(source, MULTI_TURN_VARIABLE, where)
+            _check_fields(multi_turn, MULTI_TURN_FIELDS, where)
     elif protocol == "rating":
         text = module_constant(source, RATING_VARIABLE)
         if not isinstance(text, str):
@@ -217,25 +229,24 @@ def load_rewardbench_preset(protocol: str) -> RewardBenchPreset:
     else:
         raise ConfigError([f"protocol: {protocol!r} has no rewardbench preset; use pairwise or rating"])
     logger.info("using rewardbench %s %s prompt from %s", version, protocol, source)
-    return RewardBenchPreset(protocol=protocol, template=template, version=version, source=str(source))
+    return RewardBenchPreset(
+        protocol, template, version, str(source), digest=source_digest(source), multi_turn=multi_turn
+    )
+
+
+def _pair_template(source: Path, variable: str, where: str) -> JudgeTemplate:
+    """A pairwise prompt dict (``system_prompt`` and ``prompt_template``) as a template."""
+    spec = module_constant(source, variable)
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("system_prompt", "prompt_template")):
+        raise ConfigError([f"{where}: {variable} must hold system_prompt and prompt_template strings"])
+    return JudgeTemplate(
+        name=f"rewardbench:{spec.get('name', variable)}", system=spec["system_prompt"], user=spec["prompt_template"]
+    )
 
 
 def reference_choice(text: str | None, markers: tuple[str, str] = ("[[A]]", "[[B]]")) -> str | None:
-    """The reference's rule for a reply holding both markers: the first marker listed wins.
-
-    ``process_judgement`` in ``rewardbench/generative.py`` tests for ``[[A]]`` before ``[[B]]``,
-    so a reply with both counts as A there. Used only with the preset, for parity.
-
-    Returns:
-        ``"A"``, ``"B"`` or ``None``.
-    """
-    if text is None:
-        return None
-    if markers[0] in text:
-        return "A"
-    if markers[1] in text:
-        return "B"
-    return None
+    """The reference's pairwise reading: ``[[A]]`` anywhere wins, then ``[[B]]`` (see :func:`reference_choice_of`)."""
+    return reference_choice_of(text, markers)
 
 
 _TRAILING_RATING = re.compile(r"(?<!\w)(10|[1-9])$")
@@ -258,3 +269,73 @@ def reference_rating(text: str | None) -> int | None:
         return None
     match = _TRAILING_RATING.search(text.strip())
     return int(match.group(1)) if match else None
+
+
+# ------------------------------------------------------------------------------ RewardBench 2
+V2_SOURCE = "generative_v2.py"
+FOUR_WAY_FIELDS = ("question", "answer_a", "answer_b", "answer_c", "answer_d")
+TIES_RATING_VARIABLE = "ratings_prompt_ties"
+
+
+@dataclass(frozen=True)
+class RewardBench2Preset:
+    """The reference's RewardBench 2 prompts (``rewardbench/generative_v2.py``).
+
+    Attributes:
+        four_way: ``MTBENCH_V2`` there: system and user text with ``{question}`` and
+            ``{answer_a}``..``{answer_d}``.
+        ties: ``ratings_prompt_ties``: one user message with ``{prompt}`` and ``{completion}``.
+        version: The version of the source read.
+        source: The file read.
+        digest: ``sha256:`` of that file.
+    """
+
+    four_way: JudgeTemplate
+    ties: JudgeTemplate
+    version: str
+    source: str
+    digest: str
+
+    def describe(self) -> dict[str, str]:
+        """What the results record about the preset."""
+        return {"preset": PACKAGE, "rewardbench_version": self.version, "source": self.source, "digest": self.digest}
+
+
+def load_rewardbench2_preset() -> RewardBench2Preset:
+    """Read the RewardBench 2 prompts from the installed package's ``generative_v2.py``.
+
+    Raises:
+        ConfigError: The package is missing, or its source lacks the variables or fields.
+    """
+    package_dir = find_package_dir()
+    source = package_dir / V2_SOURCE
+    if not source.is_file():
+        raise ConfigError([f"prompt.preset: the rewardbench package at {package_dir} has no {V2_SOURCE}"])
+    version = package_version(package_dir)
+    where = f"prompt.preset: rewardbench {version} ({source.name})"
+    four_way = _pair_template(source, PAIRWISE_VARIABLE, where)
+    _check_fields(four_way, FOUR_WAY_FIELDS, where)
+    text = module_constant(source, TIES_RATING_VARIABLE)
+    if not isinstance(text, str):
+        raise ConfigError([f"{where}: {TIES_RATING_VARIABLE} must be a string"])
+    ties = JudgeTemplate(name=f"rewardbench:{TIES_RATING_VARIABLE}", system=None, user=text)
+    _check_fields(ties, RATING_FIELDS, where)
+    logger.info("using rewardbench %s RewardBench 2 prompts from %s", version, source)
+    return RewardBench2Preset(four_way, ties, version, str(source), source_digest(source))
+
+
+def reference_choice_of(text: str | None, markers: tuple[str, ...]) -> str | None:
+    """The reference's reading of a reply: the letter of the first marker listed that occurs in it.
+
+    ``process_judgement`` in ``generative.py`` and ``generative_v2.py`` tests the markers in order
+    (``[[A]]`` first) anywhere in the reply, ``<think>`` blocks included.
+
+    Returns:
+        ``"A"``, ``"B"``, ... (by marker position), or ``None``.
+    """
+    if text is None:
+        return None
+    for index, marker in enumerate(markers):
+        if marker in text:
+            return "ABCDEFGHIJ"[index]
+    return None

@@ -76,6 +76,17 @@ EXAMPLE_COUNTS: dict[str, int] = {
 }
 MATH_PRM_ROWS = 447  # the real size of math-prm in the filtered split
 
+# The prior preference sets (allenai/pref-test-sets). The leaderboard's "Prior Sets" column is the
+# plain mean of four of them, and its average weighs the four sections 2 and Prior Sets 1
+# (analysis/get_benchmark_results.py: get_average_over_rewardbench).
+PRIOR_SETS = "Prior Sets (0.5 weight)"
+PREF_SUBSETS: tuple[str, ...] = (
+    "anthropic_harmless", "anthropic_helpful", "anthropic_hhh", "mtbench_gpt4", "mtbench_human", "shp", "summarize",
+    "summarize_prompted",
+)  # fmt: skip
+PRIOR_SET_SUBSETS: tuple[str, ...] = ("anthropic_helpful", "anthropic_hhh", "shp", "summarize")
+SECTION_WEIGHT, PRIOR_SETS_WEIGHT = 2.0, 1.0
+
 SUBSETS: tuple[str, ...] = tuple(s for section in SECTIONS for s in SUBSET_MAPPING[section])
 SUBSET_TO_SECTION: dict[str, str] = {s: sec for sec in SECTIONS for s in SUBSET_MAPPING[sec]}
 
@@ -157,6 +168,9 @@ class ExampleScore:
         tie: Rating protocol: both ratings parsed and were equal.
         swapped_score: Both-orders mode: the score of the swapped placement.
         consistent: Both-orders mode: the judge picked the same response in both placements.
+        skipped: Too long for the judge's context and ``long_prompts: skip``: not scored, counted.
+        shortened: Both responses were shortened to fit (``long_prompts: shorten``).
+        agreement: Ensembles: share of the votes that went to the majority verdict.
     """
 
     id: Any
@@ -166,6 +180,9 @@ class ExampleScore:
     tie: bool = False
     swapped_score: float | None = None
     consistent: bool | None = None
+    skipped: bool = False
+    shortened: bool = False
+    agreement: float | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ExampleScore:
@@ -174,11 +191,14 @@ class ExampleScore:
         return cls(
             id=record["id"],
             subset=record["subset"],
-            score=float(record["score"]),
+            score=math.nan if record["score"] is None else float(record["score"]),
             error=bool(record["error"]),
             tie=bool(record.get("tie", False)),
             swapped_score=None if swapped is None else float(swapped["score"]),
             consistent=record.get("consistent"),
+            skipped=bool(record.get("skipped", False)),
+            shortened=record.get("shortened") is not None,
+            agreement=record.get("agreement"),
         )
 
 
@@ -188,21 +208,28 @@ class SubsetScore:
     """Accuracy and counters of one subset.
 
     Attributes:
-        n: Examples judged.
-        accuracy: Mean score (reference semantics: errors and ties count 0.5).
+        n: Examples scored (skipped ones excluded).
+        accuracy: Mean score (reference semantics: errors and ties count 0.5); ``None`` when every
+            example of the subset was skipped.
         errors: Examples scored 0.5 for want of a verdict.
         ties: Rating protocol: examples with equal ratings.
         position_consistency: Both-orders mode: share of examples where the judge picked the
             same response in both placements (a missing verdict is not consistent).
         accuracy_both_orders: Both-orders mode: mean score over both placements.
+        skipped: Examples too long for the judge, left out (``long_prompts: skip``).
+        shortened: Examples judged with both responses shortened (``long_prompts: shorten``).
+        agreement: Ensembles: mean share of votes for the majority verdict (1.0: unanimous).
     """
 
     n: int
-    accuracy: float
+    accuracy: float | None
     errors: int = 0
     ties: int = 0
     position_consistency: float | None = None
     accuracy_both_orders: float | None = None
+    skipped: int = 0
+    shortened: int = 0
+    agreement: float | None = None
 
 
 def section_scores(
@@ -233,9 +260,22 @@ def section_scores(
     return out
 
 
+def prior_sets_score(subset_accuracy: Mapping[str, float]) -> float | None:
+    """The leaderboard's Prior Sets score: the mean of its four prior sets present, or None."""
+    present = [subset_accuracy[s] for s in PRIOR_SET_SUBSETS if s in subset_accuracy]
+    return math.fsum(present) / len(present) if present else None
+
+
 def mean_of_sections(sections: Mapping[str, float]) -> float | None:
-    """The unweighted mean of the section scores (the leaderboard's ``Score``), or None."""
-    return sum(sections.values()) / len(sections) if sections else None
+    """The leaderboard's ``Score``: the mean of the sections present, or None.
+
+    With a Prior Sets score among them the mean is weighted as the leaderboard weighs it: 2
+    for each RewardBench section, 1 for Prior Sets.
+    """
+    if not sections:
+        return None
+    weights = {k: PRIOR_SETS_WEIGHT if k == PRIOR_SETS else SECTION_WEIGHT for k in sections}
+    return math.fsum(sections[k] * weights[k] for k in sections) / math.fsum(weights.values())
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -243,16 +283,21 @@ def _mean(values: Iterable[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def _subset_score(examples: Sequence[ExampleScore]) -> SubsetScore:
+def subset_score(all_examples: Sequence[ExampleScore]) -> SubsetScore:
+    """Accuracy and counters of one subset's examples (skipped ones counted, not scored)."""
+    examples = [e for e in all_examples if not e.skipped]
     swapped = [e.swapped_score for e in examples if e.swapped_score is not None]
-    both = len(swapped) == len(examples)
+    both = bool(examples) and len(swapped) == len(examples)
     return SubsetScore(
         n=len(examples),
-        accuracy=_mean(e.score for e in examples),
+        accuracy=_mean(e.score for e in examples) if examples else None,
         errors=sum(e.error for e in examples),
         ties=sum(e.tie for e in examples),
         position_consistency=_mean(float(bool(e.consistent)) for e in examples) if both else None,
         accuracy_both_orders=_mean([e.score for e in examples] + swapped) if both else None,
+        skipped=len(all_examples) - len(examples),
+        shortened=sum(e.shortened for e in examples),
+        agreement=_mean(agreements) if (agreements := [e.agreement for e in examples if e.agreement is not None]) else None,
     )
 
 
@@ -287,12 +332,16 @@ class RewardBenchScores:
             by_subset.setdefault(ex.subset, []).append(ex)
         if not by_subset:
             raise ValueError("no examples to score")
-        unknown = sorted(s for s in by_subset if s not in SUBSET_TO_SECTION)
+        unknown = sorted(s for s in by_subset if s not in SUBSET_TO_SECTION and s not in PREF_SUBSETS)
         if unknown:
             logger.warning("subsets outside RewardBench's sections (no section score): %s", unknown)
-        order = [s for s in SUBSETS if s in by_subset] + unknown
-        subsets = {s: _subset_score(by_subset[s]) for s in order}
-        sections = section_scores({s: v.accuracy for s, v in subsets.items() if s in SUBSET_TO_SECTION})
+        order = [s for s in (*SUBSETS, *PREF_SUBSETS) if s in by_subset] + unknown
+        subsets = {s: subset_score(by_subset[s]) for s in order}
+        accuracy = {s: v.accuracy for s, v in subsets.items() if v.accuracy is not None}
+        sections = section_scores({s: a for s, a in accuracy.items() if s in SUBSET_TO_SECTION})
+        prior = prior_sets_score(accuracy)
+        if prior is not None:
+            sections[PRIOR_SETS] = prior
         return cls(subsets=subsets, sections=sections, score=mean_of_sections(sections))
 
     @property
@@ -310,9 +359,26 @@ class RewardBenchScores:
         """Examples with equal ratings."""
         return sum(s.ties for s in self.subsets.values())
 
+    @property
+    def skipped(self) -> int:
+        """Examples too long for the judge, left out of the scores."""
+        return sum(s.skipped for s in self.subsets.values())
+
+    def subset_accuracy(self, pref_sets: bool | None = None) -> dict[str, float]:
+        """Accuracy of every scored subset (the reference's per-subset keys).
+
+        Args:
+            pref_sets: True: prior preference sets only; False: every other subset; None: all.
+        """
+        return {
+            s: v.accuracy
+            for s, v in self.subsets.items()
+            if v.accuracy is not None and (pref_sets is None or (s in PREF_SUBSETS) == pref_sets)
+        }
+
     def flat(self) -> dict[str, float]:
         """Subset and section accuracies plus ``Score`` in one mapping (the reference's keys)."""
-        out = {s: v.accuracy for s, v in self.subsets.items()}
+        out = self.subset_accuracy()
         out.update(self.sections)
         if self.score is not None:
             out[OVERALL] = self.score
@@ -324,17 +390,20 @@ class RewardBenchScores:
             "num_examples": self.num_examples,
             "errors": self.errors,
             "ties": self.ties,
+            "skipped_too_long": self.skipped,
             "subsets": {s: asdict(v) for s, v in self.subsets.items()},
         }
 
     def table(self) -> str:
         """A plain-text table of every subset and section."""
         show_pc = any(v.position_consistency is not None for v in self.subsets.values())
-        header = f"{'subset':<24}{'n':>6}{'accuracy':>10}{'errors':>8}{'ties':>6}"
+        header = f"{'subset':<24}{'n':>6}{'accuracy':>10}{'errors':>8}{'ties':>6}{'too long':>10}"
         header += f"{'consistency':>13}" if show_pc else ""
         lines = [header, "-" * len(header)]
         for name, v in self.subsets.items():
-            line = f"{name:<24}{v.n:>6}{v.accuracy:>10.4f}{v.errors:>8}{v.ties:>6}"
+            acc = f"{v.accuracy:>10.4f}" if v.accuracy is not None else f"{'-':>10}"
+            long = f"{v.skipped}" + (f"+{v.shortened}cut" if v.shortened else "")
+            line = f"{name:<24}{v.n:>6}{acc}{v.errors:>8}{v.ties:>6}{long:>10}"
             if show_pc:
                 line += f"{v.position_consistency:>13.4f}" if v.position_consistency is not None else f"{'-':>13}"
             lines.append(line)
@@ -350,11 +419,13 @@ class RewardBenchScores:
         sections = ", ".join(f"{k} {v:.4f}" for k, v in self.sections.items())
         score = "n/a" if self.score is None else f"{self.score:.4f}"
         log.info(
-            "RewardBench: %d examples in %d subsets, %d without a verdict, %d ties; %s; Score %s",
+            "RewardBench: %d examples in %d subsets, %d without a verdict, %d ties, %d too long (skipped); %s; "
+            "Score %s",
             self.num_examples,
             len(self.subsets),
             self.errors,
             self.ties,
+            self.skipped,
             sections or "no section",
             score,
         )

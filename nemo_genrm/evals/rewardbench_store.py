@@ -20,7 +20,6 @@ from nemo_genrm.config import ConfigError, RewardBenchConfig
 logger = logging.getLogger(__name__)
 
 EXAMPLES_FILE = "examples.jsonl"
-RESULTS_FILE = "results.json"
 RUN_CONFIG_FILE = "run_config.json"
 _JUDGE_KEYS = {"backend", "model_name", "tokenizer", "precision", "max_model_len", "verdict_from", "sampling"}
 
@@ -37,6 +36,11 @@ def fingerprint(cfg: RewardBenchConfig) -> dict[str, Any]:
                 "protocol": cfg.protocol,
                 "both_orders": cfg.both_orders,
                 "seed": cfg.seed,
+                "placement": cfg.placement,
+                "long_prompts": cfg.long_prompts,
+                "judges": [m.model_dump(include=_JUDGE_KEYS) for m in cfg.judges],
+                "votes": cfg.votes,
+                "ties": cfg.ties,
                 "judge": cfg.judge.model_dump(include=_JUDGE_KEYS),
                 "prompt": cfg.prompt.model_dump(),
                 "verdict": cfg.verdict.model_dump(),
@@ -122,9 +126,3 @@ class RecordStore:
         if self._sink is not None:
             self._sink.close()
             self._sink = None
-
-    def write_results(self, results: Mapping[str, Any]) -> Path:
-        """Write ``results.json``; returns its path."""
-        path = self.output_dir / RESULTS_FILE
-        path.write_text(json.dumps(results, indent=2), encoding="utf-8")
-        return path

@@ -159,7 +159,7 @@ def test_resume_after_interruption_equals_one_run(always_a, examples, tmp_path) 
     resumed = RewardBenchEvaluator(cfg).run(examples, judge)
     assert (resumed.resumed, resumed.judged) == (16, len(examples) - 16)
     single = RewardBenchEvaluator(_cfg(model, tmp_path / "single")).run(examples, judge)
-    assert resumed.results == single.results
+    assert resumed.results == single.results and resumed.summary == single.summary
     assert _records(resumed.examples_path) == _records(single.examples_path)
 
 
@@ -169,7 +169,7 @@ def test_rating_protocol_all_sevens_are_ties(always_a, examples, tmp_path) -> No
     outcome = RewardBenchEvaluator(cfg).run(examples, judge)
     assert outcome.scores.ties == len(examples) and outcome.scores.errors == 0
     assert all(v.accuracy == 0.5 for v in outcome.scores.subsets.values())
-    assert outcome.results["Score"] == 0.5
+    assert outcome.summary["Score"] == 0.5
     record = next(iter(_records(outcome.examples_path).values()))
     assert record["verdict"] == {"chosen": 7, "rejected": 7} and record["tie"] is True
 
@@ -206,16 +206,17 @@ def test_entry_point_unparseable_judge_and_comparison(always_a, examples, tmp_pa
     def reuse_started_judge(config):
         # open_judge itself is exercised by the fixture; this spares a second engine start.
         opened.append(config)
-        yield judge
+        yield [judge]
 
-    monkeypatch.setattr(entry, "open_judge", reuse_started_judge)
+    monkeypatch.setattr(entry, "open_judges", reuse_started_judge)
     assert entry.main(cfg) == 1  # beyond tolerance
     assert opened == [cfg]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     # No verdict: 0.5 per example, as the reference counts it, and every one counted as an error.
     assert all(results[s] == 0.5 for s in SUBSETS)
-    assert results["nemo_genrm"]["errors"] == len(examples)
-    assert all(v["errors"] == PER_SUBSET for v in results["nemo_genrm"]["subsets"].values())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["nemo_genrm"]["errors"] == len(examples)
+    assert all(v["errors"] == PER_SUBSET for v in summary["nemo_genrm"]["subsets"].values())
     record = json.loads((tmp_path / "out" / "examples.jsonl").read_text().splitlines()[0])
     assert (record["verdict"], record["verdict_reason"], record["score"]) == (None, "no_label", 0.5)
     printed = capsys.readouterr().out
@@ -230,7 +231,7 @@ def test_entry_point_checks_inputs_before_starting_the_judge(examples, tmp_path,
     data = write_examples(tmp_path / "data.jsonl", examples)
     config = str(ROOT / "examples" / "configs" / "reward_bench_tiny.yaml")
     started = []
-    monkeypatch.setattr(entry, "open_judge", lambda cfg: started.append(cfg))
+    monkeypatch.setattr(entry, "open_judges", lambda cfg: started.append(cfg))
     missing_reference = entry.parse_config(
         ["--config", config, f"data.path={data}", f"compare_to={tmp_path / 'no.json'}"]
     )
@@ -239,3 +240,50 @@ def test_entry_point_checks_inputs_before_starting_the_judge(examples, tmp_path,
     with pytest.raises(entry.RewardBenchDataError, match="does not exist"):
         entry.main(entry.parse_config(["--config", config, f"data.path={tmp_path / 'none.jsonl'}"]))
     assert started == []
+
+
+def test_reward_bench2_end_to_end(always_a, tmp_path) -> None:
+    """RewardBench 2 through the real engine; every reply is ``[[A]] 7``.
+
+    Best of four: A is right exactly where the seeded draw left the chosen response at A.
+    Ties: every response is rated 7, so no correct answer beats an incorrect one (accuracy 0 for
+    ref and tied prompts), no margin exceeds the spread (0 > 0 fails) and no spread is positive:
+    the Ties score is 0.
+    """
+    from nemo_genrm.evals import RewardBench2Evaluator, examples_for
+    from nemo_genrm.evals.rewardbench2 import chosen_position
+
+    model, judge = always_a
+    rows = [
+        {"id": f"{s}{i}", "subset": s, "prompt": f"{s} question {i}", "chosen": [f"right {i}"],
+         "rejected": [f"wrong {i}.{k}" for k in range(3)]}
+        for s in ("Factuality", "Math") for i in range(4)
+    ] + [
+        {"id": f"{kind}:{i}", "subset": "Ties", "prompt": f"name a colour {i}",
+         "chosen": ["red", "blue"][: 1 if kind == "ref" else 2], "rejected": ["seven", "nine"],
+         "num_correct": 1 if kind == "ref" else 2}
+        for kind in ("ref", "tied") for i in range(2)
+    ]  # fmt: skip
+    data = tmp_path / "rb2.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    cfg = _cfg(model, tmp_path / "v2", protocol="best_of_4", data={"path": str(data)})
+    outcome = RewardBench2Evaluator(cfg).run(examples_for(cfg), judge)
+    expected = {
+        s: sum(chosen_position(0, f"{s}{i}") == 0 for i in range(4)) / 4 for s in ("Factuality", "Math")
+    }
+    assert {s: outcome.scores.subsets[s].accuracy for s in expected} == expected
+    assert outcome.scores.subsets["Ties"].accuracy == 0.0 and outcome.scores.subsets["Ties"].errors == 0
+    assert outcome.scores.score == pytest.approx((sum(expected.values()) + 0.0) / 3)
+    assert json.loads(outcome.results_path.read_text())["Ties"] == 0.0
+
+
+def test_ensemble_end_to_end(always_a, examples, tmp_path) -> None:
+    """Three members (the same engine thrice) agree on A: the single judge's accuracy, agreement 1."""
+    model, judge = always_a
+    member = _cfg(model, tmp_path / "unused").judge.model_dump()
+    cfg = _cfg(model, tmp_path / "poll", judges=[member, member, member])
+    outcome = RewardBenchEvaluator(cfg).run(examples, [judge, judge, judge])
+    expected = _expected_chosen_at_a(examples, seed=0)
+    assert {s: v.accuracy for s, v in outcome.scores.subsets.items()} == expected
+    assert all(v.agreement == 1.0 for v in outcome.scores.subsets.values())
+    assert outcome.results["model_type"] == "Generative RM PoLL"

@@ -292,8 +292,8 @@ def test_unparseable_judge_scores_half_and_counts_errors(tmp_path) -> None:
     examples = synthetic_examples(1)
     outcome = RewardBenchEvaluator(_cfg(tmp_path)).run(examples, _TextJudge("maybe"))
     assert all(s.accuracy == 0.5 and s.errors == 1 for s in outcome.scores.subsets.values())
-    assert outcome.results["nemo_genrm"]["errors"] == len(examples)
-    assert outcome.results["Score"] == 0.5
+    assert outcome.summary["nemo_genrm"]["errors"] == len(examples)
+    assert outcome.summary["Score"] == 0.5
     record = json.loads(outcome.examples_path.read_text().splitlines()[0])
     assert record["verdict"] is None and record["verdict_reason"] == "no_label" and record["output"] == "maybe"
 
@@ -320,9 +320,14 @@ def test_resume_refuses_other_settings(tmp_path) -> None:
 def test_results_json_is_reference_shaped(tmp_path) -> None:
     outcome = RewardBenchEvaluator(_cfg(tmp_path)).run(synthetic_examples(2), _TextJudge("[[B]]"))
     data = json.loads(outcome.results_path.read_text())
-    assert data["model"] == "fake" and data["model_type"] == "Generative RM"
-    assert set(SUBSETS) <= set(data) and {"Chat", "Chat Hard", "Safety", "Reasoning", "Score"} <= set(data)
-    placements = data["nemo_genrm"]["placements"]
+    # reward-bench's keys only: the model (with an organisation), its type, the chat template and
+    # one number per subset; sections and Score would be averaged with the subsets by its loader.
+    assert set(data) == {"model", "model_type", "chat_template", *SUBSETS}
+    assert data["model"] == "local/fake" and data["model_type"] == "Generative RM" and data["chat_template"] is None
+    assert outcome.results_path.read_text() == json.dumps(data, indent=4, sort_keys=True)  # reward-bench's dump
+    summary = json.loads(outcome.summary_path.read_text())
+    assert {"Chat", "Chat Hard", "Safety", "Reasoning", "Score"} <= set(summary) and summary["model"] == "local/fake"
+    placements = summary["nemo_genrm"]["placements"]
     # Always-B judge: correct exactly where chosen sat at B.
     assert math.isclose(sum(data[s] * 2 for s in SUBSETS), placements["chosen_b"])
 
@@ -338,10 +343,10 @@ class _FailingJudge(_TextJudge):
 def test_resume_rejudges_engine_errors_not_parse_errors(tmp_path) -> None:
     examples = synthetic_examples(1)
     failed = RewardBenchEvaluator(_cfg(tmp_path)).run(examples, _FailingJudge("unused"))
-    assert failed.results["nemo_genrm"]["judge_errors"] == len(examples)
+    assert failed.summary["nemo_genrm"]["judge_errors"] == len(examples)
     again = RewardBenchEvaluator(_cfg(tmp_path)).run(examples, _TextJudge("[[A]]"))
     assert again.judged == len(examples) and again.resumed == 0
-    assert again.results["nemo_genrm"]["judge_errors"] == 0 and again.scores.errors == 0
+    assert again.summary["nemo_genrm"]["judge_errors"] == 0 and again.scores.errors == 0
     # An unparseable reply is a final answer: a further resume leaves it alone.
     other = tmp_path / "other"
     RewardBenchEvaluator(_cfg(other)).run(examples, _TextJudge("maybe"))

@@ -7,6 +7,7 @@ if imported) with made-up text, so the test checks that the source is read, neve
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import textwrap
 from pathlib import Path
@@ -80,7 +81,8 @@ def fake_rewardbench(tmp_path, monkeypatch) -> Path:
 def test_pairwise_preset_read_from_source(fake_rewardbench: Path) -> None:
     preset = load_rewardbench_preset("pairwise")
     assert "rewardbench" not in sys.modules  # located, never imported
-    assert preset.version == "9.9.9"  # no dist metadata: __version__ read with ast
+    # The version of the source read (its __init__, by ast), whatever rewardbench is installed.
+    assert preset.version == "9.9.9"
     assert preset.source == str(fake_rewardbench / "generative.py")
     assert preset.template.name == "rewardbench:pair-v2"
     # The name-bound system prompt, the + and the implicit concatenation are all resolved.
@@ -90,7 +92,10 @@ def test_pairwise_preset_read_from_source(fake_rewardbench: Path) -> None:
         {"role": "system", "content": "Judge two replies. Pick the better reply. Say [[A]] or [[B]]."},
         {"role": "user", "content": "Q: q?\nA: one\nB: two"},
     ]
-    assert preset.describe() == {"preset": "rewardbench", "rewardbench_version": "9.9.9", "source": preset.source}
+    digest = "sha256:" + hashlib.sha256((fake_rewardbench / "generative.py").read_bytes()).hexdigest()
+    assert preset.describe() == {
+        "preset": "rewardbench", "rewardbench_version": "9.9.9", "source": preset.source, "digest": digest
+    }  # fmt: skip
 
 
 def test_rating_preset_is_a_single_user_message(fake_rewardbench: Path) -> None:
@@ -135,13 +140,14 @@ def test_evaluator_uses_preset_prompt_and_records_version(fake_rewardbench: Path
     )
     example = RewardBenchExample(id=3, subset="hep-go", prompt="q?", chosen="good [[B]]", rejected="bad")
     evaluator = RewardBenchEvaluator(cfg)
-    (request,) = evaluator.requests_for(example)
-    a, b = ("good [[B]]", "bad") if evaluator.placement(example) == "chosen_a" else ("bad", "good [[B]]")
+    plan = evaluator.plan(example)
+    (request,) = plan.requests
+    a, b = ("good [[B]]", "bad") if plan.placement == "chosen_a" else ("bad", "good [[B]]")
     # Responses go in unchanged (no neutralising) as in the reference.
     assert request.messages[1]["content"] == f"Q: q?\nA: {a}\nB: {b}"
     outcome = evaluator.run([example], _TextJudge("both [[B]] and [[A]]"))
-    assert outcome.results["nemo_genrm"]["prompt"]["rewardbench_version"] == "9.9.9"
-    assert outcome.results["nemo_genrm"]["errors"] == 0  # the ambiguous reply resolved as the reference does: A
+    assert outcome.summary["nemo_genrm"]["prompt"]["rewardbench_version"] == "9.9.9"
+    assert outcome.summary["nemo_genrm"]["errors"] == 0  # the ambiguous reply resolved as the reference does: A
     assert outcome.scores.subsets["hep-go"].accuracy == (1.0 if a == "good [[B]]" else 0.0)
 
 
@@ -164,5 +170,5 @@ def test_rating_preset_uses_trailing_integer_rule(fake_rewardbench: Path, tmp_pa
     # The project's rating parser would read 8 here; the reference sees no trailing rating.
     outcome = evaluator.run([example], _TextJudge("8 points. Overall: fine."))
     assert outcome.scores.errors == 1
-    record = outcome.results["nemo_genrm"]
+    record = outcome.summary["nemo_genrm"]
     assert record["errors"] == 1
