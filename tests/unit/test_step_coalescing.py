@@ -107,7 +107,7 @@ def test_256_single_sample_calls_make_one_engine_call_of_64_prompts():
 
 
 def test_default_window_keeps_256_calls_to_a_handful_of_engine_calls():
-    judge = _CountingJudge(delay_s=0.2)
+    judge = _CountingJudge(delay_s=0.5)
     env = _env(judge)  # default window and size
     numbers = [i % 64 for i in range(256)]
     results = _run_concurrently(lambda n: _call(env, f"ans{n}x", n), [(n,) for n in numbers])
