@@ -99,3 +99,14 @@ def test_actor_runtime_env_merges_the_callers():
     assert actor_runtime_env({"py_executable": "/opt/py"})["py_executable"] == "/opt/py"
     opts = actor_options({"num_cpus": 1, "runtime_env": mine}, num_gpus=0)
     assert opts == {"num_cpus": 1, "num_gpus": 0, "runtime_env": {"py_executable": sys.executable, **mine}}
+
+
+def test_package_actor_classes_default_to_the_drivers_interpreter():
+    """``SomeActor.remote(...)`` with no options already runs on this interpreter."""
+    from nemo_genrm.environment import MAX_CONCURRENCY, GenRMEnvironment
+    from nemo_genrm.grpo.policy import PolicyActor
+    from nemo_genrm.judges.ray_pool import _RemoteHost
+
+    for actor_class in (GenRMEnvironment, PolicyActor, _RemoteHost):
+        assert actor_class._default_options["runtime_env"] == {"py_executable": sys.executable}
+    assert GenRMEnvironment._default_options["max_concurrency"] == MAX_CONCURRENCY
