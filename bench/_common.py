@@ -26,9 +26,6 @@ def offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # One node, one venv: Ray workers use this interpreter directly instead of re-creating the
-    # uv project environment for every session (what Ray does when the driver runs under uv).
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
 def timed(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple[list[float], Any]:

@@ -14,17 +14,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
-# Under `uv run`, Ray would by default start every worker with `uv run` in a packaged copy of the
-# working directory (a fresh venv per session); the workers can use this interpreter as is.
-os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-
-from nemo_genrm.config import ConfigError  # noqa: E402
-from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config  # noqa: E402
-from nemo_genrm.grpo.runner import build_run  # noqa: E402
+from nemo_genrm.config import ConfigError
+from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config
+from nemo_genrm.grpo.runner import build_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "grpo_genrm_tiny.yaml"
 

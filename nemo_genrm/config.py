@@ -283,12 +283,36 @@ class ResourcesConfig(StrictModel):
     cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per judge worker.")
 
 
+class CoalesceConfig(StrictModel):
+    """How concurrent ``step`` calls (NeMo-RL's asynchronous rollouts) share judge calls."""
+
+    max_wait_ms: float = Field(
+        10.0,
+        ge=0.0,
+        description=(
+            "How long a step call waits for concurrent ones to join its judge call (calls that "
+            "arrive while the judge is busy join the next call anyway)."
+        ),
+    )
+    max_samples: int = Field(
+        4096, ge=1, description="Samples at which a shared judge call stops taking step calls."
+    )
+
+
 class FaultToleranceConfig(StrictModel):
     """How judge failures are survived."""
 
     max_restarts: int = Field(3, ge=0, description="Restarts of a dead judge worker per run.")
     step_timeout_s: float = Field(
         600.0, gt=0.0, description="A step past this returns judge_error rewards instead of hanging."
+    )
+    startup_timeout_s: float = Field(
+        120.0,
+        gt=0.0,
+        description=(
+            "Longest wait for the judge's Ray worker actors to be scheduled and their processes "
+            "up (model loading not included); past it, start-up fails saying which actor and why."
+        ),
     )
 
 
@@ -324,6 +348,7 @@ class GenRMConfig(StrictModel):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     fault_tolerance: FaultToleranceConfig = Field(default_factory=FaultToleranceConfig)
+    coalesce: CoalesceConfig = Field(default_factory=CoalesceConfig)
 
     @model_validator(mode="after")
     def _check(self) -> GenRMConfig:

@@ -6,10 +6,19 @@ the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
 
 1. reads each sample (last assistant message, ``metadata["question"]`` or the user message,
    ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;
-2. renders one judge prompt per distinct (question, reference, answer) (``reward.dedup``);
-3. makes ONE batched judge call (``generate`` then parse, or ``score`` for verdicts from
+2. joins the concurrent step calls (:mod:`nemo_genrm.coalesce`): calls that arrive within
+   ``coalesce.max_wait_ms`` of each other, or while the judge is busy, share one judge call
+   (NeMo-RL's asynchronous rollout calls ``step`` once per sample, from many threads);
+3. renders one judge prompt per distinct (question, reference, answer) across those calls
+   (``reward.dedup``);
+4. makes ONE batched judge call (``generate`` then parse, or ``score`` for verdicts from
    logprobs), waking a colocated judge before it and putting it to sleep after;
-4. returns NeMo-RL's ``EnvironmentReturn`` with one reward per sample, in input order.
+5. returns to each caller NeMo-RL's ``EnvironmentReturn`` with one reward per sample of its own
+   call, in its input order.
+
+A caller's bad input raises in that caller only; when a judge call shared by several step calls
+raises, each call is judged again on its own, so one caller's samples never change another's
+rewards.
 
 Bad data never raises out of ``step``: every sample gets a reward and a reason
 (:data:`nemo_genrm.env_types.REASONS`), and a judge engine that fails at run time gives its
@@ -23,6 +32,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +41,10 @@ from typing import Any
 import ray
 import torch
 
+from nemo_genrm.coalesce import Coalescer
 from nemo_genrm.config import ConfigError, GenRMConfig, validate
 from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
+from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
@@ -44,6 +56,7 @@ from nemo_genrm.env_types import (
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
 from nemo_genrm.verdicts import VerdictParser
 
@@ -53,6 +66,19 @@ LATENCY_WINDOW = 100
 """Judge calls kept for the latency percentiles."""
 
 _LENGTH_ERRORS = frozenset({"prompt_too_long"})
+
+
+@dataclass(frozen=True)
+class _StepCall:
+    """One ``step`` call waiting for its share of a judge call."""
+
+    samples: list[PreparedSample]
+    metas: list[Any]
+    start: float
+
+
+class _SharedCallFailed(Exception):
+    """A judge call shared by several step calls raised; retry each alone."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +131,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             judge = self._start_judge(placement_group, policy_gpu_fraction)
         self._judge: Judge | None = judge
         try:
-            special = _special_tokens(judge)
+            special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
                 self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
             if self._colocated:
@@ -116,6 +142,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self._last = StepTally()
         self._since_global = StepTally()
+        self._metrics_lock = threading.Lock()
+        self._coalescer: Coalescer[_StepCall, EnvironmentReturn] = Coalescer(
+            self._run_calls,
+            max_wait_s=self.cfg.coalesce.max_wait_ms / 1000.0,
+            max_items=self.cfg.coalesce.max_samples,
+        )
 
     def _start_judge(self, placement_group: Any, policy_gpu_fraction: float | None) -> Judge:
         from nemo_genrm.judges import create_judge
@@ -134,6 +166,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     # ------------------------------------------------------------------------------ step
     def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
         """Judge a batch of responses; one reward per sample, in order.
+
+        Safe to call from many threads at once: concurrent calls share judge calls (see the
+        module docstring) and each gets exactly its own results.
 
         Args:
             message_log_batch: Per sample, the conversation (dicts with ``role`` and
@@ -158,19 +193,56 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
             for log, meta in zip(logs, metas, strict=True)
         ]
-        tally = StepTally(steps=1, samples=len(samples))
+        return self._coalescer.submit(_StepCall(samples, metas, start), size=max(1, len(samples)))
+
+    def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
+        """Judge every call's samples in one engine call; one result (or error) per call."""
+        engine = StepTally()
+        per_call = self._judge_calls(calls, engine)
+        results: list[EnvironmentReturn | BaseException] = []
+        batch = StepTally()
+        batch.add(engine)
+        for call, outcomes in zip(calls, per_call, strict=True):
+            tally = StepTally(steps=1, samples=len(call.samples))
+            try:
+                results.append(self._assemble(call.samples, outcomes, call.metas, tally))
+            except Exception as exc:  # this caller's own failure; the others keep their results
+                logger.exception("could not assemble the results of one step call")
+                results.append(exc)
+                continue
+            tally.step_time_s = time.perf_counter() - call.start
+            batch.add(tally)
+        with self._metrics_lock:
+            self._last = batch
+            self._since_global.add(batch)
+        logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), engine.judge_prompts)
+        return results
+
+    def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[JudgeOutcome]]:
+        """Per call, per sample, the judge's outcome; dedup runs across calls.
+
+        When the shared engine call raises (a non-fatal error), each call's prompts are judged
+        again on their own, so a prompt that breaks the engine only costs its own caller.
+        """
+        merged = [sample for call in calls for sample in call.samples]
+        try:
+            outcomes = self._judge_samples(merged, tally, isolate=len(calls) > 1)
+        except _SharedCallFailed:
+            logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
+            return [self._judge_samples(call.samples, tally, isolate=False) for call in calls]
+        per_call, offset = [], 0
+        for call in calls:
+            per_call.append(outcomes[offset : offset + len(call.samples)])
+            offset += len(call.samples)
+        return per_call
+
+    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[JudgeOutcome]:
         slot, requests = self._requests(samples)
-        outcomes = self._judge_all(requests, tally)
-        per_sample = [
+        outcomes = self._judge_all(requests, tally, isolate=isolate)
+        return [
             outcomes[s] if s is not None else JudgeOutcome(sample.reason or JUDGE_ERROR)
             for s, sample in zip(slot, samples, strict=True)
         ]
-        result = self._assemble(samples, per_sample, metas, tally)
-        tally.step_time_s = time.perf_counter() - start
-        self._last = tally
-        self._since_global.add(tally)
-        logger.debug("genrm step: %s", {k: v for k, v in self.last_metrics().items() if "count/" in k})
-        return result
 
     def _requests(self, samples: list[PreparedSample]) -> tuple[list[int | None], list[JudgeRequest]]:
         """Per sample, the index of its prompt (``None`` when not sent); the distinct prompts."""
@@ -192,12 +264,16 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             requests.append(JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None))
         return slot, requests
 
-    def _judge_all(self, requests: list[JudgeRequest], tally: StepTally) -> list[JudgeOutcome]:
-        """One batched judge call; one outcome per request, whatever happens."""
+    def _judge_all(self, requests: list[JudgeRequest], tally: StepTally, *, isolate: bool = False) -> list[JudgeOutcome]:
+        """One batched judge call; one outcome per request, whatever happens.
+
+        With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
+        caller retries per step call) instead of giving every request ``judge_error``.
+        """
         if not requests:
             return []
         judge = self._require_judge()
-        before = _safe_stats(judge)
+        before = safe_stats(judge)
         try:
             if self._colocated:
                 t0 = time.perf_counter()
@@ -210,17 +286,20 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
                 tally.judge_time_s += elapsed
-                self._latencies.append(elapsed)
+                with self._metrics_lock:
+                    self._latencies.append(elapsed)
         except Exception as exc:
             if _is_fatal(exc):
                 raise
+            if isolate:
+                raise _SharedCallFailed from exc
             logger.exception("judge call failed for %d prompt(s); their samples get judge_error", len(requests))
             outcomes = [JudgeOutcome(JUDGE_ERROR)] * len(requests)
         finally:
             if self._colocated:
                 self._sleep(judge, tally)
         tally.judge_prompts += len(requests)
-        _add_stats_delta(tally, before, _safe_stats(judge))
+        add_stats_delta(tally, before, safe_stats(judge))
         return outcomes
 
     @staticmethod
@@ -305,8 +384,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     # -------------------------------------------------------------------------- metrics
     def last_metrics(self) -> dict[str, float]:
-        """The ``genrm/*`` metrics of the last step (see :mod:`nemo_genrm.metrics`)."""
-        return self._last.metrics(list(self._latencies))
+        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.metrics`).
+
+        That is every step call that shared the most recent judge call, together: the last
+        step when calls do not overlap (synchronous rollouts), the last coalesced group of
+        per-sample calls under asynchronous rollouts. For a whole training step use
+        :meth:`global_post_process_and_metrics`.
+        """
+        with self._metrics_lock:
+            return self._last.metrics(list(self._latencies))
 
     def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict[str, float]]:
         """Return the batch unchanged and the metrics of every step since the previous call.
@@ -317,8 +403,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         Returns:
             ``(batch, metrics)`` with the ``genrm/*`` metrics summed over those steps.
         """
-        metrics = self._since_global.metrics(list(self._latencies))
-        self._since_global = StepTally()
+        with self._metrics_lock:
+            metrics = self._since_global.metrics(list(self._latencies))
+            self._since_global = StepTally()
         return batch, metrics
 
     # ------------------------------------------------------------------------- lifecycle
@@ -343,7 +430,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         }
         actors = getattr(getattr(self._require_judge(), "pool", None), "actors", None)
         for hosts in (actors() if callable(actors) else actors) or []:
-            info["replicas"].append(ray.get([h.__ray_call__.remote(_worker_facts) for h in hosts], timeout=60))
+            info["replicas"].append(ray.get([h.__ray_call__.remote(worker_facts) for h in hosts], timeout=60))
         return info
 
     def shutdown(self) -> None:
@@ -360,30 +447,6 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         if self._judge is None:
             raise RuntimeError("the GenRM environment was shut down")
         return self._judge
-
-
-def _worker_facts(_host: Any) -> dict[str, Any]:
-    """Runs inside a judge worker actor: its pid, resources and placement group."""
-    import os
-
-    context = ray.get_runtime_context()
-    return {
-        "pid": os.getpid(),
-        "resources": context.get_assigned_resources(),
-        "placement_group_id": context.get_placement_group_id(),
-        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-    }
-
-
-def _special_tokens(judge: Judge) -> list[str]:
-    """The judge tokenizer's special tokens, when the engine exposes its tokenizer.
-
-    In-process engines and :class:`~nemo_genrm.judges.http.HttpJudge` have ``tokenizer`` (the
-    HTTP judge's is ``None`` without ``judge.tokenizer``); pooled engines have ``fitter.tokenizer``.
-    """
-    tokenizer = getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
-    tokens = getattr(tokenizer, "all_special_tokens", None)
-    return [t for t in tokens if isinstance(t, str)] if isinstance(tokens, (list, tuple)) else []
 
 
 def _is_fatal(exc: BaseException) -> bool:
@@ -413,29 +476,18 @@ def _observation(outcome: JudgeOutcome, reward: float) -> str:
     return f"GenRM: {word}" if outcome.prob is None else f"GenRM: {word} (p={outcome.prob:.3f})"
 
 
-def _safe_stats(judge: Judge) -> JudgeStats | None:
-    try:
-        return judge.stats()
-    except Exception:
-        logger.warning("could not read the judge's counters", exc_info=True)
-        return None
+MAX_CONCURRENCY = 512
+"""Step calls the actor runs at once (threads); calls beyond wait in Ray's queue."""
 
 
-def _add_stats_delta(tally: StepTally, before: JudgeStats | None, after: JudgeStats | None) -> None:
-    if before is None or after is None:
-        return
-    tally.prompt_tokens += max(0, after.prompt_tokens - before.prompt_tokens)
-    tally.output_tokens += max(0, after.output_tokens - before.output_tokens)
-    tally.truncated_prompts += max(0, after.truncated - before.truncated)
-    tally.engine_errors += max(0, after.errors - before.errors)
-    tally.judge_restarts += max(0, after.restarts - before.restarts)
-
-
-@ray.remote
+@ray.remote(max_concurrency=MAX_CONCURRENCY, runtime_env=actor_runtime_env())
 class GenRMEnvironment(GenRMEnvironmentImpl):
     """The GenRM environment as a Ray actor: ``GenRMEnvironment.remote(cfg)``.
 
     NeMo-RL starts it from its registry with the ``env.genrm`` section; its methods are those of
     :class:`GenRMEnvironmentImpl` (``step``, ``global_post_process_and_metrics``,
-    ``last_metrics``, ``shutdown``).
+    ``last_metrics``, ``shutdown``). It is a threaded actor, so concurrent ``step`` calls share
+    judge calls, and it runs on the driver's interpreter (:mod:`nemo_genrm.ray_env`): a caller
+    that passes ``.options(runtime_env=...)`` replaces that default and should build its
+    runtime environment with :func:`nemo_genrm.ray_env.actor_runtime_env`.
     """

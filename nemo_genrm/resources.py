@@ -312,7 +312,7 @@ def acquire_resources(
     *,
     placement_group: Any = None,
     policy_gpu_fraction: float | None = None,
-    ready_timeout_s: float = 120.0,
+    ready_timeout_s: float | None = None,
     name_prefix: str = "genrm_judge",
 ) -> JudgeResources:
     """Reserve (separate) or join (colocated) the judge's resources on the connected Ray cluster.
@@ -322,7 +322,8 @@ def acquire_resources(
         placement_group: Colocated only: the group to join, as a handle (wins over
             ``resources.colocate_with``).
         policy_gpu_fraction: Colocated only: share of each GPU the policy holds, when known.
-        ready_timeout_s: Separate only: how long to wait for the groups to be scheduled.
+        ready_timeout_s: How long to wait for the groups to be scheduled (default:
+            ``fault_tolerance.startup_timeout_s``).
         name_prefix: Prefix of the names of the created groups.
 
     Returns:
@@ -336,8 +337,10 @@ def acquire_resources(
     if cfg.judge.backend == "http":
         # The judge is a remote server: nothing to reserve on this cluster.
         return JudgeResources(Placement(), layout="none")
+    if ready_timeout_s is None:
+        ready_timeout_s = cfg.fault_tolerance.startup_timeout_s
     if cfg.resources.placement == "colocated":
-        return _join(cfg, placement_group, policy_gpu_fraction)
+        return _join(cfg, placement_group, policy_gpu_fraction, ready_timeout_s)
     if placement_group is not None:
         logger.warning("a placement group was passed but resources.placement is 'separate'; ignoring it")
     return _reserve(cfg, ready_timeout_s, name_prefix)
@@ -381,8 +384,11 @@ def _reserve(cfg: GenRMConfig, ready_timeout_s: float, name_prefix: str) -> Judg
     return JudgeResources(Placement(replicas), owned_groups=groups, layout="separate")
 
 
-def _join(cfg: GenRMConfig, handle: Any, policy_gpu_fraction: float | None) -> JudgeResources:
+def _join(
+    cfg: GenRMConfig, handle: Any, policy_gpu_fraction: float | None, ready_timeout_s: float
+) -> JudgeResources:
     import ray
+    import ray.exceptions
 
     res = cfg.resources
     group = handle
@@ -409,7 +415,14 @@ def _join(cfg: GenRMConfig, handle: Any, policy_gpu_fraction: float | None) -> J
                 ),
                 source="env.genrm.resources",
             ) from None
-    ray.get(group.ready())
+    try:
+        ray.get(group.ready(), timeout=ready_timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise ConfigError(
+            f"the placement group to join was not scheduled within {ready_timeout_s:g}s "
+            "(fault_tolerance.startup_timeout_s): the policy's resources are not available",
+            source="env.genrm.resources",
+        ) from None
     specs = group.bundle_specs
     free = _bundle_free(group.id.hex(), len(specs))
     problems = colocated_problems(cfg, specs, free=free, policy_gpu_fraction=policy_gpu_fraction)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import time
 import urllib.request
 from collections import deque
@@ -28,6 +27,7 @@ from pydantic import Field, model_validator
 
 from nemo_genrm.config import ConfigError, JudgeConfig, StrictModel, load_config, validate
 from nemo_genrm.metrics import percentile
+from nemo_genrm.ray_env import actor_options, actor_runtime_env
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
     _check_proxy(cfg.serve)
     metrics = (
-        ray.remote(num_cpus=0)(MetricsStore)
+        ray.remote(num_cpus=0, runtime_env=actor_runtime_env())(MetricsStore)
         .options(
             name=_metrics_name(cfg.serve.app_name),
             namespace=METRICS_NAMESPACE,
@@ -233,10 +233,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         name=f"{cfg.serve.app_name}-judge",
         num_replicas=cfg.serve.num_replicas,
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
-        ray_actor_options={
-            "num_cpus": cfg.serve.num_cpus_per_replica,
-            "num_gpus": cfg.serve.num_gpus_per_replica,
-        },
+        ray_actor_options=actor_options(
+            num_cpus=cfg.serve.num_cpus_per_replica, num_gpus=cfg.serve.num_gpus_per_replica
+        ),
     )
     target = RunTarget(
         target=deployment.bind(cfg.model_dump(), metrics),
@@ -332,9 +331,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. serve.port=8001")
     args = parser.parse_args(argv)
-    # Under `uv run`, Ray would otherwise copy the project to every worker and rebuild its venv
-    # there (minutes per start); a local service shares this venv. Export it as 1 to keep Ray's way.
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

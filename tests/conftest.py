@@ -13,9 +13,6 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-# Under `uv run`, Ray would rebuild a venv for every worker from a copy of the project (minutes
-# and gigabytes); the workers already share this venv's interpreter.
-os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 # Tiny models on a 2-core machine run fastest single-threaded; several Ray workers share the cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

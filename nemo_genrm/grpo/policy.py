@@ -20,6 +20,7 @@ import torch
 
 from nemo_genrm.grpo.config import LossFnConfig, PolicyConfig
 from nemo_genrm.grpo.loss import clipped_pg_loss
+from nemo_genrm.ray_env import actor_runtime_env
 
 logger = logging.getLogger(__name__)
 
@@ -362,5 +363,5 @@ class PolicyWorker:
         }
 
 
-PolicyActor = ray.remote(PolicyWorker)
+PolicyActor = ray.remote(runtime_env=actor_runtime_env())(PolicyWorker)
 """The Ray actor the driver starts: ``PolicyActor.options(num_gpus=...).remote(policy_cfg, loss_cfg, seed)``."""

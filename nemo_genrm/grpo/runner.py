@@ -27,6 +27,7 @@ from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
 from nemo_genrm.grpo.policy import PolicyActor
+from nemo_genrm.ray_env import actor_options
 
 logger = logging.getLogger(__name__)
 
@@ -125,16 +126,18 @@ def _start_policy(cfg: GRPOMasterConfig) -> tuple[Any, Any, float | None]:
     args = (cfg.policy, cfg.loss_fn, cfg.grpo.seed)
     res = cfg.env.genrm.resources
     if cfg.cluster.gpus_per_node == 0:
-        return PolicyActor.options(num_cpus=1, num_gpus=0).remote(*args), None, None
+        return PolicyActor.options(**actor_options(num_cpus=1, num_gpus=0)).remote(*args), None, None
     if res.placement != "colocated":
-        return PolicyActor.options(num_cpus=1, num_gpus=1).remote(*args), None, 1.0
+        return PolicyActor.options(**actor_options(num_cpus=1, num_gpus=1)).remote(*args), None, 1.0
     tp = cfg.env.genrm.judge.tensor_parallel_size
     bundles = [{"GPU": 1.0, "CPU": 1.0 + res.cpus_per_replica} for _ in range(max(1, res.num_replicas * tp))]
     group = placement_group(bundles, strategy="STRICT_PACK", name=POLICY_GROUP)
     ray.get(group.ready(), timeout=300)
     share = 1.0 - res.gpu_fraction
     strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
-    actor = PolicyActor.options(num_cpus=1, num_gpus=share, scheduling_strategy=strategy).remote(*args)
+    actor = PolicyActor.options(
+        **actor_options(num_cpus=1, num_gpus=share, scheduling_strategy=strategy)
+    ).remote(*args)
     return actor, group, share
 
 
@@ -146,7 +149,7 @@ def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) ->
     if cfg.env.genrm.resources.placement == "colocated":
         genrm["resources"]["colocate_with"] = POLICY_GROUP
         kwargs = {"placement_group": group, "policy_gpu_fraction": policy_share}
-    return GenRMEnvironment.options(num_cpus=0).remote(genrm, **kwargs)
+    return GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(genrm, **kwargs)
 
 
 def build_run(cfg: GRPOMasterConfig) -> GRPORun:

@@ -18,6 +18,11 @@ slow replica simply takes fewer chunks. ``ray.wait`` with the remaining time dri
   queues behind it), so the next step does not wait on a stuck one;
 - a worker that raises ends its chunk as ``judge_error`` (logged); no exception leaves ``run``
   for a failed worker.
+
+At start-up every actor must be up within ``fault_tolerance.startup_timeout_s`` (an actor that
+cannot be scheduled, or whose worker process cannot start, would otherwise keep Ray retrying for
+many minutes); :class:`JudgeStartupError` then names each late actor and what Ray reports.
+Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_env`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from nemo_genrm.config import ConfigError, FaultToleranceConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.results import JUDGE_ERROR, TIMEOUT
+from nemo_genrm.ray_env import actor_options, actor_runtime_env
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +88,7 @@ class WorkerHost:
         return getattr(self._worker, method)(*args)
 
 
-_RemoteHost = ray.remote(WorkerHost)
+_RemoteHost = ray.remote(runtime_env=actor_runtime_env())(WorkerHost)
 
 
 def default_actor_options(rank: int, replica: ReplicaPlacement) -> dict[str, Any]:
@@ -118,6 +124,50 @@ class WorkerSpec:
     options_for: Callable[[int, ReplicaPlacement], dict] = default_actor_options
     needs_address: bool = False
     bundles_per_replica: int | None = None
+
+
+class JudgeStartupError(RuntimeError):
+    """Judge worker actors that did not start; ``problems`` says which and why."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("judge workers did not start:\n  - " + "\n  - ".join(self.problems))
+
+
+def describe_pending_actor(handle: Any, options: dict[str, Any]) -> str:
+    """Why an actor may still be pending: Ray's state for it and what it asks of the cluster.
+
+    Args:
+        handle: The actor handle.
+        options: The options it was created with.
+
+    Returns:
+        One line for an error message.
+    """
+    state = "unknown"
+    try:  # the GCS record; the state API would need the dashboard
+        record = ray._private.state.actors(handle._actor_id.hex())
+        state = record.get("State", state)
+    except Exception:  # noqa: BLE001 - diagnostics only
+        pass
+    wanted = {"CPU": options.get("num_cpus") or 0, "GPU": options.get("num_gpus") or 0}
+    total, free = ray.cluster_resources(), ray.available_resources()
+    short = [k for k, v in wanted.items() if v and total.get(k, 0.0) < v]
+    where = "in its placement group bundle" if options.get("scheduling_strategy") is not None else "on the cluster"
+    if short:
+        why = f"the cluster has only {', '.join(f'{total.get(k, 0.0):g} {k}' for k in short)}, it never fits"
+    elif state == "PENDING_CREATION":
+        why = (
+            "its resources fit, so its worker process may be failing to start: check its runtime_env "
+            f"(py_executable {options.get('runtime_env', {}).get('py_executable')!r}) and the raylet log, "
+            "or resources held by other actors"
+        )
+    else:
+        why = "see the Ray logs"
+    return (
+        f"Ray state {state}; asks for {wanted} {where} (available now: CPU {free.get('CPU', 0.0):g}, "
+        f"GPU {free.get('GPU', 0.0):g}); {why}"
+    )
 
 
 @dataclass
@@ -172,7 +222,9 @@ class ReplicaPool:
 
     Raises:
         ConfigError: If the placement does not match the ranks.
-        RuntimeError: If a worker fails to start (bad model path, out of memory...).
+        JudgeStartupError: If an actor is not up within ``fault_tolerance.startup_timeout_s``
+            (cannot be scheduled, or its worker process cannot start) or Ray failed to create it.
+        RuntimeError: If a worker fails to build its engine (bad model path, out of memory...).
     """
 
     def __init__(
@@ -193,14 +245,50 @@ class ReplicaPool:
         for replica in self._replicas:
             self._launch(replica)
         try:
+            self._await_actors(fault_tolerance.startup_timeout_s)
             ray.get([ref for replica in self._replicas for ref in replica.started])
         except Exception as exc:
             self.shutdown()
+            if isinstance(exc, JudgeStartupError):
+                raise
             raise RuntimeError(f"judge workers failed to start: {exc}") from exc
         for replica in self._replicas:
             replica.starting.clear()
         logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas),
                     spec.ranks_per_replica)
+
+    def _await_actors(self, timeout_s: float) -> None:
+        """Wait until every rank's actor process is up (model loading not included).
+
+        Raises:
+            JudgeStartupError: An actor failed to start, or was not up within ``timeout_s``
+                (not schedulable, or its worker process cannot start); says which and why.
+        """
+        ready = {
+            host.__ray_ready__.remote(): (replica, rank, host)
+            for replica in self._replicas
+            for rank, host in enumerate(replica.hosts)
+        }
+        done, pending = ray.wait(list(ready), num_returns=len(ready), timeout=timeout_s)
+        problems = []
+        for ref in done:
+            try:
+                ray.get(ref)
+            except Exception as exc:
+                replica, rank, _ = ready[ref]
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                problems.append(f"replica {replica.index} rank {rank}: Ray reported {type(exc).__name__}: {first}")
+        for ref in pending:
+            replica, rank, host = ready[ref]
+            problems.append(
+                f"replica {replica.index} rank {rank}: not up after {timeout_s:.0f} s "
+                f"(fault_tolerance.startup_timeout_s): {describe_pending_actor(host, self._options(replica, rank))}"
+            )
+        if problems:
+            raise JudgeStartupError(problems)
+
+    def _options(self, replica: _Replica, rank: int) -> dict[str, Any]:
+        return actor_options(self.spec.options_for(rank, replica.placement))
 
     # --------------------------------------------------------------------- replica lifecycle
     def _launch(self, replica: _Replica) -> None:
@@ -209,7 +297,7 @@ class ReplicaPool:
         hosts = []
         for rank in range(spec.ranks_per_replica):
             threads = max(1, int(rep.num_cpus))
-            hosts.append(_RemoteHost.options(**spec.options_for(rank, rep)).remote(threads))
+            hosts.append(_RemoteHost.options(**self._options(replica, rank)).remote(threads))
         address = hosts[0].address.remote() if spec.needs_address else None
         replica.hosts = hosts
         replica.started = [

@@ -19,6 +19,7 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.env_types import EnvironmentReturn
 from nemo_genrm.environment import GenRMEnvironment, GenRMEnvironmentImpl
 from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
+from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.testing import cached_tiny_judge
 
 
@@ -158,7 +159,7 @@ def test_colocated_judge_shares_the_policy_bundles(ray_cluster, judge_path):
     policy_pg = placement_group([{"GPU": 1, "CPU": 1}] * 2, strategy="PACK", name="test_policy_pg")
     ray.get(policy_pg.ready())
 
-    @ray.remote
+    @ray.remote(runtime_env=actor_runtime_env())
     class Policy:
         def gpu_ids(self):
             return [str(g) for g in ray.get_gpu_ids()]
@@ -215,3 +216,31 @@ def test_layout_errors_at_start_up(ray_cluster, judge_path, resources, message):
     with pytest.raises(ConfigError, match=message):
         GenRMEnvironmentImpl(_cfg(judge_path, **resources))
     assert _cpu_gpu(ray_cluster.available_resources()) == before  # nothing reserved, nothing leaked
+
+
+def test_concurrent_single_sample_steps_share_judge_calls(ray_cluster, judge_path):
+    """NeMo-RL's async rollout: one ``step`` per sample, all in flight at once, one actor."""
+    ray = ray_cluster
+    cfg = {**_cfg(judge_path, num_replicas=1), "coalesce": {"max_wait_ms": 3000, "max_samples": 48}}
+    actor = GenRMEnvironment.remote(cfg)  # the class's own defaults: threaded, driver's interpreter
+    try:
+        ray.get(actor.last_metrics.remote())
+        answers = [str(i % 12) for i in range(40)]
+        refs = [actor.step.remote([_sample(a)], [{"ground_truth": "7", "tag": i}]) for i, a in enumerate(answers)]
+        broken = actor.step.remote([[{"role": "assistant", "content": None}]] * 8, [{"ground_truth": "7"}] * 8)
+        bad_call = actor.step.remote([_sample("1")], [{}, {}])  # a caller bug: raises for that caller only
+        results = ray.get(refs, timeout=300)
+        with pytest.raises(ValueError):
+            ray.get(bad_call, timeout=300)
+        assert ray.get(broken, timeout=300).rewards.tolist() == [0.0] * 8
+        for i, (answer, result) in enumerate(zip(answers, results, strict=True)):
+            assert result.rewards.tolist() == [1.0]  # the fixed judge agrees with every answer
+            assert result.answers == [answer] and result.metadata[0]["tag"] == i
+        _, metrics = ray.get(actor.global_post_process_and_metrics.remote({}))
+        assert metrics["genrm/num_samples"] == 48
+        assert metrics["genrm/count/judged"] == 40 and metrics["genrm/count/bad_input"] == 8
+        assert metrics["genrm/judge_prompts"] == 12  # 40 callers, 12 distinct answers, one judge call
+        assert metrics["genrm/judge_latency_s"] > 0
+    finally:
+        ray.get(actor.shutdown.remote())
+        ray.kill(actor)

@@ -49,7 +49,6 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
         **os.environ,
         "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
         "NEMO_GENRM_CACHE": tiny_cache_dir,
-        "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
     }
     first = _run(tmp_path, env, steps=2)
     records = _records(tmp_path)

@@ -1,0 +1,123 @@
+"""Coalescing of concurrent calls into batches: many callers, one batched run for all of them.
+
+NeMo-RL's asynchronous rollout calls the environment once per sample, from many threads at
+once. :class:`Coalescer` gathers the calls that arrive within a short window into one batch and
+runs them together, one batch at a time:
+
+- the first call of a batch is its *leader*: it waits until ``max_wait_s`` has passed since it
+  arrived (or the batch holds ``max_items``), then until the previous batch has finished, and
+  only then closes the batch, so calls keep joining while the previous batch runs;
+- ``run_batch`` gets every call's item in arrival order and returns one result per item: a
+  value, or an exception that only that item's caller sees;
+- an exception raised by ``run_batch`` itself reaches every caller of the batch;
+- a call bigger than ``max_items`` is never split: it runs in a batch of its own.
+
+The class knows nothing of judges; :class:`nemo_genrm.environment.GenRMEnvironmentImpl` uses it
+with one call's prepared samples as the item.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class _Batch(Generic[T]):
+    opened: float
+    items: list[T] = field(default_factory=list)
+    size: int = 0
+    full: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    results: Sequence[object] = ()
+    error: BaseException | None = None
+
+
+class Coalescer(Generic[T, R]):
+    """Runs concurrent calls in shared batches (see the module docstring).
+
+    Args:
+        run_batch: ``items -> one result (or exception) per item``, same order.
+        max_wait_s: How long a batch's first call waits for others to join.
+        max_items: Size at which a batch stops taking calls (sizes as given to :meth:`submit`).
+    """
+
+    def __init__(
+        self,
+        run_batch: Callable[[list[T]], Sequence[R | BaseException]],
+        *,
+        max_wait_s: float,
+        max_items: int,
+    ) -> None:
+        self._run_batch = run_batch
+        self._max_wait_s = max_wait_s
+        self._max_items = max_items
+        self._cond = threading.Condition()
+        self._open: _Batch[T] | None = None
+        self._running = threading.Lock()  # one batch runs at a time
+        self.batches_run = 0
+
+    def submit(self, item: T, size: int = 1) -> R:
+        """Add ``item`` to the open batch (or open one) and block until its result is ready.
+
+        Args:
+            item: What ``run_batch`` gets for this call.
+            size: Its weight against ``max_items`` (e.g. its number of samples).
+
+        Returns:
+            This item's result.
+
+        Raises:
+            BaseException: The item's own exception, or the batch's.
+        """
+        with self._cond:
+            batch = self._open
+            if batch is not None and batch.items and batch.size + size > self._max_items:
+                batch.full = True  # its leader stops waiting; this call opens the next batch
+                self._cond.notify_all()
+                batch = None
+            leader = batch is None
+            if batch is None:
+                batch = self._open = _Batch(opened=time.monotonic())
+            index = len(batch.items)
+            batch.items.append(item)
+            batch.size += size
+            if batch.size >= self._max_items:
+                batch.full = True
+                self._cond.notify_all()
+        if leader:
+            self._lead(batch)
+        else:
+            batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        result = batch.results[index]
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[return-value]
+
+    def _lead(self, batch: _Batch[T]) -> None:
+        """Wait out the window and the running batch, then run this batch for every caller."""
+        with self._cond:
+            self._cond.wait_for(lambda: batch.full, timeout=max(0.0, batch.opened + self._max_wait_s - time.monotonic()))
+        with self._running:
+            with self._cond:
+                if self._open is batch:
+                    self._open = None
+                items = list(batch.items)
+            try:
+                results = self._run_batch(items)
+                if len(results) != len(items):
+                    raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} calls")
+                batch.results = results
+            except BaseException as exc:  # every caller of the batch gets it
+                batch.error = exc
+            finally:
+                self.batches_run += 1
+                batch.done.set()
