@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "MASK",
     "Redactor",
     "mask_url",
+    "redact_tree",
     "redact_url",
     "url_credentials",
     "url_without_credentials",
@@ -30,6 +32,21 @@ _MIN_PARTIAL = 3  # a cut end matching this many leading characters of a secret 
 def redact_url(text: str) -> str:
     """``text`` with the ``user:password@`` part of every URL in it replaced by ``***@``."""
     return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+
+
+def redact_tree(value: Any) -> Any:
+    """A copy of a config-like tree (dicts, lists, strings) with URL credentials masked.
+
+    Used before a run config is written to files or sent to a tracker: ``judge.http.base_url``
+    may carry ``user:key@``.
+    """
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, dict):
+        return {key: redact_tree(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(item) for item in value]
+    return value
 
 
 def mask_url(url: str) -> str:

@@ -5,7 +5,8 @@ which is what tests and scripts read. The file is append-only: each step adds on
 (flushed to disk), and a resume reads it tolerating a torn last line. It is rewritten only when
 a resume must drop records past its checkpoint or a torn line, and then atomically (temporary
 file and rename), so a kill at any moment loses at most the step being written.
-``<log_dir>/config.json`` is written atomically too. TensorBoard event files go to ``<log_dir>/tensorboard`` and
+``<log_dir>/config.json`` is written atomically too, and, like the config given to wandb, with
+credentials in URLs masked. TensorBoard event files go to ``<log_dir>/tensorboard`` and
 wandb files to ``<log_dir>/wandb`` (offline mode needs no network).
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from nemo_genrm.atomic_io import read_jsonl, write_atomic, write_json_atomic
 from nemo_genrm.grpo.config import LoggerConfig
+from nemo_genrm.redact import redact_tree
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,8 @@ class MetricsLogger:
         self.log_dir = Path(cfg.log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.log_dir / "metrics.jsonl"
-        if run_config is not None:
+        if run_config is not None:  # a judge's base_url may carry user:key@
+            run_config = redact_tree(run_config)
             write_json_atomic(self.log_dir / "config.json", run_config)
         self._tb = None
         self._wandb = None

@@ -131,3 +131,12 @@ def test_saving_a_step_again_replaces_it_whole(tmp_path):
     state = json.loads((tmp_path / "step_3" / STATE_FILE).read_text())
     assert state["sampler"] == {"pos": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_3"]  # no tmp_ or old_ left
+
+
+def test_run_config_is_written_without_url_credentials(tmp_path):
+    cfg = LoggerConfig(log_dir=str(tmp_path), tensorboard_enabled=False)
+    url = "http://genrm:sk-planted-key-0042@127.0.0.1:8000/v1"
+    MetricsLogger(cfg, run_config={"env": {"genrm": {"judge": {"http": {"base_url": url}}}}}).close()
+    text = (tmp_path / "config.json").read_text()
+    assert "sk-planted-key-0042" not in text
+    assert json.loads(text)["env"]["genrm"]["judge"]["http"]["base_url"] == "http://***@127.0.0.1:8000/v1"
