@@ -53,13 +53,17 @@ class Checkpointer:
         self.root = Path(cfg.checkpoint_dir)
 
     def steps(self) -> list[int]:
-        """Steps with a complete checkpoint, oldest first."""
+        """Steps with a complete checkpoint (a readable trainer state), oldest first."""
+        return self._steps(readable=True)
+
+    def _steps(self, readable: bool) -> list[int]:
         if not self.root.is_dir():
             return []
         found = []
         for child in self.root.iterdir():
             match = _STEP_DIR.match(child.name)
-            if match and _readable_state(child / STATE_FILE):
+            state = child / STATE_FILE
+            if match and (_readable_state(state) if readable else state.is_file()):
                 found.append(int(match.group(1)))
         return sorted(found)
 
@@ -75,9 +79,10 @@ class Checkpointer:
         checkpoints while keeping stale higher-numbered ones.
 
         Raises:
-            ConfigError: ``checkpoint_dir`` already holds ``step_*`` checkpoints.
+            ConfigError: ``checkpoint_dir`` already holds ``step_*`` checkpoints (readable or
+                not: a torn one is still another run's).
         """
-        steps = self.steps()
+        steps = self._steps(readable=False)
         if steps:
             raise ConfigError(
                 [
@@ -145,4 +150,4 @@ def _readable_state(path: Path) -> bool:
         if path.exists():
             logger.warning("%s cannot be read; that checkpoint is skipped", path)
         return False
-    return isinstance(state, dict) and isinstance(state.get("step"), int)
+    return isinstance(state, dict)
