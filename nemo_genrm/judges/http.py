@@ -86,7 +86,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["MAX_RETRY_DELAY_S", "SCORE_TOP_K", "HttpJudge", "_parse_retry_after", "_retry_delay"]
 
-_label_probs = label_probs  # the name the tests and older callers use
 _DETAIL_CHARS = 200  # characters of a server's error body kept for the log
 
 SCORE_TOP_K = 20
@@ -162,10 +161,12 @@ class HttpJudge(Judge):
                     "that is not set: export it or set api_key_env: null"
                 )
             self._api_key = _Secret(value)
-        user, password = self._url_auth or ("", "")
-        self._redact = Redactor(
-            [self._api_key.reveal() if self._api_key else "", password, f"{user}:{password}"]
-        )
+        secrets = [self._api_key.reveal()] if self._api_key else []
+        if self._url_auth is not None:
+            user, password = self._url_auth
+            # A user name long enough to be a token (https://<token>@host) is masked as well.
+            secrets += [password, f"{user}:{password}", user if len(user) >= 8 else ""]
+        self._redact = Redactor(secrets)
         self._tokenizer = self._load_tokenizer() if judge_config.tokenizer else None
         self._stats = JudgeStats()
         self._stats_lock = threading.Lock()

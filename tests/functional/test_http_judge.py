@@ -24,7 +24,8 @@ from starlette.routing import Route
 
 from nemo_genrm.config import ConfigError, JudgeConfig
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.judges.http import HttpJudge, _label_probs, _parse_retry_after, _retry_delay
+from nemo_genrm.judges.http import HttpJudge, _parse_retry_after, _retry_delay
+from nemo_genrm.judges.http_replies import label_probs
 
 SECRET = "sk-test-5ecret-value-91f2"
 
@@ -496,7 +497,7 @@ def test_shutdown_is_idempotent_and_final(server, state):
     ],
 )
 def test_label_probs(top, labels, expected):
-    got = _label_probs(top, labels)
+    got = label_probs(top, labels)
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 
