@@ -372,3 +372,30 @@ def test_exposed_service_needs_a_key():
     open_cfg = {"host": "0.0.0.0", "require_api_key": False}
     assert not validate(ServiceConfig, {"judge": judge, "serve": open_cfg}).api_key_required
     assert not validate(ServiceConfig, {"judge": judge}).api_key_required  # 127.0.0.1
+
+
+def test_huge_body_is_refused_without_stalling_small_requests(services):
+    _, url = services["fixed"]
+    chat = url + "/chat/completions"
+    huge = b'{"messages": [{"role": "user", "content": "' + b"a" * (20 * 1024 * 1024) + b'"}]}'
+    small = {"messages": [{"role": "user", "content": "quick?"}]}
+
+    async def fire() -> tuple[httpx.Response, list[tuple[int, float]]]:
+        async with httpx.AsyncClient(headers=AUTH, timeout=60) as client:
+
+            async def timed() -> tuple[int, float]:
+                start = time.monotonic()
+                response = await client.post(chat, json=small)
+                return response.status_code, time.monotonic() - start
+
+            big = asyncio.ensure_future(
+                client.post(chat, content=huge, headers={"Content-Type": "application/json"})
+            )
+            await asyncio.sleep(0.05)
+            smalls = await asyncio.gather(*(timed() for _ in range(4)))
+            return await big, smalls
+
+    big, smalls = asyncio.run(fire())
+    assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+    assert [status for status, _ in smalls] == [200] * 4
+    assert max(latency for _, latency in smalls) < 5.0, smalls
