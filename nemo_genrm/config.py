@@ -40,9 +40,13 @@ __all__ = [
 
 
 class StrictModel(BaseModel):
-    """Base for config sections: unknown keys are errors, assignments are validated."""
+    """Base for config sections: unknown keys are errors, assignments are validated.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    pydantic's own error text does not quote the input (a URL may carry ``user:key@``);
+    :func:`validate` quotes values itself where that is safe.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
 
 
 # --------------------------------------------------------------------------------------- judge
@@ -110,6 +114,13 @@ class HttpConfig(StrictModel):
     supports_logprobs: bool = Field(
         True, description="Whether the server returns top_logprobs (needed for verdict_from: logprobs)."
     )
+
+    def __repr_args__(self) -> Any:
+        # repr (and so any log line or error quoting the config) masks URL credentials.
+        from nemo_genrm.redact import mask_url
+
+        for name, value in super().__repr_args__():
+            yield name, mask_url(value) if name == "base_url" and isinstance(value, str) else value
 
     @field_validator("base_url", mode="before")
     @classmethod

@@ -39,6 +39,7 @@ not in the URL, and every error text, log line and repr masks it and the API key
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import threading
@@ -151,7 +152,8 @@ class HttpJudge(Judge):
         self.call_timeout_s = float(call_timeout_s if call_timeout_s is not None else ft.step_timeout_s)
         self._base_url = url_without_credentials(cfg.base_url.rstrip("/"))
         self._url = self._base_url + "/chat/completions"
-        self._url_auth = url_credentials(cfg.base_url)
+        credentials = url_credentials(cfg.base_url)
+        self._url_auth = _Secret(credentials) if credentials is not None else None
         self._api_key: _Secret | None = None
         if cfg.api_key_env:
             value = os.environ.get(cfg.api_key_env)
@@ -163,9 +165,11 @@ class HttpJudge(Judge):
             self._api_key = _Secret(value)
         secrets = [self._api_key.reveal()] if self._api_key else []
         if self._url_auth is not None:
-            user, password = self._url_auth
-            # A user name long enough to be a token (https://<token>@host) is masked as well.
-            secrets += [password, f"{user}:{password}", user if len(user) >= 8 else ""]
+            user, password = self._url_auth.reveal()
+            # A user name long enough to be a token (https://<token>@host) is masked as well,
+            # and so is the basic-auth header value a server might quote back.
+            basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+            secrets += [password, f"{user}:{password}", user if len(user) >= 8 else "", basic]
         self._redact = Redactor(secrets)
         self._tokenizer = self._load_tokenizer() if judge_config.tokenizer else None
         self._stats = JudgeStats()
@@ -294,7 +298,7 @@ class HttpJudge(Judge):
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
         elif self._url_auth is not None:  # sent as a header, so no URL carries the password
-            auth = httpx.BasicAuth(*self._url_auth)
+            auth = httpx.BasicAuth(*self._url_auth.reveal())
         timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.connect_timeout_s, cfg.timeout_s))
         limits = httpx.Limits(
             max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -30,15 +30,15 @@ _TOO_LONG_HINTS = ("context length", "maximum context", "too long", "prompt_too_
 _HUNG_ERRORS = frozenset({"http_timeout", "http_connect"})
 
 
-class _Secret:
-    """Holds the API key; its repr and str never show it."""
+class _Secret(Generic[T]):
+    """Holds a credential (the API key, a URL's user and password); its repr and str never show it."""
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: str):
+    def __init__(self, value: T):
         self._value = value
 
-    def reveal(self) -> str:
+    def reveal(self) -> T:
         return self._value
 
     def __repr__(self) -> str:
