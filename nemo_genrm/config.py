@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nemo_genrm.config_loading import ConfigError, load_config, to_container, validate
 
@@ -40,9 +40,13 @@ __all__ = [
 
 
 class StrictModel(BaseModel):
-    """Base for config sections: unknown keys are errors, assignments are validated."""
+    """Base for config sections: unknown keys are errors, assignments are validated.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    pydantic's own error text does not quote the input (a URL may carry ``user:key@``);
+    :func:`validate` quotes values itself where that is safe.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
 
 
 # --------------------------------------------------------------------------------------- judge
@@ -96,13 +100,40 @@ class HttpConfig(StrictModel):
         None, description="Name of the environment variable holding the API key (never logged)."
     )
     max_concurrency: int = Field(32, ge=1, description="Requests in flight at once.")
-    timeout_s: float = Field(120.0, gt=0.0, description="Read timeout of one request.")
+    timeout_s: float = Field(
+        30.0,
+        gt=0.0,
+        description=(
+            "Longest wait for one attempt of one request, connect and whole reply included; "
+            "with the defaults a hung server holds a step at most about 2 minutes (124 s)."
+        ),
+    )
     connect_timeout_s: float = Field(10.0, gt=0.0, description="Connect timeout of one request.")
     max_retries: int = Field(3, ge=0, description="Retries on 429, 5xx and timeouts.")
     backoff_s: float = Field(0.5, ge=0.0, description="First retry delay; doubles, with jitter.")
     supports_logprobs: bool = Field(
         True, description="Whether the server returns top_logprobs (needed for verdict_from: logprobs)."
     )
+
+    def __repr_args__(self) -> Any:
+        # repr (and so any log line or error quoting the config) masks URL credentials.
+        from nemo_genrm.redact import mask_url
+
+        for name, value in super().__repr_args__():
+            yield name, mask_url(value) if name == "base_url" and isinstance(value, str) else value
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _no_echo(cls, value: Any) -> Any:
+        # pydantic's own messages quote the value; a URL may carry user:key@, so it is checked
+        # here and any message names its type or its redacted form only.
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"must be a string URL such as http://host:8000/v1, got a {type(value).__name__}")
+        if isinstance(value, str) and value and not value.startswith(("http://", "https://")):
+            from nemo_genrm.redact import mask_url
+
+            raise ValueError(f"must start with http:// or https://, got {mask_url(value)!r}")
+        return value
 
 
 class JudgeConfig(StrictModel):

@@ -40,7 +40,10 @@ LATENCY_WINDOW = 10_000
 class ServeConfig(StrictModel):
     """The ``serve:`` section: where the service listens and how it batches."""
 
-    host: str = Field("127.0.0.1", description="Address the HTTP proxy binds; 0.0.0.0 exposes it.")
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the HTTP proxy binds; 0.0.0.0 exposes it (then an API key is required).",
+    )
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of the proxy.")
     app_name: str = Field("genrm-judge", min_length=1, description="Ray Serve application name.")
     route_prefix: str = Field(
@@ -65,6 +68,34 @@ class ServeConfig(StrictModel):
     )
     startup_timeout_s: float = Field(
         600.0, gt=0.0, description="Longest wait for /health at start."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the API key clients must send as a Bearer token.",
+    )
+    api_key_file: str | None = Field(
+        None, description="File whose first line is the API key (instead of api_key_env)."
+    )
+    require_api_key: bool | None = Field(
+        None,
+        description=(
+            "null: a key is required when host is not a loopback address; true: always; "
+            "false: never (an exposed service without authentication)."
+        ),
+    )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413."
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
+    )
+    max_json_depth: int = Field(
+        32, ge=4, description="Deepest nesting of a request's JSON (else 400)."
+    )
+    health_probe_interval_s: float = Field(
+        10.0,
+        gt=0.0,
+        description="/health probes the engine with a one-line request when idle this long.",
     )
     engine_in_replica: bool | None = Field(
         None,
@@ -93,17 +124,40 @@ class ServiceConfig(StrictModel):
         possible = self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
         return possible if self.serve.engine_in_replica is None else self.serve.engine_in_replica
 
+    @property
+    def api_key_required(self) -> bool:
+        """Whether clients must send the API key (``require_api_key`` resolved)."""
+        from nemo_genrm.serve_guard import is_loopback
+
+        required = self.serve.require_api_key
+        return not is_loopback(self.serve.host) if required is None else required
+
     @model_validator(mode="after")
     def _check(self) -> ServiceConfig:
+        problems = []
         if self.serve.engine_in_replica and not (
             self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
         ):
-            raise ValueError(
+            problems.append(
                 "serve.engine_in_replica: true needs judge.backend dtensor with "
                 f"tensor_parallel_size 1 (got {self.judge.backend}, tp "
                 f"{self.judge.tensor_parallel_size}); set "
                 "engine_in_replica: false or null so the engine starts its own workers"
             )
+        has_key = bool(self.serve.api_key_env or self.serve.api_key_file)
+        if self.serve.api_key_env and self.serve.api_key_file:
+            problems.append("serve.api_key_env and serve.api_key_file are both set: keep one")
+        if self.api_key_required and not has_key:
+            problems.append(
+                f"serve.host {self.serve.host!r} is reachable from other machines, so the service "
+                "needs an API key: set serve.api_key_env (an environment variable holding it) or "
+                "serve.api_key_file, or serve.require_api_key: false to serve without "
+                "authentication"
+                if self.serve.require_api_key is None
+                else "serve.require_api_key is true: set serve.api_key_env or serve.api_key_file"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 
@@ -126,14 +180,23 @@ class MetricsStore:
         self.batches = 0
         self.batched_requests = 0
         self.max_batch_size = 0
+        self.rejected: dict[str, int] = {}
         self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
 
     def record(
-        self, ok: bool, latency_s: float, prompt_tokens: int, completion_tokens: int
+        self,
+        ok: bool,
+        latency_s: float,
+        prompt_tokens: int,
+        completion_tokens: int,
+        rejected: str | None = None,
     ) -> None:
-        """Count one answered request."""
+        """Count one answered request; ``rejected`` is the error code of one refused before it
+        reached the engine (e.g. ``unauthorized``, ``body_too_large``, ``invalid_text``)."""
         self.requests += 1
         self.errors += 0 if ok else 1
+        if rejected is not None:
+            self.rejected[rejected] = self.rejected.get(rejected, 0) + 1
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.latencies.append(latency_s)
@@ -159,7 +222,67 @@ class MetricsStore:
             "engine_batches": self.batches,
             "mean_batch_size": self.batched_requests / self.batches if self.batches else 0.0,
             "max_batch_size": self.max_batch_size,
+            "rejected": sum(self.rejected.values()),
+            "rejected_by_code": dict(self.rejected),
         }
+
+
+def prometheus_text(snapshot: dict[str, Any]) -> str:
+    """The metrics snapshot in Prometheus' text exposition format."""
+    rows = [
+        (
+            "genrm_serve_requests_total",
+            "counter",
+            "Chat completion requests answered.",
+            snapshot["requests"],
+        ),
+        (
+            "genrm_serve_errors_total",
+            "counter",
+            "Requests answered with an error.",
+            snapshot["errors"],
+        ),
+        (
+            "genrm_serve_prompt_tokens_total",
+            "counter",
+            "Prompt tokens processed.",
+            snapshot["prompt_tokens"],
+        ),
+        (
+            "genrm_serve_completion_tokens_total",
+            "counter",
+            "Tokens generated.",
+            snapshot["completion_tokens"],
+        ),
+        (
+            "genrm_serve_engine_batches_total",
+            "counter",
+            "Engine calls.",
+            snapshot["engine_batches"],
+        ),
+        (
+            "genrm_serve_mean_batch_size",
+            "gauge",
+            "Requests per engine call.",
+            snapshot["mean_batch_size"],
+        ),
+    ]
+    lines = []
+    for name, kind, help_text, value in rows:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+    lines += [
+        "# HELP genrm_serve_rejected_total Requests refused before reaching the engine.",
+        "# TYPE genrm_serve_rejected_total counter",
+    ]
+    by_code = snapshot.get("rejected_by_code") or {}
+    lines += [f'genrm_serve_rejected_total{{code="{code}"}} {n}' for code, n in sorted(by_code.items())]
+    lines += [
+        "# HELP genrm_serve_latency_seconds Request latency over the last requests.",
+        "# TYPE genrm_serve_latency_seconds summary",
+        f'genrm_serve_latency_seconds{{quantile="0.5"}} {snapshot["latency_p50_s"]}',
+        f'genrm_serve_latency_seconds{{quantile="0.95"}} {snapshot["latency_p95_s"]}',
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> ServiceConfig:
@@ -195,7 +318,8 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         ``http://127.0.0.1:8000/v1`` (``.../<route_prefix>/v1`` with a prefix).
 
     Raises:
-        ConfigError: The config is invalid, or Ray Serve already listens on another host/port.
+        ConfigError: The config is invalid, the API key's variable or file is unset or empty,
+            or Ray Serve already listens on another host/port.
         TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``.
     """
     import ray
@@ -204,7 +328,16 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
 
     from nemo_genrm.serve_app import JudgeDeployment
 
+    from nemo_genrm.serve_guard import key_digest, load_api_key
+
     cfg = validate(ServiceConfig, config)
+    try:
+        api_key = load_api_key(cfg.serve.api_key_env, cfg.serve.api_key_file)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    # Replicas get the key's digest only: the key itself never enters Ray (actor arguments,
+    # dashboards, logs).
+    digest = key_digest(api_key) if api_key is not None else None
     if not ray.is_initialized():
         ray.init()
     if (
@@ -238,7 +371,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         ),
     )
     target = RunTarget(
-        target=deployment.bind(cfg.model_dump(), metrics),
+        target=deployment.bind(cfg.model_dump(), metrics, digest),
         name=cfg.serve.app_name,
         route_prefix=cfg.serve.route_prefix,
     )

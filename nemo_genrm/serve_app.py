@@ -8,8 +8,15 @@ Endpoints:
   its ``top_logprobs`` (at most 20) as OpenAI shapes them; the judge's
   ``verdict_from: logprobs`` uses this. Concurrent requests are merged into one engine call
   (``@serve.batch``).
-- ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text; ``?format=json`` for
-  JSON).
+- ``GET /v1/models``, ``GET /health`` (``ready``, ``degraded`` or ``dead``: the engine's real
+  state, 503 when dead), ``GET /metrics`` (Prometheus text; ``?format=json`` for JSON).
+
+Every route but ``/health`` needs ``Authorization: Bearer <key>`` when the service has a key
+(401 otherwise). A request is checked whole before it joins an engine batch
+(:mod:`nemo_genrm.serve_guard`): a body past ``serve.max_body_bytes`` is a 413, one slower than
+``serve.body_timeout_s`` a 408, JSON that is invalid, nested past ``serve.max_json_depth`` or
+holding NUL or a lone surrogate a 400. Should the engine still raise on a batch, each request of
+it is run alone, so only the one that cannot be served fails.
 
 Request rules (each broken rule is a 400 with an OpenAI-style error body): ``n`` must be 1,
 ``stream`` false, no ``stop``; ``temperature``, ``top_p`` and ``seed``, when sent, must equal the
@@ -25,7 +32,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import ray
 from fastapi import FastAPI, Query, Request
@@ -34,70 +41,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
-from nemo_genrm.serve import ServiceConfig
+from nemo_genrm.serve import ServiceConfig, prometheus_text
+from nemo_genrm.serve_guard import (
+    EngineHealth,
+    RequestError,
+    check_bearer,
+    decode_json,
+    read_body,
+)
 
 logger = logging.getLogger(__name__)
 
 MAX_TOP_LOGPROBS = 20
-
-
-# ------------------------------------------------------------------------------------ metrics
-def prometheus_text(snapshot: dict[str, Any]) -> str:
-    """The metrics snapshot in Prometheus' text exposition format."""
-    rows = [
-        (
-            "genrm_serve_requests_total",
-            "counter",
-            "Chat completion requests answered.",
-            snapshot["requests"],
-        ),
-        (
-            "genrm_serve_errors_total",
-            "counter",
-            "Requests answered with an error.",
-            snapshot["errors"],
-        ),
-        (
-            "genrm_serve_prompt_tokens_total",
-            "counter",
-            "Prompt tokens processed.",
-            snapshot["prompt_tokens"],
-        ),
-        (
-            "genrm_serve_completion_tokens_total",
-            "counter",
-            "Tokens generated.",
-            snapshot["completion_tokens"],
-        ),
-        (
-            "genrm_serve_engine_batches_total",
-            "counter",
-            "Engine calls.",
-            snapshot["engine_batches"],
-        ),
-        (
-            "genrm_serve_mean_batch_size",
-            "gauge",
-            "Requests per engine call.",
-            snapshot["mean_batch_size"],
-        ),
-    ]
-    lines = []
-    for name, kind, help_text, value in rows:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    lines += [
-        "# HELP genrm_serve_latency_seconds Request latency over the last requests.",
-        "# TYPE genrm_serve_latency_seconds summary",
-        f'genrm_serve_latency_seconds{{quantile="0.5"}} {snapshot["latency_p50_s"]}',
-        f'genrm_serve_latency_seconds{{quantile="0.95"}} {snapshot["latency_p95_s"]}',
-    ]
-    return "\n".join(lines) + "\n"
+_PROBE = JudgeRequest(messages=({"role": "user", "content": "ping"},))
 
 
 # ------------------------------------------------------------------------------------ requests
 class _ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    role: str
+    role: Literal["system", "user", "assistant"]
     content: str | list[dict[str, Any]]
 
     def text(self) -> str:
@@ -124,22 +86,6 @@ class ChatCompletionRequest(BaseModel):
     n: int = 1
     stream: bool = False
     stop: str | list[str] | None = None
-
-
-class RequestError(Exception):
-    """A request the service will not run; carries the HTTP status and an OpenAI error body."""
-
-    def __init__(self, status: int, message: str, code: str, param: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.body = {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": param,
-                "code": code,
-            }
-        }
 
 
 @dataclass(frozen=True)
@@ -316,11 +262,13 @@ app = FastAPI(title="nemo-genrm judge service")
 class JudgeDeployment:
     """One replica: a judge engine behind the OpenAI-style routes."""
 
-    def __init__(self, config: dict[str, Any], metrics: Any):
+    def __init__(self, config: dict[str, Any], metrics: Any, api_key_sha256: str | None = None):
         from nemo_genrm.config import validate
 
         self.cfg = validate(ServiceConfig, config)
         self.metrics = metrics
+        self.key_digest = api_key_sha256
+        self.health_state = EngineHealth(probe_interval_s=self.cfg.serve.health_probe_interval_s)
         self.judge = _build_engine(self.cfg)
         self.tokenizer = getattr(self.judge, "tokenizer", None) or _load_tokenizer(self.cfg)
         self.engine_lock = asyncio.Lock()  # generate and top-logprobs batches share one engine
@@ -334,11 +282,38 @@ class JudgeDeployment:
             judge.shutdown()
 
     @app.get("/health")
-    async def health(self) -> dict[str, str]:
-        return {"status": "ok", "model": self.cfg.model_id}
+    async def health(self) -> JSONResponse:
+        # Probe an idle engine only: a busy one reports through its batches.
+        if self.health_state.needs_probe() and not self.engine_lock.locked():
+            await self._probe()
+        status, body = self.health_state.report(self.cfg.model_id)
+        return JSONResponse(body, status_code=status)
+
+    async def _probe(self) -> None:
+        async with self.engine_lock:
+            try:
+                gen = await asyncio.to_thread(self.judge.generate, [_PROBE])
+            except Exception as exc:
+                logger.exception("health probe failed")
+                self.health_state.mark_dead(f"engine raised {type(exc).__name__}")
+                return
+        ok = gen[0].text is not None
+        self.health_state.record(ok, "" if ok else f"probe failed: {gen[0].error}")
+
+    def _unauthorized(self, request: Request) -> JSONResponse | None:
+        if check_bearer(request.headers.get("authorization"), self.key_digest):
+            return None
+        self.metrics.record.remote(False, 0.0, 0, 0, "unauthorized")
+        response = _error_response(
+            401, "a valid API key is required: send Authorization: Bearer <key>", "unauthorized"
+        )
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
     @app.get("/v1/models")
-    async def models(self) -> dict[str, Any]:
+    async def models(self, request: Request) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
         card = {
             "id": self.cfg.model_id,
             "object": "model",
@@ -349,7 +324,11 @@ class JudgeDeployment:
         return {"object": "list", "data": [card]}
 
     @app.get("/metrics")
-    async def metrics_route(self, fmt: str = Query("prometheus", alias="format")) -> Response:
+    async def metrics_route(
+        self, request: Request, fmt: str = Query("prometheus", alias="format")
+    ) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
         try:
             snapshot = await self.metrics.snapshot.remote()
         except ray.exceptions.RayError as exc:
@@ -361,24 +340,34 @@ class JudgeDeployment:
         return PlainTextResponse(prometheus_text(snapshot), media_type="text/plain; version=0.0.4")
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(self, request: Request) -> JSONResponse:
+    async def chat_completions(self, request: Request) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
         start = time.perf_counter()
-        usage = (0, 0)
+        usage, rejected = (0, 0), None
         try:
-            try:
-                body = await request.json()
-            except ValueError:
-                raise RequestError(400, "the body is not valid JSON", "invalid_json") from None
-            call = parse_chat(body, self.cfg)
+            try:  # everything about the request is checked before it joins a batch
+                serve_cfg = self.cfg.serve
+                raw = await read_body(
+                    request.stream(),
+                    request.headers.get("content-length"),
+                    serve_cfg.max_body_bytes,
+                    serve_cfg.body_timeout_s,
+                )
+                call = parse_chat(decode_json(raw, serve_cfg.max_json_depth), self.cfg)
+            except RequestError as exc:
+                rejected = exc.code
+                raise
             response, usage = await self._run(call)
         except RequestError as exc:
             response = JSONResponse(exc.body, status_code=exc.status)
         except Exception as exc:  # an engine failure must not drop the connection
             logger.exception("engine call failed")
             response = _error_response(
-                500, f"engine failure: {type(exc).__name__}: {exc}", "engine_failure"
+                500, f"engine failure: {type(exc).__name__}", "engine_failure"
             )
-        self.metrics.record.remote(response.status_code == 200, time.perf_counter() - start, *usage)
+        latency = time.perf_counter() - start
+        self.metrics.record.remote(response.status_code == 200, latency, *usage, rejected)
         return response
 
     async def _run(self, call: ChatCall) -> tuple[JSONResponse, tuple[int, int]]:
@@ -423,7 +412,12 @@ class JudgeDeployment:
     async def generate_batch(self, requests: list[JudgeRequest]) -> list[Generation]:
         async with self.engine_lock:
             self.metrics.record_batch.remote(len(requests))
-            return await asyncio.to_thread(self.judge.generate, requests)
+            failed = Generation(text=None, error="engine_error")
+            results = await self._isolated(self.judge.generate, requests, failed)
+        errors = [g.error for g in results if g.text is None and g.error != "prompt_too_long"]
+        all_failed = len(errors) == len(results)
+        self.health_state.record(not all_failed, f"every sample failed ({errors[0]})" if all_failed else "")
+        return results
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)
     async def top_logprobs_batch(
@@ -432,4 +426,31 @@ class JudgeDeployment:
         k = max(top_k for _, top_k in items)
         async with self.engine_lock:
             self.metrics.record_batch.remote(len(items))
-            return await asyncio.to_thread(self.judge.top_logprobs, [req for req, _ in items], k)
+
+            def top(requests: list[JudgeRequest]) -> list[dict[str, float] | None]:
+                return self.judge.top_logprobs(requests, k)
+
+            results = await self._isolated(top, [req for req, _ in items], None)
+        self.health_state.record(True)
+        return results
+
+    async def _isolated(self, run: Any, requests: list[JudgeRequest], failed: Any) -> list[Any]:
+        """``run(requests)``; if it raises, each request alone, so only the bad ones fail."""
+        try:
+            return await asyncio.to_thread(run, requests)
+        except Exception as exc:
+            if len(requests) == 1:
+                self.health_state.record(False, f"engine raised {type(exc).__name__}")
+                raise
+            logger.warning(
+                "engine call over %d requests raised %s; running them one by one",
+                len(requests), type(exc).__name__,
+            )
+        results = []
+        for request in requests:
+            try:
+                results.append((await asyncio.to_thread(run, [request]))[0])
+            except Exception as exc:
+                logger.warning("a request failed alone in the engine: %s", type(exc).__name__)
+                results.append(failed)
+        return results

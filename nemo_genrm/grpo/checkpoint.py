@@ -8,7 +8,12 @@ A checkpoint is the folder ``<checkpoint_dir>/step_<N>``:
   last, so a folder without it is incomplete and ignored.
 
 It is first written as ``tmp_step_<N>`` and renamed, so a crash never leaves a half checkpoint
-that looks complete. Resuming loads the newest complete one and continues at the next step.
+that looks complete; ``trainer_state.json`` itself is written atomically (temporary file,
+fsync, rename). A checkpoint of the same step that already exists is moved aside
+(``old_step_<N>``) before the new one takes its name and deleted after, so a kill at any moment
+leaves a complete ``step_<N>`` or the previous ones. Resuming loads the newest complete one
+and continues at the next step; a ``trainer_state.json`` that cannot be read marks that folder
+incomplete, and the next older checkpoint is used.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 import torch
 
+from nemo_genrm.atomic_io import write_json_atomic
 from nemo_genrm.config import ConfigError
 from nemo_genrm.grpo.config import CheckpointingConfig
 from nemo_genrm.grpo.rollout import call
@@ -47,13 +53,17 @@ class Checkpointer:
         self.root = Path(cfg.checkpoint_dir)
 
     def steps(self) -> list[int]:
-        """Steps with a complete checkpoint, oldest first."""
+        """Steps with a complete checkpoint (a readable trainer state), oldest first."""
+        return self._steps(readable=True)
+
+    def _steps(self, readable: bool) -> list[int]:
         if not self.root.is_dir():
             return []
         found = []
         for child in self.root.iterdir():
             match = _STEP_DIR.match(child.name)
-            if match and (child / STATE_FILE).is_file():
+            state = child / STATE_FILE
+            if match and (_readable_state(state) if readable else state.is_file()):
                 found.append(int(match.group(1)))
         return sorted(found)
 
@@ -69,9 +79,10 @@ class Checkpointer:
         checkpoints while keeping stale higher-numbered ones.
 
         Raises:
-            ConfigError: ``checkpoint_dir`` already holds ``step_*`` checkpoints.
+            ConfigError: ``checkpoint_dir`` already holds ``step_*`` checkpoints (readable or
+                not: a torn one is still another run's).
         """
-        steps = self.steps()
+        steps = self._steps(readable=False)
         if steps:
             raise ConfigError(
                 [
@@ -98,13 +109,17 @@ class Checkpointer:
         """
         final = self.root / f"step_{step}"
         tmp = self.root / f"tmp_step_{step}"
+        old = self.root / f"old_step_{step}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         call(policy, "save_checkpoint", str(tmp.resolve()))
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, tmp / "driver_rng.pt")
-        (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
+        write_json_atomic(tmp / STATE_FILE, {"step": step, **state})  # last: marks it complete
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
         tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
         self._prune()
         logger.info("Saved checkpoint %s", final)
         return final
@@ -125,3 +140,14 @@ class Checkpointer:
             return
         for step in self.steps()[:-keep]:
             shutil.rmtree(self.root / f"step_{step}", ignore_errors=True)
+
+
+def _readable_state(path: Path) -> bool:
+    """Whether ``path`` holds a trainer state (a torn or foreign file marks the folder incomplete)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        if path.exists():
+            logger.warning("%s cannot be read; that checkpoint is skipped", path)
+        return False
+    return isinstance(state, dict)

@@ -1,7 +1,12 @@
 """Metrics to stdout, a JSONL file, TensorBoard and wandb, with one ``log`` call per step.
 
 Every record lands in ``<log_dir>/metrics.jsonl`` (one JSON object per step, ``step`` included),
-which is what tests and scripts read. TensorBoard event files go to ``<log_dir>/tensorboard`` and
+which is what tests and scripts read. The file is append-only: each step adds one whole line
+(flushed to disk), and a resume reads it tolerating a torn last line. It is rewritten only when
+a resume must drop records past its checkpoint or a torn line, and then atomically (temporary
+file and rename), so a kill at any moment loses at most the step being written.
+``<log_dir>/config.json`` is written atomically too, and, like the config given to wandb, with
+credentials in URLs masked. TensorBoard event files go to ``<log_dir>/tensorboard`` and
 wandb files to ``<log_dir>/wandb`` (offline mode needs no network).
 """
 
@@ -10,10 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
+from nemo_genrm.atomic_io import read_jsonl, write_atomic, write_json_atomic
 from nemo_genrm.grpo.config import LoggerConfig
+from nemo_genrm.redact import redact_tree
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +54,9 @@ class MetricsLogger:
         self.log_dir = Path(cfg.log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.log_dir / "metrics.jsonl"
-        if run_config is not None:
-            (self.log_dir / "config.json").write_text(json.dumps(run_config, indent=2, default=str))
+        if run_config is not None:  # a judge's base_url may carry user:key@
+            run_config = redact_tree(run_config)
+            write_json_atomic(self.log_dir / "config.json", run_config)
         self._tb = None
         self._wandb = None
         if cfg.tensorboard_enabled:
@@ -83,16 +92,27 @@ class MetricsLogger:
         """Prepare ``metrics.jsonl`` for a run starting after ``resumed_step``.
 
         A fresh run (0) starts an empty file; a resumed run keeps the records up to its
-        checkpoint and drops later ones (those steps are run again).
+        checkpoint and drops later ones (those steps are run again) and any torn line a kill
+        left. When nothing needs dropping the file is left as it is and appended to.
         """
         if not self.metrics_path.exists():
             return
-        kept = []
-        if resumed_step > 0:
-            for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
-                if line.strip() and json.loads(line).get("step", 0) <= resumed_step:
-                    kept.append(line)
-        self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        if resumed_step <= 0:
+            write_atomic(self.metrics_path, "")
+            return
+        found = read_jsonl(self.metrics_path)
+        kept = [
+            line
+            for line, record in zip(found.lines, found.records, strict=True)
+            if _step_of(record) <= resumed_step
+        ]
+        if found.clean and len(kept) == len(found.lines):
+            return
+        logger.info(
+            "metrics.jsonl: keeping %d records up to step %d (%d later or unreadable dropped)",
+            len(kept), resumed_step, len(found.lines) - len(kept) + found.dropped,
+        )
+        write_atomic(self.metrics_path, "".join(f"{line}\n" for line in kept))
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Record one step's metrics everywhere.
@@ -102,8 +122,11 @@ class MetricsLogger:
             step: The training step.
         """
         clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        line = json.dumps({"step": step, **{k: _jsonable(v) for k, v in clean.items()}}) + "\n"
         with self.metrics_path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, **{k: _jsonable(v) for k, v in clean.items()}}) + "\n")
+            f.write(line)  # one write of a whole line: a kill leaves at most a torn tail
+            f.flush()
+            os.fsync(f.fileno())
         if self._tb is not None:
             for key, value in clean.items():
                 self._tb.add_scalar(key, value, step)
@@ -121,6 +144,12 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+
+
+def _step_of(record: dict[str, Any]) -> float:
+    """A record's step; one without a readable step sorts after every checkpoint (dropped)."""
+    step = record.get("step")
+    return step if isinstance(step, (int, float)) and not isinstance(step, bool) else math.inf
 
 
 def _jsonable(value: float) -> float | None:

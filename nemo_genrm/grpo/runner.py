@@ -8,12 +8,19 @@ Placement on one node:
 - ``colocated`` judge: the driver creates the policy's placement group (one GPU bundle) named
   :data:`POLICY_GROUP`; the policy takes ``1 - gpu_fraction`` of the GPU and the judge joins
   the group with ``gpu_fraction``, waking only to score.
+
+A run that started its own Ray cluster tears it down when the driver is told to stop: SIGTERM
+or SIGINT raises :class:`RunTerminated` in the main thread (the caller's ``finally`` then runs
+:meth:`GRPORun.shutdown`), and further signals are ignored until the teardown is done, so a
+second Ctrl-C cannot leave Ray processes behind half torn down.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +38,7 @@ from nemo_genrm.ray_env import actor_options
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["POLICY_GROUP", "GRPORun", "build_run", "resolve_models"]
+__all__ = ["POLICY_GROUP", "GRPORun", "RunTerminated", "build_run", "resolve_models"]
 
 POLICY_GROUP = "genrm_grpo_policy"
 """Name of the policy's placement group that a colocated judge joins."""
@@ -85,6 +92,50 @@ def _start_ray(cfg: GRPOMasterConfig) -> bool:
     return True
 
 
+class RunTerminated(SystemExit):
+    """The driver got SIGTERM or SIGINT; exits with 128 + the signal number after teardown."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_signalled = threading.Event()  # a stop signal arrived
+_tearing_down = threading.Event()  # GRPORun.shutdown is running: signals wait for it
+_previous_handlers: dict[int, Any] = {}
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    if _signalled.is_set() or _tearing_down.is_set():
+        logger.warning("signal %d ignored: the run is shutting down", signum)
+        return
+    _signalled.set()
+    logger.warning("signal %d: stopping the run and its Ray cluster", signum)
+    raise RunTerminated(signum)
+
+
+def _stop_on_signals() -> None:
+    """Route SIGTERM/SIGINT to :func:`_on_stop_signal` until the run is shut down.
+
+    Called after ``ray.init`` (which installs its own SIGTERM handler), in the main thread only.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _signalled.clear()
+    _tearing_down.clear()
+    for signum in _STOP_SIGNALS:
+        _previous_handlers[signum] = signal.signal(signum, _on_stop_signal)
+
+
+def _restore_signals() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, handler in list(_previous_handlers.items()):
+        signal.signal(signum, handler)
+    _previous_handlers.clear()
+
+
 @dataclass
 class GRPORun:
     """Everything a run holds; :meth:`shutdown` releases it all (safe to call twice)."""
@@ -103,9 +154,19 @@ class GRPORun:
         if self._closed:
             return
         self._closed = True
+        _tearing_down.set()
+        try:
+            self._release()
+        finally:
+            _restore_signals()
+            _tearing_down.clear()
+
+    def _release(self) -> None:
+        # Stopped by a signal: a short grace for the judge's own cleanup, then Ray goes anyway.
+        grace_s = 10 if _signalled.is_set() else 120
         try:
             if self.env is not None:
-                ray.get(self.env.shutdown.remote(), timeout=120)
+                ray.get(self.env.shutdown.remote(), timeout=grace_s)
         except Exception as exc:  # e.g. the actor already died at start-up (its error was raised)
             logger.warning("environment shutdown failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
         for actor in (self.env, self.policy):
@@ -174,6 +235,8 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     train, val = builder.render_all(splits.train, max_prompt), builder.render_all(splits.val, max_prompt)
     start = time.perf_counter()
     started = _start_ray(cfg)
+    if started:
+        _stop_on_signals()
     logger.info("Ray ready in %.1fs", time.perf_counter() - start)
     policy = env = group = None
     metrics_logger = MetricsLogger(cfg.logger, run_config=cfg.model_dump())

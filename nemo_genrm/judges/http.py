@@ -12,8 +12,11 @@ Failures stay per sample: a request that still fails after its retries becomes a
 - ``prompt_too_long``: the server refused the prompt as longer than its context;
 - ``http_timeout``: no answer within ``http.timeout_s`` (or the connect timeout);
 - ``http_connect``: the connection could not be opened or was dropped;
-- ``http_bad_response``: the server answered 200 with a body that is not a chat completion
-  (or, when scoring, one without log-probabilities while other replies of the batch had them);
+- ``http_bad_response``: the server answered 200 with a body that cannot be read (not JSON,
+  not exactly one choice, ``usage`` that is not an object of counts, a log-probability that is
+  not a number in ``[-inf, 0]``; see :mod:`nemo_genrm.judges.http_replies`), or, when scoring,
+  one without log-probabilities while other replies of the batch had them. Only that sample
+  fails: the other replies of the call are read as usual;
 - ``timeout``: the whole call passed its deadline (``fault_tolerance.step_timeout_s`` or
   ``call_timeout_s``) before this request finished, retries included;
 - ``labels_not_in_top_logprobs`` (:meth:`HttpJudge.score`): none of the labels is among the
@@ -21,14 +24,23 @@ Failures stay per sample: a request that still fails after its retries becomes a
 
 429, 5xx, timeouts and connection errors are retried with exponential backoff and full jitter
 (``Retry-After`` is honoured when present, capped at
-:data:`nemo_genrm.judges.http_transport.MAX_RETRY_DELAY_S`).
+:data:`nemo_genrm.judges.http_transport.MAX_RETRY_DELAY_S`). ``http.timeout_s`` bounds each
+attempt whole (connect, send and the full reply), so a server that trickles bytes cannot hold
+a request longer. When one request of a call has used up its retries on timeouts or dropped
+connections and no request of the call has succeeded, the server is taken as hung: the call's
+remaining requests fail at once with the same code instead of each waiting out its own
+timeouts (see :func:`nemo_genrm.judges.http_transport.hung_server_bound_s` for the bound).
+
+Credentials never leave in clear: a ``user:password@`` in ``base_url`` is sent as basic auth,
+not in the URL, and every error text, log line and repr masks it and the API key
+(:class:`nemo_genrm.redact.Redactor`), redacting before any text is cut short.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
-import math
 import os
 import threading
 import weakref
@@ -49,9 +61,16 @@ from nemo_genrm.judges.base import (
     RequestLike,
 )
 
+from nemo_genrm.judges.http_replies import (
+    BadReply,
+    label_probs,
+    read_first_token_top,
+    read_reply,
+)
 from nemo_genrm.judges.http_transport import (
     _RETRY_STATUSES,
     MAX_RETRY_DELAY_S,
+    CallBreaker,
     _failed,
     _json_object,
     _LoopThread,
@@ -62,10 +81,13 @@ from nemo_genrm.judges.http_transport import (
     _status_error,
     gather_until,
 )
+from nemo_genrm.redact import Redactor, mask_url, url_credentials, url_without_credentials
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["MAX_RETRY_DELAY_S", "SCORE_TOP_K", "HttpJudge", "_parse_retry_after", "_retry_delay"]
+
+_DETAIL_CHARS = 200  # characters of a server's error body kept for the log
 
 SCORE_TOP_K = 20
 """Top log-probabilities asked for when scoring labels (the OpenAI API's maximum)."""
@@ -118,14 +140,20 @@ class HttpJudge(Judge):
                 "judge.http.base_url is required for the http backend (e.g. http://127.0.0.1:8000/v1)"
             )
         elif not cfg.base_url.startswith(("http://", "https://")):
-            problems.append(f"judge.http.base_url must start with http:// or https://, got {cfg.base_url!r}")
+            problems.append(
+                "judge.http.base_url must start with http:// or https://, got "
+                f"{mask_url(cfg.base_url)!r}"
+            )
         if call_timeout_s is not None and not call_timeout_s > 0:
             problems.append(f"call_timeout_s must be positive, got {call_timeout_s}")
         if problems:
             raise ConfigError(problems)
         self.config = judge_config
         self.call_timeout_s = float(call_timeout_s if call_timeout_s is not None else ft.step_timeout_s)
-        self._url = cfg.base_url.rstrip("/") + "/chat/completions"
+        self._base_url = url_without_credentials(cfg.base_url.rstrip("/"))
+        self._url = self._base_url + "/chat/completions"
+        credentials = url_credentials(cfg.base_url)
+        self._url_auth = _Secret(credentials) if credentials is not None else None
         self._api_key: _Secret | None = None
         if cfg.api_key_env:
             value = os.environ.get(cfg.api_key_env)
@@ -135,6 +163,14 @@ class HttpJudge(Judge):
                     "that is not set: export it or set api_key_env: null"
                 )
             self._api_key = _Secret(value)
+        secrets = [self._api_key.reveal()] if self._api_key else []
+        if self._url_auth is not None:
+            user, password = self._url_auth.reveal()
+            # A user name long enough to be a token (https://<token>@host) is masked as well,
+            # and so is the basic-auth header value a server might quote back.
+            basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+            secrets += [password, f"{user}:{password}", user if len(user) >= 8 else "", basic]
+        self._redact = Redactor(secrets)
         self._tokenizer = self._load_tokenizer() if judge_config.tokenizer else None
         self._stats = JudgeStats()
         self._stats_lock = threading.Lock()
@@ -163,14 +199,20 @@ class HttpJudge(Judge):
             if out.error is not None:
                 results.append(Generation(text=None, error=out.error, truncated=prep.truncated))
                 continue
-            body = out.body or {}
-            text, usage = _reply_text(body), body.get("usage") or {}
+            try:
+                reply = read_reply(out.body)
+            except BadReply as exc:
+                self._log_bad_reply(exc)
+                results.append(
+                    Generation(text=None, error="http_bad_response", truncated=prep.truncated)
+                )
+                continue
             results.append(
                 Generation(
-                    text=text,
-                    error=None if text is not None else "http_bad_response",
-                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                    output_tokens=int(usage.get("completion_tokens") or 0),
+                    text=reply.text,
+                    error=None if reply.text is not None else "http_bad_response",
+                    prompt_tokens=reply.prompt_tokens,
+                    output_tokens=reply.completion_tokens,
                     truncated=prep.truncated,
                 )
             )
@@ -198,7 +240,7 @@ class HttpJudge(Judge):
             if isinstance(top, str):
                 results.append(LabelScores(probs=None, error=top, truncated=truncated))
                 continue
-            probs = _label_probs(top, keys)
+            probs = label_probs(top, keys)
             error = None if probs is not None else "labels_not_in_top_logprobs"
             results.append(
                 LabelScores(
@@ -252,13 +294,16 @@ class HttpJudge(Judge):
     async def _open(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         cfg = self.config.http
         headers = {"Content-Type": "application/json"}
+        auth = None
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
-        timeout = httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s)
+        elif self._url_auth is not None:  # sent as a header, so no URL carries the password
+            auth = httpx.BasicAuth(*self._url_auth.reveal())
+        timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.connect_timeout_s, cfg.timeout_s))
         limits = httpx.Limits(
             max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency
         )
-        client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+        client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, auth=auth)
         return client, asyncio.Semaphore(cfg.max_concurrency)
 
     def _check_labels(self, labels: Sequence[str]) -> list[str]:
@@ -302,22 +347,25 @@ class HttpJudge(Judge):
             if out.error is not None:
                 rows.append((out.error, prep.truncated, 0))
                 continue
-            body = out.body or {}
-            top = _first_token_top(body)
+            try:
+                reply, top = read_reply(out.body), read_first_token_top(out.body)
+            except BadReply as exc:
+                self._log_bad_reply(exc)
+                rows.append(("http_bad_response", prep.truncated, 0))
+                continue
             if top is None:
-                missing += _reply_text(body) is not None  # a reply, but without logprobs
+                missing += reply.text is not None  # a reply, but without logprobs
                 rows.append(("http_bad_response", prep.truncated, 0))
                 continue
             with_logprobs += 1
-            usage = body.get("usage") or {}
-            rows.append((top, prep.truncated, int(usage.get("prompt_tokens") or 0)))
+            rows.append((top, prep.truncated, reply.prompt_tokens))
         with self._stats_lock:
             self._add_transport_stats(outcomes)
             self._stats.prompt_tokens += sum(row[2] for row in rows)
             self._stats.truncated += sum(prep.truncated for prep in prepared)
         if missing and not with_logprobs:  # no reply had them: the server cannot give them
             raise ConfigError(
-                f"the server at {self.config.http.base_url} answered without logprobs for model "
+                f"the server at {self._base_url} answered without logprobs for model "
                 f"{self.config.model_name!r} (none of {missing} replies had them): set "
                 "judge.verdict_from: text (and http.supports_logprobs: false), or serve the judge "
                 "with a server that returns top_logprobs (vLLM, SGLang, nemo_genrm.serve)"
@@ -357,11 +405,13 @@ class HttpJudge(Judge):
             **extra,
         }
 
+        breaker = CallBreaker()
+
         def job(prep: _Prepared) -> Any:
             if prep.messages is None:
                 return lambda: _failed(prep.error or "prompt_too_long")
             payload = {**base, "messages": prep.messages}
-            return lambda: self._post(payload)
+            return lambda: self._post(payload, breaker)
 
         deadline = self.call_timeout_s
         coro = gather_until([job(prep) for prep in prepared], deadline)
@@ -370,45 +420,65 @@ class HttpJudge(Judge):
         if failed:
             detail = next((o.detail for o in outcomes if o.detail), "")
             logger.warning(
-                "%d of %d judge requests failed (%s)%s",
+                "%d of %d judge requests failed (%s)%s%s",
                 sum(failed.values()),
                 len(outcomes),
                 ", ".join(f"{err}: {n}" for err, n in failed.most_common()),
                 f"; the server said: {detail}" if detail else "",
+                f"; {breaker.skipped} not sent: {self._base_url} looked hung ({breaker.tripped})"
+                if breaker.skipped
+                else "",
             )
         return outcomes
 
-    async def _post(self, payload: dict[str, Any]) -> _Outcome:
-        """One request with retries; never raises for transport or server failures."""
+    async def _post(self, payload: dict[str, Any], breaker: CallBreaker) -> _Outcome:
+        """One request with retries; never raises for transport or server failures.
+
+        The request keeps its concurrency slot through its backoff sleeps, so a struggling
+        server sees fewer requests, and the first requests of a hung server give up (tripping
+        the call's breaker) before any queued request starts waiting.
+        """
+        async with self._slots:
+            if breaker.tripped is not None:  # the server looked hung: do not wait again
+                breaker.skipped += 1
+                return _Outcome(body=None, error=breaker.tripped)
+            outcome = await self._attempts(payload)
+        if outcome.error is not None:
+            breaker.gave_up(outcome.error)
+        else:
+            breaker.succeeded = True
+        return outcome
+
+    async def _attempts(self, payload: dict[str, Any]) -> _Outcome:
         cfg = self.config.http
         error, detail = "http_error", ""
         for attempt in range(cfg.max_retries + 1):
             retry_after = None
-            async with self._slots:
-                try:
-                    response = await self._client.post(self._url, json=payload)
-                except httpx.TimeoutException:
-                    error = "http_timeout"
-                except (httpx.TransportError, OSError) as exc:
-                    error = "http_connect"
-                    logger.debug("request to %s failed: %s", self._url, type(exc).__name__)
-                else:
-                    if response.status_code == 200:
-                        return _Outcome(body=_json_object(response), retries=attempt)
-                    error, detail = _status_error(response), self._redact(response.text[:200])
-                    if response.status_code not in _RETRY_STATUSES:
-                        return _Outcome(body=None, error=error, retries=attempt, detail=detail)
-                    retry_after = _parse_retry_after(response.headers.get("retry-after"))
-                    logger.debug("judge server answered %d, retrying", response.status_code)
+            try:
+                # timeout_s bounds the whole attempt: httpx's own timeouts are per read.
+                response = await asyncio.wait_for(
+                    self._client.post(self._url, json=payload), cfg.timeout_s
+                )
+            except (httpx.TimeoutException, asyncio.TimeoutError):
+                error = "http_timeout"
+            except (httpx.TransportError, OSError) as exc:
+                error = "http_connect"
+                logger.debug("request to %s failed: %s", self._url, type(exc).__name__)
+            else:
+                if response.status_code == 200:
+                    return _Outcome(body=_json_object(response), retries=attempt)
+                error = _status_error(response)
+                detail = self._redact.clip(response.text, _DETAIL_CHARS)
+                if response.status_code not in _RETRY_STATUSES:
+                    return _Outcome(body=None, error=error, retries=attempt, detail=detail)
+                retry_after = _parse_retry_after(response.headers.get("retry-after"))
+                logger.debug("judge server answered %d, retrying", response.status_code)
             if attempt < cfg.max_retries:
                 await asyncio.sleep(_retry_delay(attempt, cfg.backoff_s, retry_after))
         return _Outcome(body=None, error=error, retries=cfg.max_retries, detail=detail)
 
-    def _redact(self, text: str) -> str:
-        """``text`` with the API key masked (a server may echo the request's headers)."""
-        if self._api_key is None:
-            return text
-        return text.replace(self._api_key.reveal(), "***")
+    def _log_bad_reply(self, exc: BadReply) -> None:
+        logger.debug("unreadable reply from %s: %s", self._url, self._redact.clip(str(exc), 200))
 
     def _count(self, results: list[Generation], outcomes: list[_Outcome]) -> None:
         with self._stats_lock:
@@ -426,36 +496,3 @@ class HttpJudge(Judge):
         extra["http_retries"] = extra.get("http_retries", 0) + sum(o.retries for o in outcomes)
 
 
-def _reply_text(body: dict[str, Any]) -> str | None:
-    try:
-        content = body["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return content if isinstance(content, str) else None
-
-
-def _first_token_top(body: dict[str, Any]) -> dict[str, float] | None:
-    """Token -> logprob of the first reply position, or None when the body has no logprobs."""
-    try:
-        entries = body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        top: dict[str, float] = {}
-        for entry in entries:
-            token, logprob = str(entry["token"]), float(entry["logprob"])
-            # Two entries with one string (rare byte-level cases) keep the larger.
-            top[token] = max(logprob, top.get(token, -math.inf))
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return top or None
-
-
-def _label_probs(top: dict[str, float], labels: list[str]) -> dict[str, float] | None:
-    """Renormalise the top-k mass over the labels; None when no label is among the tokens."""
-    mass = dict.fromkeys(labels, 0.0)
-    for token, logprob in top.items():
-        key = token.strip()
-        if key in mass:
-            mass[key] += math.exp(logprob)
-    total = sum(mass.values())
-    if total <= 0.0:
-        return None
-    return {label: value / total for label, value in mass.items()}

@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import email.utils
+import logging
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -24,17 +27,18 @@ MAX_RETRY_DELAY_S = 30.0
 """Longest wait before one retry, whatever the backoff or ``Retry-After`` says."""
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TOO_LONG_HINTS = ("context length", "maximum context", "too long", "prompt_too_long")
+_HUNG_ERRORS = frozenset({"http_timeout", "http_connect"})
 
 
-class _Secret:
-    """Holds the API key; its repr and str never show it."""
+class _Secret(Generic[T]):
+    """Holds a credential (the API key, a URL's user and password); its repr and str never show it."""
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: str):
+    def __init__(self, value: T):
         self._value = value
 
-    def reveal(self) -> str:
+    def reveal(self) -> T:
         return self._value
 
     def __repr__(self) -> str:
@@ -95,6 +99,47 @@ class _Outcome:
     detail: str = ""  # the start of the server's error body, for the log
 
 
+@dataclass
+class CallBreaker:
+    """Shared by the requests of one call: notices a hung server and stops the waiting.
+
+    Once a request has used up its retries on a timeout or a dropped connection while no
+    request of the call has succeeded, :attr:`tripped` holds that error code and the call's
+    other requests stop before their next attempt.
+    """
+
+    tripped: str | None = None
+    succeeded: bool = False
+    skipped: int = 0
+
+    def gave_up(self, error: str) -> None:
+        """Record that one request failed for good with ``error``."""
+        if error in _HUNG_ERRORS and not self.succeeded and self.tripped is None:
+            self.tripped = error
+
+
+def hung_server_bound_s(
+    timeout_s: float, max_retries: int, backoff_s: float, call_timeout_s: float
+) -> float:
+    """Longest a call waits on a server that accepts connections but never answers.
+
+    The requests holding the concurrency slots use up their attempts (``max_retries + 1`` of
+    ``timeout_s`` each, with backoff between, keeping their slots); then the call's breaker
+    stops the queued ones before they start. The call's deadline caps it all.
+
+    Args:
+        timeout_s: ``http.timeout_s``, the bound of one attempt.
+        max_retries: ``http.max_retries``.
+        backoff_s: ``http.backoff_s``.
+        call_timeout_s: The call's deadline (``fault_tolerance.step_timeout_s``).
+
+    Returns:
+        The bound in seconds.
+    """
+    backoff = sum(min(MAX_RETRY_DELAY_S, backoff_s * 2.0**a) for a in range(max_retries))
+    return min(call_timeout_s, (max_retries + 1) * timeout_s + backoff)
+
+
 async def _failed(error: str) -> _Outcome:
     return _Outcome(body=None, error=error)
 
@@ -103,7 +148,7 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     """The response's JSON object, or None (then ``http_bad_response``) when it is not one."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return body if isinstance(body, dict) else None
 
@@ -160,4 +205,13 @@ async def gather_until(
         task.cancel()
     if pending:
         await asyncio.wait(pending)  # let the cancelled requests release their connections
-    return [_Outcome(body=None, error="timeout") if task in pending else task.result() for task in tasks]
+    return [_Outcome(body=None, error="timeout") if task in pending else _result(task) for task in tasks]
+
+
+def _result(task: asyncio.Future[_Outcome]) -> _Outcome:
+    """A finished job's outcome; a job that raised fails alone, never its siblings."""
+    exc = task.exception()
+    if exc is None:
+        return task.result()
+    logger.warning("a judge request failed unexpectedly: %s", type(exc).__name__)
+    return _Outcome(body=None, error="http_error")

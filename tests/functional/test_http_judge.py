@@ -19,12 +19,13 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nemo_genrm.config import ConfigError, JudgeConfig
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.judges.http import HttpJudge, _label_probs, _parse_retry_after, _retry_delay
+from nemo_genrm.judges.http import HttpJudge, _parse_retry_after, _retry_delay
+from nemo_genrm.judges.http_replies import label_probs
 
 SECRET = "sk-test-5ecret-value-91f2"
 
@@ -62,6 +63,26 @@ def _completion(content: str, logprobs: bool) -> dict[str, Any]:
     }
 
 
+def _poisoned(kind: str, echo: str, logprobs: bool) -> Response:
+    """A 200 reply that cannot be trusted, in one of the ways servers have got it wrong."""
+    body = _completion(echo, logprobs=logprobs)
+    if kind == "usage_list":
+        body["usage"] = [7, 2]
+    elif kind == "usage_strings":
+        body["usage"] = {"prompt_tokens": "7", "completion_tokens": "2"}
+    elif kind == "logprob_1000":
+        body["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = 1000.0
+    elif kind == "two_choices":
+        body["choices"] = body["choices"] * 2
+    elif kind == "no_choices":
+        body["choices"] = []
+    elif kind == "malformed_json":
+        return Response(b'{"choices": [{"message": ', media_type="application/json")
+    elif kind == "deep_json":
+        return Response(b"[" * 100_000 + b"]" * 100_000, media_type="application/json")
+    return JSONResponse(body)
+
+
 def _build_app(state: ServerState) -> Starlette:
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()
@@ -95,7 +116,12 @@ def _build_app(state: ServerState) -> Starlette:
             message = "This model's maximum context length is 64 tokens; you requested 90 tokens."
             return JSONResponse({"error": {"message": message}}, status_code=400)
         echo = "echo:" + body["messages"][-1]["content"]
-        with_logprobs = mode == "logprobs" or (mode == "logprobs_but_q1" and echo != "echo:q1")
+        if mode.startswith("poison:") and echo == "echo:q1":  # one unreadable reply in the call
+            return _poisoned(mode.removeprefix("poison:"), echo, bool(body.get("logprobs")))
+        if mode == "straddle":  # the key quoted so that the 200-character log cut splits it
+            key = (request.headers.get("authorization") or "").removeprefix("Bearer ")
+            return JSONResponse({"error": {"message": "x" * 150 + key + " tail"}}, status_code=500)
+        with_logprobs = mode in ("logprobs", "poison:logprob_1000") or (mode == "logprobs_but_q1" and echo != "echo:q1")
         return JSONResponse(_completion(echo, logprobs=with_logprobs and bool(body.get("logprobs"))))
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
@@ -471,7 +497,7 @@ def test_shutdown_is_idempotent_and_final(server, state):
     ],
 )
 def test_label_probs(top, labels, expected):
-    got = _label_probs(top, labels)
+    got = label_probs(top, labels)
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 
@@ -485,3 +511,179 @@ def test_retry_delay_and_retry_after():
     assert _parse_retry_after("1.5") == 1.5
     assert _parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
     assert _parse_retry_after("soon") is None and _parse_retry_after(None) is None
+
+
+# ------------------------------------------------------------------ one bad reply, one sample
+POISONS = ["usage_list", "usage_strings", "logprob_1000", "two_choices", "no_choices", "malformed_json", "deep_json"]
+
+
+@pytest.mark.parametrize("kind", POISONS)
+def test_one_unreadable_reply_fails_only_its_sample(server, state, kind):
+    # 16 requests in one call; the reply to "q1" is broken in one way. Only sample 1 fails,
+    # and the judge counts exactly one error (the environment's genrm/engine_errors).
+    state.mode = f"poison:{kind}"
+    with _judge(server[0], max_retries=0) as judge:
+        if kind == "logprob_1000":  # a logprob of 1000 is no probability: scoring reads it
+            scores = judge.score(_batch(16), ["1", "0"])
+            assert [s.error for s in scores] == [None, "http_bad_response"] + [None] * 14
+            assert scores[2].probs == pytest.approx({"1": 0.55 / 0.75, "0": 0.20 / 0.75})
+            assert judge.stats().errors == 1
+            return
+        out = judge.generate(_batch(16))
+        stats = judge.stats()
+    assert [g.error for g in out] == [None, "http_bad_response"] + [None] * 14
+    assert [g.text for g in out][2:] == [f"echo:q{i}" for i in range(2, 16)]
+    assert out[0].prompt_tokens == 7 and out[1].prompt_tokens == 0
+    assert stats.errors == 1
+
+
+# ------------------------------------------------------------------ deadlines that hold
+def _silent_listener() -> socket.socket:
+    """A socket that listens and never accepts: connects succeed, no byte ever comes back."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+def test_hung_server_stops_the_whole_call_after_the_first_requests_give_up():
+    from nemo_genrm.judges.http_transport import hung_server_bound_s
+
+    # 12 requests, 2 at a time, 3 attempts of 0.3 s each: one by one they would take 6 waves
+    # of about 1 s. Once the first request gives up with nothing answered, the rest stop.
+    sock = _silent_listener()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    http = {"timeout_s": 0.3, "max_retries": 2, "backoff_s": 0.05, "max_concurrency": 2}
+    try:
+        with _judge(url, **http) as judge:
+            start = time.monotonic()
+            out = judge.generate(_batch(12))
+            elapsed = time.monotonic() - start
+    finally:
+        sock.close()
+    assert [g.error for g in out] == ["http_timeout"] * 12
+    bound = hung_server_bound_s(0.3, 2, 0.05, call_timeout_s=600.0)
+    assert bound == pytest.approx(3 * 0.3 + 0.05 + 0.1)
+    assert elapsed <= bound + 0.5  # wave after wave would need about 6 s
+
+
+def _trickle_server(stop: threading.Event) -> socket.socket:
+    """Accepts, sends a status line, then one header byte every 0.1 s (for at most 5 s)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(0.2)
+
+    def serve() -> None:
+        conns = []
+        end = time.monotonic() + 5.0
+        while not stop.is_set() and time.monotonic() < end:
+            try:
+                conn, _ = sock.accept()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                conns.append(conn)
+            except OSError:
+                pass
+            for conn in conns:
+                try:
+                    conn.sendall(b"a")
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        for conn in conns:
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock
+
+
+def test_trickling_server_is_cut_at_timeout_s():
+    # Every read gets a byte within 0.1 s, so a per-read timeout of 0.5 s never fires;
+    # timeout_s bounds the attempt whole.
+    stop = threading.Event()
+    sock = _trickle_server(stop)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    try:
+        with _judge(url, timeout_s=0.5, max_retries=0) as judge:
+            start = time.monotonic()
+            out = judge.generate(_batch(2))
+            elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        sock.close()
+    assert [g.error for g in out] == ["http_timeout"] * 2
+    assert 0.5 <= elapsed < 1.5
+
+
+def test_shipped_defaults_bound_a_step_against_a_hung_judge():
+    from pathlib import Path
+
+    from nemo_genrm.config import FaultToleranceConfig, HttpConfig
+    from nemo_genrm.judges.http_transport import hung_server_bound_s
+
+    http, ft = HttpConfig(), FaultToleranceConfig()
+    bound = hung_server_bound_s(http.timeout_s, http.max_retries, http.backoff_s, ft.step_timeout_s)
+    # (3 retries + 1) attempts of 30 s, plus backoff 0.5 + 1 + 2 s.
+    assert bound == pytest.approx(123.5)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    assert "124 s" in docs  # the figure the docs state is the one the defaults give
+
+
+# ------------------------------------------------------------------ secrets never echoed
+LONG_KEY = "sk-" + "".join(f"{i:03d}q" for i in range(99))  # 399 characters, no repeats of 8
+
+
+def _leaked(text: str, key: str) -> list[str]:
+    """Every 8-character piece of ``key`` found in ``text``."""
+    return sorted({key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in text})
+
+
+@pytest.mark.parametrize("key", [LONG_KEY, "k3y-short-9"])
+def test_planted_key_never_leaves(server, state, monkeypatch, caplog, tmp_path, key):
+    monkeypatch.setenv("GENRM_PLANTED_KEY", key)
+    caplog.set_level(logging.DEBUG)  # every logger, httpx and httpcore included
+    log_file = tmp_path / "run.log"
+    handler = logging.FileHandler(log_file)
+    handler.setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(handler)
+    texts: list[str] = []
+    try:
+        judge = _judge(server[0], api_key_env="GENRM_PLANTED_KEY", max_retries=1)
+        with judge:
+            for mode in ("straddle", "echo_auth", "always500", "poison:malformed_json", "ok"):
+                state.mode = mode
+                out = judge.generate(_batch(2))
+                texts += [repr(out), repr(judge.stats())]
+            texts += [repr(judge), str(judge), repr(vars(judge))]
+        # The same key inside base_url, against a refusing port and the live server.
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()
+        for url in (f"http://genrm:{key}@127.0.0.1:{port}/v1", server[0].replace("://", f"://genrm:{key}@")):
+            with _judge(url, max_retries=0) as creds_judge:
+                state.mode = "echo_auth"
+                texts += [repr(creds_judge.generate(_batch(1))), repr(creds_judge), repr(vars(creds_judge))]
+        for bad in (f"ftp://genrm:{key}@host/v1", f"genrm:{key}@host/v1", [f"http://genrm:{key}@h/v1"]):
+            with pytest.raises(ConfigError) as info:  # through validate(), as configs are read
+                HttpJudge({"backend": "http", "model_name": "m", "http": {"base_url": bad}})
+            texts.append(str(info.value))
+            with pytest.raises(ValueError) as raw:  # pydantic's own error, built directly
+                JudgeConfig(backend="http", model_name="m", http={"base_url": bad})
+            texts += [str(raw.value), repr(raw.value)]
+        state.mode = "ok"
+        with _judge(server[0].replace("://", f"://genrm:{key}@"), max_retries=0) as creds_judge:
+            with pytest.raises(ConfigError) as info:  # the error names the server
+                creds_judge.score(_batch(1), ["1", "0"])
+            texts.append(str(info.value))
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert any("Basic " in (a or "") for a in state.auth)  # URL credentials were sent, as a header
+    assert "the server said" in caplog.text  # the error bodies were logged, masked
+    assert "authorization Basic ***" in caplog.text  # the quoted basic-auth header too
+    files = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    for text in [caplog.text, *texts, *files]:
+        leaked = _leaked(text, key)
+        where = text.find(leaked[0]) if leaked else 0
+        assert not leaked, text[max(0, where - 200) : where + 50]

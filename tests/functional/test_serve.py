@@ -1,13 +1,17 @@
 """The judge service (Ray Serve) with the dtensor engine, called through HttpJudge and raw HTTP.
 
 Two services share one Serve proxy on a free 127.0.0.1 port: a tiny random model (compared with
-the same model run in process) and a fixed-verdict judge that always answers "1". They start
-together once for the module; start-up dominates the module's time.
+the same model run in process) and a fixed-verdict judge that always answers "1", which also
+requires an API key and has small body limits (the attack tests use it). They start together
+once for the module; start-up dominates the module's time.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
+import time
 from collections import Counter
 from typing import Any
 
@@ -25,6 +29,10 @@ PROMPTS = [
     "Compare 0.5 and 1/2.",
     "x",
 ]
+KEY_ENV = "GENRM_TEST_SERVICE_KEY"
+KEY = "svc-key-7d1f0c9e2b"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+MAX_BODY = 64 * 1024
 JUDGE = {
     "backend": "dtensor",
     "precision": "float32",
@@ -66,6 +74,10 @@ def services(ray_cluster, tiny_cache_dir):
         "random": _service(str(cached_tiny_model()), "random", port),
         "fixed": _service(str(cached_tiny_judge("1")), "fixed", port),
     }
+    configs["fixed"]["serve"].update(
+        api_key_env=KEY_ENV, max_body_bytes=MAX_BODY, body_timeout_s=2.0, max_json_depth=16
+    )
+    os.environ[KEY_ENV] = KEY  # read by start_judge_service on this (driver) process only
     urls = {}
     try:
         for name, cfg in configs.items():
@@ -76,6 +88,7 @@ def services(ray_cluster, tiny_cache_dir):
     finally:
         for cfg in configs.values():
             stop_judge_service(cfg["serve"]["app_name"])
+        os.environ.pop(KEY_ENV, None)
 
 
 def _http_judge(service: tuple[dict, str], **overrides: Any) -> HttpJudge:
@@ -85,7 +98,13 @@ def _http_judge(service: tuple[dict, str], **overrides: Any) -> HttpJudge:
         "backend": "http",
         "model_name": cfg["serve"]["served_model_name"],
         "tokenizer": None,
-        "http": {"base_url": url, "max_concurrency": 8, "timeout_s": 60, "max_retries": 1},
+        "http": {
+            "base_url": url,
+            "max_concurrency": 8,
+            "timeout_s": 60,
+            "max_retries": 1,
+            "api_key_env": cfg["serve"].get("api_key_env"),
+        },
         **overrides,
     }
     return HttpJudge(JudgeConfig(**judge))
@@ -159,14 +178,14 @@ def test_fixed_verdict_judge_through_http(services):
 
 
 def _metrics(url: str) -> dict[str, Any]:
-    return httpx.get(url.removesuffix("/v1") + "/metrics", params={"format": "json"}).json()
+    return httpx.get(url.removesuffix("/v1") + "/metrics", params={"format": "json"}, headers=AUTH).json()
 
 
 def test_health_models_metrics_and_batching(services):
     _, url = services["fixed"]
     root = url.removesuffix("/v1")
-    assert httpx.get(root + "/health").json() == {"status": "ok", "model": "fixed-judge"}
-    models = httpx.get(url + "/models").json()
+    assert httpx.get(root + "/health").json() == {"status": "ready", "model": "fixed-judge"}
+    models = httpx.get(url + "/models", headers=AUTH).json()
     assert [m["id"] for m in models["data"]] == ["fixed-judge"]
     before = _metrics(url)
     with _http_judge(services["fixed"]) as judge:
@@ -178,7 +197,7 @@ def test_health_models_metrics_and_batching(services):
     assert after["prompt_tokens"] > before["prompt_tokens"]
     assert after["max_batch_size"] >= 2  # concurrent requests were merged into one engine call
     assert 0.0 < after["latency_p50_s"] <= after["latency_p95_s"]
-    text = httpx.get(root + "/metrics").text
+    text = httpx.get(root + "/metrics", headers=AUTH).text
     assert f"genrm_serve_requests_total {after['requests']}" in text
 
 
@@ -189,7 +208,7 @@ def test_openai_shapes_and_request_rules(services):
     long_messages = [{"role": "user", "content": "word " * 400}]  # over max_model_len 256
     before = _metrics(url)
 
-    ok = httpx.post(chat, json={"model": "fixed-judge", "messages": messages}).json()
+    ok = httpx.post(chat, headers=AUTH, json={"model": "fixed-judge", "messages": messages}).json()
     assert ok["choices"][0]["message"] == {"role": "assistant", "content": "1"}
     assert ok["choices"][0]["finish_reason"] == "stop"
     usage = ok["usage"]
@@ -199,7 +218,7 @@ def test_openai_shapes_and_request_rules(services):
     )
 
     lp = httpx.post(
-        chat, json={"messages": messages, "logprobs": True, "top_logprobs": 3, "max_tokens": 1}
+        chat, headers=AUTH, json={"messages": messages, "logprobs": True, "top_logprobs": 3, "max_tokens": 1}
     ).json()
     entry = lp["choices"][0]["logprobs"]["content"][0]
     assert entry["token"] == "1" and len(entry["top_logprobs"]) == 3
@@ -222,12 +241,12 @@ def test_openai_shapes_and_request_rules(services):
         ),
     }
     for name, (fields, status, code) in rejected.items():
-        response = httpx.post(chat, json={"messages": messages, **fields})
+        response = httpx.post(chat, headers=AUTH, json={"messages": messages, **fields})
         assert response.status_code == status, name
         assert response.json()["error"]["code"] == code, name
     # The same engine settings restated are fine.
     same = httpx.post(
-        chat, json={"messages": messages, "temperature": 0.0, "seed": 0, "max_tokens": 6}
+        chat, headers=AUTH, json={"messages": messages, "temperature": 0.0, "seed": 0, "max_tokens": 6}
     )
     assert same.status_code == 200
 
@@ -239,6 +258,8 @@ def test_openai_shapes_and_request_rules(services):
     after = _metrics(url)
     assert after["requests"] - before["requests"] == 2 + len(rejected) + 1 + 2
     assert after["errors"] - before["errors"] == len(rejected) + 2
+    # Refused by the request rules before the engine: all but the two too-long prompts.
+    assert after["rejected"] - before["rejected"] == len(rejected) - 2
 
 
 def test_a_second_port_on_one_cluster_is_refused(services):
@@ -261,3 +282,120 @@ def test_service_config_rules():
         validate(ServiceConfig, {"judge": tp2, "serve": {"engine_in_replica": True}})
     with pytest.raises(ConfigError, match="route_prefix"):
         validate(ServiceConfig, {"judge": judge, "serve": {"route_prefix": "judge"}})
+
+
+# ------------------------------------------------------------------ attacks on the service
+def test_api_key_is_required_where_set(services):
+    _, url = services["fixed"]
+    chat, root = url + "/chat/completions", url.removesuffix("/v1")
+    body = {"messages": [{"role": "user", "content": "Is it right?"}]}
+    before = _metrics(url)
+    for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": KEY}, {"Authorization": f"Basic {KEY}"}):
+        response = httpx.post(chat, json=body, headers=headers)
+        assert response.status_code == 401, headers
+        assert response.json()["error"]["code"] == "unauthorized"
+        assert response.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(url + "/models").status_code == 401
+    assert httpx.get(root + "/metrics").status_code == 401
+    assert httpx.get(root + "/health").status_code == 200  # open, for load balancers
+    assert httpx.post(chat, json=body, headers=AUTH).status_code == 200
+    after = _metrics(url)
+    assert after["rejected_by_code"].get("unauthorized", 0) - before["rejected_by_code"].get("unauthorized", 0) == 6
+
+
+def _bad_bodies() -> dict[str, tuple[bytes, int, str]]:
+    """Raw bodies that cannot be served -> (body, status, error code)."""
+    nested = b'{"messages": [{"role": "user", "content": "x", "extra": ' + b"[" * 40 + b"]" * 40 + b"}]}"
+    return {
+        "NUL": (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', 400, "invalid_text"),
+        "lone surrogate": (b'{"messages": [{"role": "user", "content": "a\\ud800b"}]}', 400, "invalid_text"),
+        "nested": (nested, 400, "invalid_json"),
+        "very nested": (b"[" * 200_000 + b"]" * 200_000, 413, "body_too_large"),
+        "deep under the limit": (b"[" * 20_000 + b"]" * 20_000, 400, "invalid_json"),
+        "not UTF-8": (b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400, "invalid_json"),
+        "not JSON": (b'{"messages": [', 400, "invalid_json"),
+        "unknown role": (b'{"messages": [{"role": "tool", "content": "x"}]}', 400, "invalid_request"),
+        "too large": (b'{"messages": [{"role": "user", "content": "' + b"a" * (MAX_BODY + 10) + b'"}]}', 413, "body_too_large"),
+    }
+
+
+def test_bad_requests_are_rejected_alone_and_good_ones_batched_with_them_succeed(services):
+    _, url = services["fixed"]
+    chat = url + "/chat/completions"
+    bad = _bad_bodies()
+    good = [{"messages": [{"role": "user", "content": f"question {i}"}]} for i in range(24)]
+    before = _metrics(url)
+
+    async def fire() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        async with httpx.AsyncClient(headers=AUTH, timeout=60) as client:
+            headers = {"Content-Type": "application/json"}
+            bad_calls = [client.post(chat, content=body, headers=headers) for body, _, _ in bad.values()]
+            good_calls = [client.post(chat, json=body) for body in good]
+            # Interleaved, all in flight together: the good ones share engine batches.
+            responses = await asyncio.gather(*bad_calls, *good_calls)
+        return responses[: len(bad_calls)], responses[len(bad_calls) :]
+
+    bad_responses, good_responses = asyncio.run(fire())
+    for (name, (_, status, code)), response in zip(bad.items(), bad_responses, strict=True):
+        assert response.status_code == status, (name, response.text[:300])
+        assert response.json()["error"]["code"] == code, name
+    assert [r.status_code for r in good_responses] == [200] * len(good)
+    assert all(r.json()["choices"][0]["message"]["content"] == "1" for r in good_responses)
+    after = _metrics(url)
+    assert after["rejected"] - before["rejected"] == len(bad)
+    assert after["max_batch_size"] >= 2
+    assert httpx.get(url.removesuffix("/v1") + "/health").json()["status"] == "ready"
+
+
+def test_slow_body_gets_408(services):
+    _, url = services["fixed"]
+
+    def trickle():
+        yield b'{"messages": [{"role": "user", '
+        time.sleep(3.0)  # past the service's body_timeout_s of 2 s
+        yield b'"content": "x"}]}'
+
+    start = time.monotonic()
+    response = httpx.post(url + "/chat/completions", content=trickle(), headers=AUTH, timeout=30)
+    assert response.status_code == 408, response.text[:300]
+    assert response.json()["error"]["code"] == "body_timeout"
+    assert time.monotonic() - start < 10
+
+
+def test_exposed_service_needs_a_key():
+    from nemo_genrm.serve import ServiceConfig
+
+    judge = {**JUDGE, "model_name": "m"}
+    with pytest.raises(ConfigError, match="serve.api_key_env"):
+        validate(ServiceConfig, {"judge": judge, "serve": {"host": "0.0.0.0"}})
+    assert validate(ServiceConfig, {"judge": judge, "serve": {"host": "0.0.0.0", "api_key_env": "K"}}).api_key_required
+    open_cfg = {"host": "0.0.0.0", "require_api_key": False}
+    assert not validate(ServiceConfig, {"judge": judge, "serve": open_cfg}).api_key_required
+    assert not validate(ServiceConfig, {"judge": judge}).api_key_required  # 127.0.0.1
+
+
+def test_huge_body_is_refused_without_stalling_small_requests(services):
+    _, url = services["fixed"]
+    chat = url + "/chat/completions"
+    huge = b'{"messages": [{"role": "user", "content": "' + b"a" * (20 * 1024 * 1024) + b'"}]}'
+    small = {"messages": [{"role": "user", "content": "quick?"}]}
+
+    async def fire() -> tuple[httpx.Response, list[tuple[int, float]]]:
+        async with httpx.AsyncClient(headers=AUTH, timeout=60) as client:
+
+            async def timed() -> tuple[int, float]:
+                start = time.monotonic()
+                response = await client.post(chat, json=small)
+                return response.status_code, time.monotonic() - start
+
+            big = asyncio.ensure_future(
+                client.post(chat, content=huge, headers={"Content-Type": "application/json"})
+            )
+            await asyncio.sleep(0.05)
+            smalls = await asyncio.gather(*(timed() for _ in range(4)))
+            return await big, smalls
+
+    big, smalls = asyncio.run(fire())
+    assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+    assert [status for status, _ in smalls] == [200] * 4
+    assert max(latency for _, latency in smalls) < 5.0, smalls

@@ -1,0 +1,99 @@
+"""A GRPO driver told to stop (SIGTERM) tears down its own Ray cluster: nothing is left running.
+
+The real entry point runs in a subprocess with its own Ray cluster (no ``RAY_ADDRESS``), trains
+until its first metrics record is written, and gets SIGTERM. Every process it had started
+(raylet, GCS, workers, the policy and the judge) must be gone within a few seconds of its exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
+LEFT_BEHIND_S = 5.0  # what "a few seconds" means here
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Live descendants of ``pid`` (pid -> command name), read from /proc."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
+        if state != "Z":
+            children.setdefault(int(ppid), []).append(int(entry.name))
+            names[int(entry.name)] = name
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = names[child]
+            todo.append(child)
+    return found
+
+
+def _alive(pids: dict[int, str]) -> dict[int, str]:
+    alive = {}
+    for pid, name in pids.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] != "Z" and name in stat:
+            alive[pid] = name
+    return alive
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({"NEMO_GENRM_CACHE": tiny_cache_dir, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"})
+    overrides = [
+        "grpo.max_num_steps=1000",
+        "grpo.val_period=0",
+        "checkpointing.enabled=false",
+        f"logger.log_dir={tmp_path / 'logs'}",
+        "policy.generation.max_new_tokens=8",
+        "++cluster.num_cpus=4",
+    ]
+    metrics = tmp_path / "logs" / "metrics.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *overrides],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if metrics.exists() and metrics.read_text().strip():
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        started = _descendants(proc.pid)
+        assert any("raylet" in name for name in started.values()), started
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+        exited = time.monotonic()
+        assert proc.returncode == 128 + signal.SIGTERM, output[-4000:]
+        left = _alive(started)
+        while left and time.monotonic() - exited < LEFT_BEHIND_S:
+            time.sleep(0.2)
+            left = _alive(started)
+        assert not left, f"still running {LEFT_BEHIND_S} s after the driver exited: {left}"
+        assert "stopping the run and its Ray cluster" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
