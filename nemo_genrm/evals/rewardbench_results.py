@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nemo_genrm.atomic_io import write_atomic
 from nemo_genrm.config import RewardBenchConfig
 
 RESULTS_FILE = "results.json"
@@ -61,5 +62,5 @@ def results_row(model: str, accuracy: Mapping[str, float], model_type: str = MOD
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:
     """Write ``data`` as reward-bench writes its results (``indent=4``, sorted keys)."""
-    path.write_text(json.dumps(dict(data), indent=4, sort_keys=True), encoding="utf-8")
+    write_atomic(path, json.dumps(dict(data), indent=4, sort_keys=True))
     return path

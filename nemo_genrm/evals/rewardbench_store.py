@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from nemo_genrm.atomic_io import write_atomic
 from nemo_genrm.config import ConfigError, RewardBenchConfig
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class RecordStore:
         self.path = self.output_dir / EXAMPLES_FILE
         meta = self.output_dir / RUN_CONFIG_FILE
         if meta.is_file() and self.path.is_file():
-            previous = json.loads(meta.read_text(encoding="utf-8"))
+            previous = _read_settings(meta)
             changed = sorted(k for k in settings if previous.get(k) != settings[k])
             if changed:
                 raise ConfigError(
@@ -78,7 +79,8 @@ class RecordStore:
                         )
                     ]
                 )
-        meta.write_text(json.dumps(dict(settings), indent=2, sort_keys=True), encoding="utf-8")
+        # Atomic: a kill while writing must not leave a run config that the resume cannot read.
+        write_atomic(meta, json.dumps(dict(settings), indent=2, sort_keys=True))
         self.records = self._read()
         self._sink: IO[str] | None = None
 
@@ -126,3 +128,21 @@ class RecordStore:
         if self._sink is not None:
             self._sink.close()
             self._sink = None
+
+
+def _read_settings(meta: Path) -> dict[str, Any]:
+    """The settings a previous run recorded; a file that cannot be read is a clear config error."""
+    try:
+        previous = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            [
+                (
+                    f"{str(meta)!r} cannot be read ({type(exc).__name__}), so the run in its folder "
+                    "cannot be resumed safely: delete the folder to start over, or use another output_dir"
+                )
+            ]
+        ) from exc
+    if not isinstance(previous, dict):
+        raise ConfigError([f"{str(meta)!r} does not hold a settings object: delete the folder to start over"])
+    return previous

@@ -317,6 +317,18 @@ def test_resume_refuses_other_settings(tmp_path) -> None:
         RewardBenchEvaluator(_cfg(tmp_path, seed=0)).run(moved, _TextJudge("[[A]]"))
 
 
+def test_resume_with_torn_run_config_is_a_config_error(tmp_path) -> None:
+    # A run config cut short (a kill mid-write, before writes were atomic) must give a clear
+    # ConfigError naming the file, not a JSONDecodeError out of the evaluator.
+    examples = synthetic_examples(1)[:3]
+    outcome = RewardBenchEvaluator(_cfg(tmp_path)).run(examples, _TextJudge("[[A]]"))
+    meta = next(p for p in outcome.examples_path.parent.iterdir() if p.suffix == ".json" and "config" in p.name)
+    meta.write_text(meta.read_text()[:20])
+    with pytest.raises(ConfigError, match="cannot be read"):
+        RewardBenchEvaluator(_cfg(tmp_path)).run(examples, _TextJudge("[[A]]"))
+    assert not list(outcome.examples_path.parent.glob(".*.tmp"))  # no temporary file left behind
+
+
 def test_results_json_is_reference_shaped(tmp_path) -> None:
     outcome = RewardBenchEvaluator(_cfg(tmp_path)).run(synthetic_examples(2), _TextJudge("[[B]]"))
     data = json.loads(outcome.results_path.read_text())
