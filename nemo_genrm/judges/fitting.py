@@ -223,6 +223,21 @@ def plan_batches(
     return batches
 
 
+def label_token_ids(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:
+    """Token ids of each verdict label as the start of the judge's reply (no special tokens).
+
+    Every engine scores a label as the summed log-probability of these tokens teacher-forced
+    after the prompt, then renormalises over the labels; one encoding keeps them in step.
+
+    Raises:
+        ValueError: If a label encodes to no tokens.
+    """
+    label_ids = [list(tokenizer.encode(label, add_special_tokens=False)) for label in labels]
+    if any(not ids for ids in label_ids):
+        raise ValueError(f"a label encodes to no tokens: {list(labels)!r}")
+    return label_ids
+
+
 class PromptFitter:
     """Loads the judge tokenizer once and fits whole batches of requests.
 

@@ -26,7 +26,7 @@ import torch
 
 from nemo_genrm.config import JudgeConfig, validate
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
-from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, plan_batches
+from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.hf_generation import (
     Decoding,
     StaticGenerator,
@@ -229,9 +229,7 @@ class DTensorJudgeWorker(Judge):
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
         self._ensure_awake()
         labels = check_labels(labels)
-        label_ids = [self.tokenizer.encode(lab, add_special_tokens=False) for lab in labels]
-        if any(not ids for ids in label_ids):
-            raise ValueError(f"a label encodes to no tokens: {labels!r}")
+        label_ids = label_token_ids(self.tokenizer, labels)
         longest = max(len(ids) for ids in label_ids)
         return self._batched(
             prompts, longest, lambda batch: self._score_batch(batch, labels, label_ids),
