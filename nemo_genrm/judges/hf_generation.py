@@ -120,7 +120,7 @@ class StaticGenerator:
         compile_step: bool = False,
         length_multiple: int = 64,
         check_every: int = 8,
-        max_cached_shapes: int = 4,
+        max_cached_shapes: int = 2,
     ):
         self.model = model
         self.pad_id = pad_id
@@ -156,6 +156,16 @@ class StaticGenerator:
             cache.reset()
         self._caches[key] = cache
         return cache
+
+    def cached_bytes(self) -> int:
+        """Device bytes held by the kept KV caches (reusable by the next batch)."""
+        total = 0
+        for cache in self._caches.values():
+            for layer in getattr(cache, "layers", ()):
+                for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                    if isinstance(tensor, torch.Tensor):
+                        total += tensor.numel() * tensor.element_size()
+        return total
 
     def release(self) -> None:
         """Drop every KV cache (before a sleep: they hold device memory)."""

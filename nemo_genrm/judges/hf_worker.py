@@ -55,6 +55,10 @@ SCORE_MAX_PADDING = 0.1
 width: on mixed lengths the padded positions are pure waste, and a forward pass gains little
 from batches bigger than the token budget already allows."""
 
+GENERATE_MAX_PADDING = 0.25
+"""Generation buckets are looser: a decode step reads the weights once whatever the batch, so
+bigger batches pay off there, while prefill still wastes the padded positions."""
+
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -223,7 +227,8 @@ class DTensorJudgeWorker(Judge):
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch)
+        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch,
+                             max_padding=GENERATE_MAX_PADDING)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
@@ -269,6 +274,8 @@ class DTensorJudgeWorker(Judge):
         if self.device.type != "cuda":
             return batching.max_batch_size, batching.max_tokens_per_batch
         free, _ = torch.cuda.mem_get_info(self.device)
+        if self._static is not None:
+            free += self._static.cached_bytes()  # kept KV caches are reused, not added
         size = torch.finfo(DTYPES[self.config.precision]).bits // 8
         return batch_limits_from_memory(
             free, self.config.dtensor.memory_fraction,

@@ -132,9 +132,11 @@ def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
     prompts = _prompts(4)
     before_text = [g.text for g in worker.generate(prompts)]
     weights = {name: p.detach().clone() for name, p in worker.model.named_parameters()}
+    assert worker._static.cached_bytes() > 0  # the KV cache of the last shape is kept
     pointers = None
     for cycle in range(3):
         worker.sleep()
+        assert worker._static.cached_bytes() == 0  # and dropped by the sleep
         extra = worker.stats().extra
         assert extra["asleep"] and extra["host_buffer_allocations"] == 1  # the first sleep only
         assert extra["sleep_cycles"] == cycle + 1 and extra["device_bytes_after_sleep"] == 0
