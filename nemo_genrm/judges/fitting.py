@@ -37,7 +37,7 @@ class FittedPrompt:
         truncated: Whether the candidate answer was shortened.
         error: ``prompt_too_long`` when it could not fit, else ``None``.
         messages: The messages as rendered (with the shortened candidate), for engines that
-            template the conversation themselves (vLLM ``LLM.chat``); ``None`` on error.
+            template the conversation themselves (the HTTP engine); ``None`` on error.
     """
 
     token_ids: tuple[int, ...] | None

@@ -131,6 +131,7 @@ class StaticGenerator:
         self._caches: OrderedDict[tuple[int, int], object] = OrderedDict()
         self._step = self._decode_step
         self.compiled = False
+        self._compiled_ran = False
         if compile_step:
             self._step = torch.compile(self._decode_step, mode="reduce-overhead", fullgraph=True)
             self.compiled = True
@@ -179,6 +180,22 @@ class StaticGenerator:
             attention_mask=mask, past_key_values=cache, use_cache=True,
         )
         return out.logits[:, -1, :]
+
+    def _run_step(self, *args) -> torch.Tensor:
+        """The decode step, compiled when asked; a compile that fails falls back to eager once."""
+        if self.compiled:
+            try:
+                torch.compiler.cudagraph_mark_step_begin()
+                logits = self._step(*args).clone()  # a graph's output is overwritten by its next replay
+                self._compiled_ran = True
+                return logits
+            except Exception as exc:  # compile errors come in many types; after one success, raise
+                if self._compiled_ran:
+                    raise
+                logger.warning("Compiling the decode step failed (%s: %s); decoding eagerly from now on",
+                               type(exc).__name__, exc)
+                self.compiled = False
+        return self._decode_step(*args)
 
     def _pick(self, logits: torch.Tensor, decoding: Decoding, generator) -> torch.Tensor:
         """Next token per row ``[B]`` from last-position logits ``[B, V]``."""
@@ -244,11 +261,9 @@ class StaticGenerator:
                 steps = step + 1
                 break
             where = width + step
-            if self.compiled:
-                torch.compiler.cudagraph_mark_step_begin()
-            logits = self._step(
+            logits = self._run_step(
                 token.unsqueeze(-1), (where - pad).unsqueeze(-1),
                 torch.tensor([where], device=device), mask, cache,
-            ).clone()  # [B, V]; a graph's output is overwritten by its next replay
+            )  # [B, V]
         eos_ids = self._eos.tolist()
         return [trim_at_eos(row, eos_ids) for row in out[:rows, :steps].tolist()]

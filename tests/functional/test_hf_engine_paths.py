@@ -151,3 +151,30 @@ def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
     assert extra["host_buffer_bytes"] == sum(t.numel() * t.element_size() for t in held)
     assert [g.text for g in worker.generate(prompts)] == before_text
     worker.shutdown()
+
+
+def test_graph_mode_padding_and_the_eager_fallback(random_workers, caplog):
+    import logging
+
+    from nemo_genrm.judges.hf_generation import Decoding, StaticGenerator
+
+    static, _ = random_workers
+    ids = [list(f.token_ids) for f in static.fitter.fit(_prompts(3))]
+    want = StaticGenerator(static.model, static.eos_ids, static.pad_id).generate(ids, Decoding(6))
+    # Graph mode pads the batch to a power of two (3 -> 4 rows) with copies of the first
+    # prompt; here the "compiled" step is the eager one, so only the padding is new.
+    padded = StaticGenerator(static.model, static.eos_ids, static.pad_id)
+    padded._step, padded.compiled = padded._decode_step, True
+    assert padded.generate(ids, Decoding(6)) == want
+    rows, length = next(iter(padded._caches))
+    assert padded.cached_bytes() > 0 and rows == 4 and length % 64 == 0
+    # A step that fails to compile at its first call: a warning, then the same tokens eagerly.
+
+    def fails_to_compile(*args):
+        raise RuntimeError("no compiler here")
+
+    broken = StaticGenerator(static.model, static.eos_ids, static.pad_id)
+    broken._step, broken.compiled = fails_to_compile, True
+    with caplog.at_level(logging.WARNING, logger="nemo_genrm.judges.hf_generation"):
+        assert broken.generate(ids, Decoding(6)) == want
+    assert not broken.compiled and "decoding eagerly" in caplog.text
