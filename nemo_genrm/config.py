@@ -76,6 +76,14 @@ class DTensorConfig(StrictModel):
             "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
         ),
     )
+    sleep_buffers: Literal["at_load", "at_first_sleep"] = Field(
+        "at_load",
+        description=(
+            "When to allocate the (pinned) host buffers that sleep copies the weights into; they "
+            "are kept and reused. at_load: every sleep, the first included, runs at copy speed, "
+            "for host memory the size of the weights held from the start."
+        ),
+    )
     memory_fraction: float = Field(
         0.8, gt=0.0, le=1.0,
         description=(

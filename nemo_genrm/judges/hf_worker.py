@@ -178,6 +178,8 @@ class DTensorJudgeWorker(Judge):
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
         self._offload = HostOffload(self.model)
+        if self.config.dtensor.sleep_buffers == "at_load":
+            self._offload.allocate()  # pinning is slow: not on the first sleep's clock
         self.generation_mode = self._generation_mode()
         self._static: StaticGenerator | None = None
         if self.generation_mode == "static":

@@ -127,6 +127,17 @@ def test_tight_score_buckets_keep_the_bare_forward_probabilities(random_workers)
         assert torch.allclose(got, pair, atol=1e-5, rtol=0)
 
 
+def test_sleep_buffers_at_first_sleep_or_at_load(tiny_cache_dir):
+    lazy = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_first_sleep"}))
+    assert lazy.stats().extra["host_buffer_allocations"] == 0 and not lazy._offload.host_buffers
+    lazy.sleep()
+    assert lazy.stats().extra["host_buffer_allocations"] == 1
+    lazy.shutdown()
+    eager = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic"))  # at_load, the default
+    assert eager.stats().extra["host_buffer_allocations"] == 1 and eager.stats().extra["sleep_cycles"] == 0
+    eager.shutdown()
+
+
 def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
     worker = DTensorJudgeWorker(_config(cached_tiny_model(), "static"))
     prompts = _prompts(4)
@@ -138,7 +149,7 @@ def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
         worker.sleep()
         assert worker._static.cached_bytes() == 0  # and dropped by the sleep
         extra = worker.stats().extra
-        assert extra["asleep"] and extra["host_buffer_allocations"] == 1  # the first sleep only
+        assert extra["asleep"] and extra["host_buffer_allocations"] == 1  # at load, never again
         assert extra["sleep_cycles"] == cycle + 1 and extra["device_bytes_after_sleep"] == 0
         assert all(p.numel() == 0 for p in worker.model.parameters())
         now = [h.data_ptr() for h in worker._offload.host_buffers]
