@@ -72,6 +72,29 @@ class DTensorConfig(StrictModel):
     """Options of the transformers/DTensor engine."""
 
     tensor_parallel_size: int = Field(1, ge=1, description="Ranks that shard one replica.")
+    generation: Literal["auto", "static", "dynamic"] = Field(
+        "auto",
+        description=(
+            "Decoding loop. static: a preallocated KV cache per length bucket, the decode step "
+            "compiled with CUDA graphs on a GPU (tensor parallel size 1); dynamic: "
+            "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
+        ),
+    )
+    sleep_buffers: Literal["at_load", "at_first_sleep"] = Field(
+        "at_load",
+        description=(
+            "When to allocate the (pinned) host buffers that sleep copies the weights into; they "
+            "are kept and reused. at_load: every sleep, the first included, runs at copy speed, "
+            "for host memory the size of the weights held from the start."
+        ),
+    )
+    memory_fraction: float = Field(
+        0.8, gt=0.0, le=1.0,
+        description=(
+            "On a GPU, share of the free device memory (after the weights) that one batch's KV "
+            "cache and activations may take; batch sizes follow from it (on CPU, batching.* applies)."
+        ),
+    )
 
 
 class VllmConfig(StrictModel):

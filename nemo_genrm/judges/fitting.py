@@ -37,7 +37,7 @@ class FittedPrompt:
         truncated: Whether the candidate answer was shortened.
         error: ``prompt_too_long`` when it could not fit, else ``None``.
         messages: The messages as rendered (with the shortened candidate), for engines that
-            template the conversation themselves (vLLM ``LLM.chat``); ``None`` on error.
+            template the conversation themselves (the HTTP engine); ``None`` on error.
     """
 
     token_ids: tuple[int, ...] | None
@@ -167,12 +167,14 @@ def plan_batches(
     max_batch_size: int,
     max_tokens_per_batch: int,
     max_new_tokens: int,
+    max_padding: float | None = None,
 ) -> list[list[int]]:
     """Group prompt indices into batches by length under a count and a token budget.
 
     Prompts are taken longest first, so the first prompt of a batch sets its padded length
     ``L``; a batch grows while ``count <= max_batch_size`` and
-    ``count * (L + max_new_tokens) <= max_tokens_per_batch``. A prompt whose own cost is over
+    ``count * (L + max_new_tokens) <= max_tokens_per_batch`` (and, with ``max_padding``, while
+    the next prompt is padded by at most that share of ``L``). A prompt whose own cost is over
     the budget gets a batch of its own (it cannot be split).
 
     Args:
@@ -181,6 +183,8 @@ def plan_batches(
         max_tokens_per_batch: Token budget of one batch (padded prompt plus new tokens, summed
             over the batch).
         max_new_tokens: Tokens each sequence may grow by (0 for a forward pass only).
+        max_padding: Largest share of a batch's prompt width a prompt may be padded by
+            (``None``: no bound); tighter buckets waste fewer padded positions on mixed lengths.
 
     Returns:
         Lists of indices into ``lengths``; every index appears exactly once.
@@ -196,6 +200,8 @@ def plan_batches(
         )
     if max_new_tokens < 0 or any(n < 0 for n in lengths):
         raise ValueError("lengths and max_new_tokens must not be negative")
+    if max_padding is not None and not 0.0 <= max_padding < 1.0:
+        raise ValueError(f"max_padding must be in [0, 1), got {max_padding}")
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
@@ -204,7 +210,9 @@ def plan_batches(
         if current:
             fits_count = len(current) < max_batch_size
             fits_tokens = (len(current) + 1) * padded <= max_tokens_per_batch
-            if fits_count and fits_tokens:
+            width = padded - max_new_tokens
+            fits_padding = max_padding is None or width - lengths[index] <= max_padding * width
+            if fits_count and fits_tokens and fits_padding:
                 current.append(index)
                 continue
             batches.append(current)
@@ -213,6 +221,21 @@ def plan_batches(
     if current:
         batches.append(current)
     return batches
+
+
+def label_token_ids(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:
+    """Token ids of each verdict label as the start of the judge's reply (no special tokens).
+
+    Every engine scores a label as the summed log-probability of these tokens teacher-forced
+    after the prompt, then renormalises over the labels; one encoding keeps them in step.
+
+    Raises:
+        ValueError: If a label encodes to no tokens.
+    """
+    label_ids = [list(tokenizer.encode(label, add_special_tokens=False)) for label in labels]
+    if any(not ids for ids in label_ids):
+        raise ValueError(f"a label encodes to no tokens: {list(labels)!r}")
+    return label_ids
 
 
 class PromptFitter:

@@ -26,7 +26,16 @@ import torch
 
 from nemo_genrm.config import JudgeConfig, validate
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
-from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, plan_batches
+from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
+from nemo_genrm.judges.hf_generation import (
+    Decoding,
+    StaticGenerator,
+    trim_at_eos,
+    activation_bytes_per_token,
+    batch_limits_from_memory,
+    kv_bytes_per_token,
+)
+from nemo_genrm.judges.hf_offload import HostOffload
 from nemo_genrm.judges.results import (
     GenOut,
     build_generations,
@@ -40,6 +49,15 @@ from nemo_genrm.judges.results import (
 )
 
 logger = logging.getLogger(__name__)
+
+SCORE_MAX_PADDING = 0.1
+"""Forward-only calls bucket prompts so none is padded by more than this share of its batch's
+width: on mixed lengths the padded positions are pure waste, and a forward pass gains little
+from batches bigger than the token budget already allows."""
+
+GENERATE_MAX_PADDING = 0.25
+"""Generation buckets are looser: a decode step reads the weights once whatever the batch, so
+bigger batches pay off there, while prefill still wastes the padded positions."""
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -111,54 +129,6 @@ def _own_weights(model: torch.nn.Module) -> None:
             local.data = local.data.clone()
 
 
-class _Offload:
-    """Moves a model's weights to host memory and back, keeping the module objects intact.
-
-    Each parameter and buffer (the local shard of a DTensor) has its data swapped for an empty
-    tensor on sleep and restored bit for bit on wake, which frees device memory without touching
-    the module tree (and works for mmap-backed CPU weights, which cannot be resized in place).
-    """
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    @property
-    def active(self) -> bool:
-        return bool(self._saved)
-
-    @torch.no_grad()
-    def offload(self, model: torch.nn.Module) -> int:
-        """Move every weight to host memory; returns the bytes moved."""
-        seen: set[int] = set()
-        moved = 0
-        for tensor in [*model.parameters(), *model.buffers()]:
-            local = getattr(tensor, "_local_tensor", tensor)  # a DTensor's own shard, not a view
-            if id(local) in seen or local.numel() == 0:
-                continue
-            seen.add(id(local))
-            pin = local.device.type == "cuda"
-            host = torch.empty(local.shape, dtype=local.dtype, device="cpu", pin_memory=pin)
-            host.copy_(local, non_blocking=pin)
-            self._saved.append((local, host))
-            moved += local.numel() * local.element_size()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        for local, _ in self._saved:
-            local.data = torch.empty(0, dtype=local.dtype, device=local.device)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        return moved
-
-    @torch.no_grad()
-    def restore(self) -> None:
-        """Put every weight back where it was."""
-        for local, host in self._saved:
-            local.data = host.to(local.device, non_blocking=True)
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        self._saved = []
-
-
 class DTensorJudgeWorker(Judge):
     """One rank of a transformers judge (the whole judge when ``world_size == 1``).
 
@@ -207,7 +177,15 @@ class DTensorJudgeWorker(Judge):
         self.eos_ids = self._stop_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
-        self._offload = _Offload()
+        self._offload = HostOffload(self.model)
+        if self.config.dtensor.sleep_buffers == "at_load":
+            self._offload.allocate()  # pinning is slow: not on the first sleep's clock
+        self.generation_mode = self._generation_mode()
+        self._static: StaticGenerator | None = None
+        if self.generation_mode == "static":
+            # CUDA graphs need one device and fixed shapes: tensor-parallel ranks run eagerly.
+            compile_step = self.device.type == "cuda" and world_size == 1
+            self._static = StaticGenerator(self.model, self.eos_ids, self.pad_id, compile_step=compile_step)
         self._stats = JudgeStats()
 
     # ------------------------------------------------------------------------------ loading
@@ -230,6 +208,13 @@ class DTensorJudgeWorker(Judge):
                     self.world_size, self.config.precision, self.device)
         return model
 
+    def _generation_mode(self) -> str:
+        """``static`` or ``dynamic``: ``dtensor.generation``, with ``auto`` static on a GPU only."""
+        mode = self.config.dtensor.generation
+        if mode == "auto":
+            mode = "static" if self.device.type == "cuda" else "dynamic"
+        return mode
+
     def _stop_ids(self) -> list[int]:
         ids: list[int] = []
         for source in (self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id):
@@ -244,18 +229,18 @@ class DTensorJudgeWorker(Judge):
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch)
+        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch,
+                             max_padding=GENERATE_MAX_PADDING)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
         self._ensure_awake()
         labels = check_labels(labels)
-        label_ids = [self.tokenizer.encode(lab, add_special_tokens=False) for lab in labels]
-        if any(not ids for ids in label_ids):
-            raise ValueError(f"a label encodes to no tokens: {labels!r}")
+        label_ids = label_token_ids(self.tokenizer, labels)
         longest = max(len(ids) for ids in label_ids)
         return self._batched(
-            prompts, longest, lambda batch: self._score_batch(batch, labels, label_ids)
+            prompts, longest, lambda batch: self._score_batch(batch, labels, label_ids),
+            max_padding=SCORE_MAX_PADDING,
         )
 
     def top_logprobs_fitted(self, prompts: Sequence[FittedPrompt], k: int) -> list[dict]:
@@ -263,21 +248,42 @@ class DTensorJudgeWorker(Judge):
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         self._ensure_awake()
-        return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
+        return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k), max_padding=SCORE_MAX_PADDING)
 
-    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable) -> list:
+    def _batched(
+        self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *, max_padding: float | None = None
+    ) -> list:
+        """Run ``run`` over length-sorted batches of ``prompts``; results in input order."""
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
-        batching = self.config.batching
+        if not ids:
+            return out
+        max_batch, max_tokens = self._batch_limits(max(len(p) for p in ids), new_tokens)
         for batch in plan_batches(
             [len(p) for p in ids],
-            max_batch_size=batching.max_batch_size,
-            max_tokens_per_batch=batching.max_tokens_per_batch,
+            max_batch_size=max_batch,
+            max_tokens_per_batch=max_tokens,
             max_new_tokens=new_tokens,
+            max_padding=max_padding,
         ):
             for index, value in zip(batch, run([ids[i] for i in batch]), strict=True):
                 out[index] = value
         return out
+
+    def _batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
+        """``(max_batch_size, max_tokens_per_batch)``: from free memory on a GPU, else the config."""
+        batching = self.config.batching
+        if self.device.type != "cuda":
+            return batching.max_batch_size, batching.max_tokens_per_batch
+        free, _ = torch.cuda.mem_get_info(self.device)
+        if self._static is not None:
+            free += self._static.cached_bytes()  # kept KV caches are reused, not added
+        size = torch.finfo(DTYPES[self.config.precision]).bits // 8
+        return batch_limits_from_memory(
+            free, self.config.dtensor.memory_fraction,
+            kv_bytes_per_token(self.model.config, self.world_size, size),
+            activation_bytes_per_token(self.model.config, size), longest, new_tokens,
+        )
 
     def _pad(self, prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-pad prompts: ids and attention mask, both ``[B, T]`` on the worker's device."""
@@ -289,8 +295,20 @@ class DTensorJudgeWorker(Judge):
             mask[row, width - len(prompt) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
+    def _decoding(self) -> Decoding:
+        sampling = self.config.sampling
+        return Decoding(sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
+
     @torch.no_grad()
     def _generate_batch(self, prompts: Sequence[Sequence[int]]) -> list[GenOut]:
+        if self._static is not None:
+            rows = self._static.generate(prompts, self._decoding())
+        else:
+            rows = self._generate_dynamic(prompts)
+        return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
+
+    def _generate_dynamic(self, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+        """transformers' ``generate`` with its dynamic cache: new ids per prompt, cut at EOS."""
         from transformers import GenerationConfig
 
         sampling = self.config.sampling
@@ -308,13 +326,7 @@ class DTensorJudgeWorker(Judge):
         if sample:
             torch.manual_seed(sampling.seed)  # same seed on every rank: identical samples
         seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config)
-        new_tokens = seqs[:, ids.shape[1] :].tolist()  # [B, N]
-        out = []
-        for row in new_tokens:
-            stop = next((i for i, tok in enumerate(row) if tok in self.eos_ids), None)
-            row = row if stop is None else row[: stop + 1]
-            out.append((self.tokenizer.decode(row, skip_special_tokens=True), len(row)))
-        return out
+        return [trim_at_eos(row, self.eos_ids) for row in seqs[:, ids.shape[1] :].tolist()]  # [B, N]
 
     def _logprobs(self, ids: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
         """Log-softmax of the last ``keep`` positions' logits: ``[B, keep, V]`` float32."""
@@ -387,11 +399,18 @@ class DTensorJudgeWorker(Judge):
         return build_top_logprobs(fitted, dict(zip(index, values, strict=True)))
 
     def sleep(self) -> None:
-        """Offload the weights to host memory (and free the device cache)."""
+        """Offload the weights to host memory (and free the device cache).
+
+        The host buffers are allocated at the first sleep and reused by every later one;
+        ``stats().extra`` reports them and the device memory left allocated after the sleep.
+        """
         if self._offload.active:
             return
-        moved = self._offload.offload(self.model)
-        logger.info("Judge rank %d asleep: %.1f MiB offloaded", self.rank, moved / 2**20)
+        if self._static is not None:
+            self._static.release()  # the KV caches hold device memory too
+        moved = self._offload.offload()
+        logger.info("Judge rank %d asleep: %.1f MiB offloaded, %.1f MiB left on the device", self.rank,
+                    moved / 2**20, (self._offload.stats.device_bytes_after_sleep or 0) / 2**20)
 
     def wake(self) -> None:
         """Bring the weights back to the device."""
@@ -412,7 +431,15 @@ class DTensorJudgeWorker(Judge):
     def stats(self) -> JudgeStats:
         """Counters of the in-process judge calls (not the ``*_fitted`` ones)."""
         stats = JudgeStats(**{k: v for k, v in vars(self._stats).items() if k != "extra"})
-        stats.extra = {"asleep": self.asleep}
+        offload = self._offload.stats
+        stats.extra = {
+            "asleep": self.asleep,
+            "generation": self.generation_mode,
+            "host_buffer_bytes": offload.host_bytes,
+            "host_buffer_allocations": offload.allocations,
+            "sleep_cycles": offload.cycles,
+            "device_bytes_after_sleep": offload.device_bytes_after_sleep,
+        }
         return stats
 
     def reset_stats(self) -> None:

@@ -25,7 +25,7 @@ from nemo_genrm.judges.base import (
     ReplicaPlacement,
     RequestLike,
 )
-from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, plan_batches
+from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.ray_pool import ReplicaPool, WorkerSpec
 from nemo_genrm.judges.results import (
     Outcome,
@@ -140,7 +140,7 @@ class PooledJudge(Judge):
         """See :meth:`Judge.score`; chunks run on every replica."""
         self._check_open()
         labels = check_labels(labels)
-        longest = max(len(self.fitter.tokenizer.encode(lab, add_special_tokens=False)) for lab in labels)
+        longest = max(len(ids) for ids in label_token_ids(self.fitter.tokenizer, labels))
         fitted = self.fitter.fit(batch)
         outcomes = self._run("score_fitted", fitted, longest, labels)
         results = build_scores(fitted, outcomes)

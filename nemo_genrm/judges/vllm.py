@@ -5,12 +5,16 @@ module imports without vLLM installed). :class:`VllmJudge` runs one per replica 
 :class:`~nemo_genrm.judges.ray_pool.ReplicaPool` as the dtensor engine (restarts, deadline,
 token-balanced chunks, input order).
 
-- Generation: ``LLM.chat`` on the fitted (possibly shortened) conversations with
-  ``SamplingParams(temperature, top_p, max_tokens, seed)``.
-- Scores: single-token labels come from one generated token with ``logprobs=k`` (the top-k of the
-  next-token distribution), renormalised over the labels. A label outside the top-k, or a label
-  of several tokens, is scored exactly from ``prompt_logprobs`` of ``prompt + label`` (the label
-  tokens teacher-forced, log-probabilities summed).
+- Every call sends the fitted token ids themselves (``TokensPrompt``), so vLLM judges exactly
+  the prompt that was rendered and, when too long, shortened to fit ``max_model_len``; nothing
+  is templated or tokenized again on the vLLM side.
+- Generation: ``LLM.generate`` with ``SamplingParams(temperature, top_p, max_tokens, seed)``.
+- Scores, as the transformers engine computes them: a label's log-probability is the sum of its
+  tokens' log-probabilities teacher-forced after the prompt (full-vocabulary log-softmax), then
+  the labels are renormalised. One-token labels are read from one generated token with
+  ``logprobs=k`` (vLLM's top-k of the raw next-token log-softmax: the same values); a label
+  outside the top-k, or a label of several tokens, is read from ``prompt_logprobs`` of
+  ``prompt + label``.
 - Sleep mode (``enable_sleep_mode``; by default on when the replica takes a fraction of a GPU,
   i.e. colocated): ``LLM.sleep(level=1)`` offloads the weights and drops the KV cache,
   ``LLM.wake_up()`` brings them back.
@@ -28,7 +32,7 @@ from typing import Any
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.fitting import FittedPrompt
+from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge, default_placement
 from nemo_genrm.judges.ray_pool import WorkerSpec, default_actor_options
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
@@ -84,9 +88,11 @@ class VllmJudgeWorker:
         self.sleep_enabled = enable_sleep_mode
         try:
             import vllm
+            from vllm.inputs import TokensPrompt
         except ImportError as exc:
             raise ImportError("the vllm backend needs vLLM: pip install 'nemo-genrm[vllm]'") from exc
         self._vllm = vllm
+        self._tokens_prompt = TokensPrompt
         self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
@@ -96,8 +102,9 @@ class VllmJudgeWorker:
     def _params(self, **kwargs: Any):
         return self._vllm.SamplingParams(**kwargs)
 
-    def _prompts(self, prompts: Sequence[Sequence[int]]) -> list[dict]:
-        return [{"prompt_token_ids": list(ids)} for ids in prompts]
+    def _prompts(self, prompts: Sequence[Sequence[int]]) -> list:
+        """vLLM token prompts: the ids go to the engine as they are."""
+        return [self._tokens_prompt(prompt_token_ids=list(ids)) for ids in prompts]
 
     def _ensure_awake(self) -> None:
         if self.asleep:
@@ -105,7 +112,7 @@ class VllmJudgeWorker:
             self.wake()
 
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
-        """``LLM.chat`` on the fitted conversations: ``(text, tokens generated)`` each."""
+        """Generate from the fitted token ids: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
         sampling = self.config.sampling
         params = self._params(
@@ -115,8 +122,8 @@ class VllmJudgeWorker:
             seed=sampling.seed if sampling.temperature > 0 else None,
             skip_special_tokens=True,
         )
-        outputs = self.llm.chat(
-            [list(p.messages) for p in prompts], params, use_tqdm=False, add_generation_prompt=True
+        outputs = self.llm.generate(
+            self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False
         )
         return [(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
 
@@ -124,7 +131,7 @@ class VllmJudgeWorker:
         """Label probabilities per prompt (top-k logprobs, else exact prompt logprobs)."""
         self._ensure_awake()
         labels = check_labels(labels)
-        label_ids = [self.tokenizer.encode(lab, add_special_tokens=False) for lab in labels]
+        label_ids = label_token_ids(self.tokenizer, labels)
         out: list[dict | None] = [None] * len(prompts)
         exact = list(range(len(prompts)))
         if all(len(ids) == 1 for ids in label_ids):
