@@ -6,6 +6,8 @@ from __future__ import annotations
 from unittest.mock import MagicMock
 
 import pytest
+import ray
+import torch
 
 from nemo_rl_support import GENRM_TASK, MATH_TASK, QUESTION, genrm_cfg, nemo_rl_batch, rows
 
@@ -167,3 +169,69 @@ def test_docs_nemo_rl_page_followed_literally(envs, tokenizer, tmp_path):
     assert scalars["train/loss"] == [(1, 0.5)]
     assert scalars["train/genrm/num_samples"] == [(1, 4.0), (2, 4.0)]  # each step's own samples
     assert scalars["train/genrm/mean_reward"] == [(1, 1.0), (2, 1.0)]
+
+
+# NeMo-RL's own fixture from its tests/unit/algorithms/test_grpo.py (the snapshot's tests/ is on
+# the path with its source): a MagicMock policy, a mocked logger, and its MasterConfig.
+try:
+    from tests.unit.algorithms.test_grpo import mock_grpo_components  # noqa: F401
+except ImportError as _exc:  # a NeMo-RL installed without its tests: say so, do not skip
+    _missing = str(_exc)
+
+    @pytest.fixture
+    def mock_grpo_components():
+        pytest.fail(f"NeMo-RL's tests/unit/algorithms/test_grpo.py is not importable: {_missing}")
+
+
+def test_grpo_train_two_steps_logs_train_genrm_metrics(mock_grpo_components, envs, tokenizer, monkeypatch):
+    """NeMo-RL's grpo_train, its policy mocked as NeMo-RL's own test mocks it, the rollout real
+    (scripted generation, the GenRM env): each of the two steps logs ``train/genrm/*``."""
+    from nemo_rl.algorithms import grpo as grpo_mod
+    from nemo_rl.algorithms.grpo import _initial_grpo_save_state
+
+    from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
+    from nemo_genrm.testing.scripted_generation import ScriptedGeneration
+
+    c = mock_grpo_components
+    batch = nemo_rl_batch(tokenizer, rows(1, GENRM_TASK))
+    c["train_dataloader"].__iter__ = lambda self: iter([batch] * 10)
+    scripted = ScriptedGeneration(tokenizer, lambda _prompt: "\\boxed{42}")
+    policy_generation = MagicMock()
+    policy_generation.generate.side_effect = scripted.generate
+    policy_generation.get_logger_metrics.return_value = {}
+
+    def flat(*_args, **_kwargs):  # as NeMo-RL's test: one row of two tokens
+        from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+
+        return BatchedDataDict({
+            "token_ids": torch.tensor([[1, 2]]), "advantages": torch.tensor([[0.5, 0.5]]),
+            "generation_logprobs": torch.tensor([[0.0, 0.0]]), "token_loss_mask": torch.tensor([[1, 1]]),
+            "content": ["ok"],
+        }), torch.tensor([2])
+
+    monkeypatch.setattr(grpo_mod, "batched_message_log_to_flat_message", flat)
+    monkeypatch.setattr(grpo_mod, "should_use_async_rollouts", lambda *_a, **_k: False)
+    monkeypatch.setattr(grpo_mod, "calculate_baseline_and_std_per_prompt",
+                        lambda *_a, **_k: (torch.tensor([0.1]), torch.tensor([1.0])))
+    monkeypatch.setattr(grpo_mod, "refit_policy_generation", lambda *_a, **_k: {})
+    monkeypatch.setattr(grpo_mod, "print_performance_metrics", lambda *_a, **_k: {})
+    monkeypatch.setattr(grpo_mod, "maybe_gpu_profile_step", lambda *_a, **_k: None)
+    master_config = c["master_config"]
+    master_config.grpo.max_num_steps = 2
+    master_config.grpo.val_period = 0
+    master_config.grpo.val_at_start = False
+    task_to_env = {GENRM_TASK: envs[GENRM_TASK]}
+    ray.get(envs[GENRM_TASK].global_post_process_and_metrics.remote(None))  # earlier tests' steps
+    grpo_mod.grpo_train(
+        c["policy"], policy_generation, c["train_dataloader"], c["val_dataloader"], tokenizer, c["loss_fn"],
+        task_to_env, task_to_env, GenRMMetricsLogger(c["logger"], task_to_env), c["checkpointer"],
+        _initial_grpo_save_state(), master_config,
+    )
+    assert policy_generation.generate.call_count == 2  # the real rollout ran once per step
+    train = [
+        (call.args[1], call.args[0]) for call in c["logger"].log_metrics.call_args_list
+        if (call.args[2] if len(call.args) > 2 else call.kwargs.get("prefix")) == "train"
+    ]
+    genrm = [(step, m) for step, m in train if "genrm/num_samples" in m]
+    assert [step for step, _ in genrm] == [1, 2]  # logged as train/genrm/* at each step
+    assert all(m["genrm/num_samples"] == 1 and m["genrm/mean_reward"] == 1.0 for _, m in genrm)
