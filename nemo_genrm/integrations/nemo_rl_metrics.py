@@ -89,7 +89,8 @@ def log_genrm_metrics(
 class GenRMMetricsLogger:
     """NeMo-RL's ``Logger`` whose ``train`` and ``validation`` logs carry the GenRM metrics.
 
-    Every other call goes to the wrapped logger unchanged.
+    A ``train`` (or ``validation``) log gets the ``genrm/*`` metrics of every ``step`` since the
+    previous such log, when there were any. Every other call goes to the wrapped logger unchanged.
 
     Args:
         nemo_logger: NeMo-RL's ``Logger``.
@@ -107,9 +108,14 @@ class GenRMMetricsLogger:
         """NeMo-RL's ``log_metrics``; a ``train``/``validation`` call gets ``genrm/*`` added."""
         if prefix in _LOGGED_PREFIXES and self._envs:
             try:
-                metrics = {**metrics, **collect_genrm_metrics(self._envs)}
+                genrm = collect_genrm_metrics(self._envs)
             except Exception:  # metrics must never stop training
                 logger.exception("could not fetch the GenRM metrics; logging without them")
+                genrm = {}
+            # grpo_train logs `train` more than once a step; only the first call after the
+            # step's rollout finds samples, and an empty window must not overwrite it.
+            if any(v for k, v in genrm.items() if k.endswith("/num_samples")):
+                metrics = {**metrics, **genrm}
         self._logger.log_metrics(metrics, step, prefix, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -109,38 +109,25 @@ def test_nemo_rl_engine_resolves_interpolated_tiny_names_and_resolvers(tmp_path,
 
 
 @pytest.mark.nemo_rl
-def test_nemo_rl_engine_runs_run_grpo_steps_until_the_gpu_cluster(tmp_path, tiny_cache_dir, monkeypatch, caplog):
-    """On a CPU machine the engine gets through config, Ray, tokenizer and data, and stops in
-    NeMo-RL's setup where its training cluster asks Ray for a GPU."""
+def test_nemo_rl_engine_runs_run_grpo_steps_until_the_gpu_cluster(tmp_path, ray_cluster, monkeypatch, caplog, capsys):
+    """Without real GPUs the engine gets through config, Ray, tokenizer and data, and stops in
+    NeMo-RL's setup, where its training cluster asks Ray for GPUs. The session's Ray cluster
+    declares a few virtual GPUs for placement tests; the policy asks for one more than that, as a
+    CPU machine's policy asks for more than its none (going further would start NeMo-RL's GPU
+    workers)."""
     import logging
 
-    import ray
+    from conftest import RAY_TEST_GPUS
     from nemo_rl.distributed.virtual_cluster import ResourceInsufficientError
 
     from nemo_genrm.grpo.nemo_rl_engine import run_with_nemo_rl
 
-    had_ray = ray.is_initialized()
-    ray.shutdown()  # an own cluster without GPUs, as a CPU machine has
-    for attempt in range(2):  # a loaded 2-core machine occasionally times out Ray's node start
-        try:
-            ray.init(num_cpus=4, num_gpus=0, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            break
-        except Exception:
-            ray.shutdown()
-            if attempt == 1:
-                raise
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "1")  # NeMo-RL's own retry count
     caplog.set_level(logging.INFO, logger="nemo_genrm.grpo.nemo_rl_engine")
-    try:
-        with pytest.raises(ResourceInsufficientError, match="Not enough GPUs|Maximum number of retries") as info:
-            run_with_nemo_rl(_nemo_rl_yaml(tmp_path), ["grpo.max_num_steps=1"])
-    finally:
-        ray.shutdown()
-        if had_ray:  # give later tests the session's cluster back (see conftest.ray_cluster)
-            from conftest import RAY_TEST_CPUS, RAY_TEST_GPUS
-
-            ray.init(num_cpus=RAY_TEST_CPUS, num_gpus=RAY_TEST_GPUS, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+    overrides = ["grpo.max_num_steps=1", f"cluster.gpus_per_node={RAY_TEST_GPUS + 1}"]
+    with pytest.raises(ResourceInsufficientError, match="Maximum number of retries") as info:
+        run_with_nemo_rl(_nemo_rl_yaml(tmp_path), overrides)
     assert "--engine nemo_rl stopped in step 'setup'" in info.value.__notes__
     stages = [r.getMessage().split(": ", 1)[1] for r in caplog.records if r.getMessage().startswith("--engine nemo_rl: ")]
     assert stages == ["config", "ray", "tokenizer", "data", "setup"]
+    assert "Not enough GPUs available" in capsys.readouterr().out  # NeMo-RL prints each failed try

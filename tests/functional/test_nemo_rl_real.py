@@ -107,11 +107,17 @@ def test_metrics_logger_adds_genrm_to_train_logs_only(envs):
     assert genrm_envs(envs) == [envs[GENRM_TASK]]  # the math env is left alone
     inner = MagicMock()
     wrapped = GenRMMetricsLogger(inner, envs, envs)
+    env = envs[GENRM_TASK]
+    ray.get(env.global_post_process_and_metrics.remote(None))  # earlier tests' steps
+    sample = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": "\\boxed{42}"}]
+    ray.get(env.step.remote([sample, sample, sample], [{"ground_truth": "42"}] * 3))
     wrapped.log_metrics({"loss": 1.0}, 5, prefix="timing/train")
     wrapped.log_metrics({"loss": 1.0}, 5, prefix="train")
-    first, second = inner.log_metrics.call_args_list
+    wrapped.log_metrics({"reward": 1.0}, 5, prefix="train")  # grpo_train's second train log
+    first, second, third = inner.log_metrics.call_args_list
     assert first.args == ({"loss": 1.0}, 5, "timing/train")
-    assert second.args[2] == "train" and "genrm/num_samples" in second.args[0]
+    assert second.args[2] == "train" and second.args[0]["genrm/num_samples"] == 3
+    assert third.args == ({"reward": 1.0}, 5, "train")  # an empty window adds nothing
     wrapped.log_hyperparams({"a": 1})
     inner.log_hyperparams.assert_called_once_with({"a": 1})
 
@@ -216,12 +222,18 @@ def test_grpo_train_two_steps_logs_train_genrm_metrics(mock_grpo_components, env
     monkeypatch.setattr(grpo_mod, "refit_policy_generation", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "print_performance_metrics", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "maybe_gpu_profile_step", lambda *_a, **_k: None)
+    # The mocked policy has no real log-probs to compare (NeMo-RL's test patches this too).
+    monkeypatch.setattr(grpo_mod, "compute_and_apply_seq_logprob_error_masking",
+                        lambda *_a, **_k: {"max_seq_mult_prob_error": 1.0})
     master_config = c["master_config"]
     master_config.grpo.max_num_steps = 2
     master_config.grpo.val_period = 0
     master_config.grpo.val_at_start = False
     task_to_env = {GENRM_TASK: envs[GENRM_TASK]}
     ray.get(envs[GENRM_TASK].global_post_process_and_metrics.remote(None))  # earlier tests' steps
+    # NeMo-RL's memory tracker looks Ray up by address; name this test's own cluster, not any
+    # other Ray instance on the machine.
+    monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
     grpo_mod.grpo_train(
         c["policy"], policy_generation, c["train_dataloader"], c["val_dataloader"], tokenizer, c["loss_fn"],
         task_to_env, task_to_env, GenRMMetricsLogger(c["logger"], task_to_env), c["checkpointer"],
