@@ -7,6 +7,7 @@ reason it cannot be judged (see :data:`nemo_genrm.env_types.REASONS`).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,46 @@ def clean_text(text: str) -> str:
         return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
+# Chat templates whose user turn can be cut out of a rendered prompt. Each pattern captures the
+# content of one user turn; the last match is the question. Named for the families that use them.
+_USER_TURNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # ChatML (Qwen, many others): <|im_start|>user\n...<|im_end|>
+    ("chatml", re.compile(r"<\|im_start\|>user\s*\n(.*?)(?:<\|im_end\|>|\Z)", re.DOTALL)),
+    # Llama 3: <|start_header_id|>user<|end_header_id|>\n\n...<|eot_id|>
+    (
+        "llama3",
+        re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\s*(.*?)(?:<\|eot_id\|>|\Z)", re.DOTALL),
+    ),
+    # Gemma: <start_of_turn>user\n...<end_of_turn>
+    ("gemma", re.compile(r"<start_of_turn>user\s*\n(.*?)(?:<end_of_turn>|\Z)", re.DOTALL)),
+    # Phi-3 style: <|user|>\n...<|end|>
+    ("phi3", re.compile(r"<\|user\|>\s*\n?(.*?)(?:<\|end\|>|\Z)", re.DOTALL)),
+    # Llama 2 / Mistral: [INST] ... [/INST]
+    ("inst", re.compile(r"\[INST\](.*?)\[/INST\]", re.DOTALL)),
+)
+
+
+def strip_chat_scaffolding(text: str) -> str:
+    """The last user turn's content when ``text`` is a chat-templated prompt, else ``text``.
+
+    NeMo-RL's math processors store the policy's rendered prompt (system turn, role headers,
+    generation prompt) as the user message; the judge should see only what the user wrote.
+    Text in no known template (ChatML, Llama 3, Gemma, Phi-3, ``[INST]``) is returned as is.
+
+    Args:
+        text: A user message's content.
+
+    Returns:
+        The user's words without the template's tokens, stripped of surrounding whitespace.
+    """
+    for _name, pattern in _USER_TURNS:
+        turns = pattern.findall(text)
+        if turns:
+            # A Llama-2 system block sits inside the first [INST]: drop it too.
+            return re.sub(r"<<SYS>>.*?<</SYS>>", "", turns[-1], flags=re.DOTALL).strip()
+    return text
+
+
 def metadata_list(metadata: Any, size: int) -> list[Any]:
     """The per-sample metadata as a list of ``size`` entries.
 
@@ -87,14 +128,18 @@ def _last_assistant(log: Any) -> tuple[int, Mapping[str, Any]] | None:
 
 
 def _question(log: Sequence[Mapping[str, Any]], before: int, meta: Mapping[str, Any]) -> str:
-    """``metadata["question"]`` when given, else the last user message before the response."""
+    """``metadata["question"]`` when given, else the last user message before the response.
+
+    A user message may hold the policy's whole chat-templated prompt (NeMo-RL's math processors
+    put it there); its template scaffolding is stripped so the judge sees the user's words only.
+    """
     given = meta.get("question")
     if isinstance(given, str) and given.strip():
         return given
     for index in range(before - 1, -1, -1):
         message = log[index]
         if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
+            return strip_chat_scaffolding(message["content"])
     return ""
 
 

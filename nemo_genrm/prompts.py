@@ -457,7 +457,8 @@ class PromptBuilder:
         """Render the judge prompt for one triple.
 
         Args:
-            question: The question (used when the template has ``{question}``).
+            question: The question (used when the template has ``{question}``), neutralised
+                like the candidate when configured.
             reference: The reference answer.
             candidate: The extracted answer (see :meth:`extract`), neutralised here when
                 configured. Building again with a shortened candidate re-renders the prompt.
@@ -469,6 +470,9 @@ class PromptBuilder:
             ValueError: A value the template uses is ``None``.
         """
         if self._neutral is not None:
+            # The question comes from the policy's data too (a user message, a dataset row):
+            # chat tokens or verdict lines in it must not steer the judge either.
+            question = neutralise(question, **self._neutral) if question else question
             candidate = neutralise(candidate, **self._neutral)
         messages, spans = self.template.render_with_spans(
             question=question, reference=reference, candidate=candidate

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import sys
+from pathlib import Path
 
 # Set before anything imports transformers, datasets or wandb: nothing may wait on a network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,18 +35,44 @@ def _has_cuda() -> bool:
         return False
 
 
+# NeMo-RL's source snapshot beside the checkout (see ci/nemo_rl/), used when none is installed.
+NEMO_RL_SNAPSHOT = Path(__file__).resolve().parents[2] / "shared" / "nemo_rl_src"
+
+
+def nemo_rl_unavailable() -> str | None:
+    """Why tests marked ``nemo_rl`` cannot run here, or ``None`` when NeMo-RL is usable.
+
+    An installed ``nemo_rl`` is used first; else the snapshot at :data:`NEMO_RL_SNAPSHOT` is put
+    on ``sys.path`` when this interpreter can run it (NeMo-RL needs Python >= 3.13).
+    """
+    if importlib.util.find_spec("nemo_rl") is None:
+        if not (NEMO_RL_SNAPSHOT / "nemo_rl").is_dir():
+            return "needs NeMo-RL: not installed and no source snapshot at " + str(NEMO_RL_SNAPSHOT)
+        if sys.version_info < (3, 13):
+            return (
+                f"needs NeMo-RL, which needs Python >= 3.13 (this is {sys.version_info[0]}."
+                f"{sys.version_info[1]}); CI runs these tests in the env ci/nemo_rl/build_env.sh builds"
+            )
+        sys.path.insert(0, str(NEMO_RL_SNAPSHOT))
+    try:
+        importlib.import_module("nemo_rl.environments.utils")
+    except Exception as exc:  # its own import-time checks (transformers pin, ...) say why
+        return f"needs a working NeMo-RL: importing it failed ({type(exc).__name__}: {exc})"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip GPU and vLLM tests cleanly where the machine lacks them."""
+    """Skip GPU, vLLM and NeMo-RL tests cleanly, with the reason, where the machine lacks them."""
     has_cuda = _has_cuda()
     has_vllm = importlib.util.find_spec("vllm") is not None
-    has_nemo_rl = importlib.util.find_spec("nemo_rl") is not None
+    nemo_rl_reason = nemo_rl_unavailable() if any("nemo_rl" in i.keywords for i in items) else None
     for item in items:
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if "vllm" in item.keywords and not (has_vllm and has_cuda):
             item.add_marker(pytest.mark.skip(reason="needs vLLM and a CUDA GPU"))
-        if "nemo_rl" in item.keywords and not has_nemo_rl:
-            item.add_marker(pytest.mark.skip(reason="needs NeMo-RL installed"))
+        if "nemo_rl" in item.keywords and nemo_rl_reason is not None:
+            item.add_marker(pytest.mark.skip(reason=nemo_rl_reason))
 
 
 @pytest.fixture(scope="session")

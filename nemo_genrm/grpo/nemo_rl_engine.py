@@ -3,10 +3,12 @@
 The YAML is a NeMo-RL GRPO config (it inherits one of NeMo-RL's, e.g. ``defaults:
 <NeMo-RL>/examples/configs/grpo_math_1B.yaml``) plus ``env.genrm``; the ``data`` keys of this
 package (``dataset_name: arithmetic``, ``train_data_path``, ``input_key``, ...) choose the
-questions. This module registers the environment (:mod:`nemo_genrm.integrations.nemo_rl`),
-builds NeMo-RL datasets whose samples carry ``question`` and ``ground_truth`` as
-``extra_env_info``, starts the environment actor after NeMo-RL's ``setup`` (so a colocated
-judge finds the policy's placement group) and calls NeMo-RL's ``grpo_train``.
+questions. The run follows NeMo-RL's ``examples/run_grpo.py`` step by step (see
+:mod:`nemo_genrm.grpo.nemo_rl_run`): NeMo-RL's OmegaConf resolvers, its ``MasterConfig``, its
+``setup`` read by name, the trainer ``run_grpo.py`` would pick, and the environments shut down
+at the end. The datasets' samples carry ``question`` and ``ground_truth`` as
+``extra_env_info``, and the environment actor starts after ``setup`` (so a colocated judge
+finds the policy's placement group).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from nemo_genrm.grpo.models import resolve_model_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TASK_NAME", "NemoRLInputs", "prepare_nemo_rl_inputs", "run_with_nemo_rl"]
+__all__ = ["TASK_NAME", "NemoRLInputs", "prepare_nemo_rl_inputs", "resolve_tiny_names", "run_with_nemo_rl"]
 
 TASK_NAME = "genrm"
 # Keys only the built-in driver reads; NeMo-RL does not know them.
@@ -42,7 +44,8 @@ _MISSING_NEMO_RL = (
 )
 
 
-def _require_nemo_rl() -> None:
+def require_nemo_rl() -> None:
+    """Raise a :class:`ConfigError` saying what to do when NeMo-RL is not importable."""
     if importlib.util.find_spec("nemo_rl") is None:
         raise ConfigError([_MISSING_NEMO_RL], source="--engine")
 
@@ -66,12 +69,37 @@ class NemoRLInputs:
     val: list[QAExample]
 
 
+def _register_nemo_rl_resolvers() -> None:
+    """NeMo-RL's OmegaConf resolvers (``mul``, ``div``, ...), which its YAMLs interpolate with."""
+    try:
+        from nemo_rl.utils.config import register_omegaconf_resolvers
+    except ImportError:  # no NeMo-RL: its YAMLs cannot be complete anyway (reported below)
+        return
+    register_omegaconf_resolvers()
+
+
+def resolve_tiny_names(value: Any) -> Any:
+    """Every ``tiny://`` string in a (resolved) config replaced by its built model's folder.
+
+    Interpolated copies (``policy.tokenizer.name: ${policy.model_name}``) are plain strings once
+    resolved, so every string is visited, not only the known model keys.
+    """
+    if isinstance(value, dict):
+        return {k: resolve_tiny_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_tiny_names(v) for v in value]
+    if isinstance(value, str) and value.startswith("tiny://"):
+        return resolve_model_name(value)
+    return value
+
+
 def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
     """Load the YAML, validate ``env.genrm``, read the questions and shape NeMo-RL's config.
 
     Raises:
         ConfigError: ``env.genrm`` is invalid, or the YAML is not a full NeMo-RL GRPO config.
     """
+    _register_nemo_rl_resolvers()
     raw = to_container(load_config(config_path, overrides))
     genrm_raw = copy.deepcopy(raw.get("env", {}).get("genrm"))
     if genrm_raw is None:
@@ -97,7 +125,7 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
     for section, keys in _DRIVER_ONLY.items():
         for key in keys:
             config.get(section, {}).pop(key, None)
-    config["policy"]["model_name"] = resolve_model_name(config["policy"]["model_name"])
+    config = resolve_tiny_names(config)
     config["env"]["genrm"] = genrm.model_dump()
     # NeMo-RL keeps its own data keys; ours were read above (shuffle means the same in both).
     ours = set(DataConfig.model_fields) - {"shuffle"}
@@ -156,6 +184,11 @@ def _datasets(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
     return build(inputs.train), (build(inputs.val) if inputs.val else None)
 
 
+def datasets_for(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
+    """NeMo-RL datasets (train, validation or ``None``) of the questions ``inputs`` read."""
+    return _datasets(inputs, tokenizer)
+
+
 def run_with_nemo_rl(config_path: str | Path, overrides: list[str]) -> None:
     """Train with NeMo-RL's GRPO and the GenRM environment.
 
@@ -166,32 +199,158 @@ def run_with_nemo_rl(config_path: str | Path, overrides: list[str]) -> None:
     Raises:
         ConfigError: NeMo-RL is not installed, or the config is invalid.
     """
-    _require_nemo_rl()
-    from nemo_rl.algorithms.grpo import grpo_train, setup
+    require_nemo_rl()
+    run_nemo_rl_grpo(prepare_nemo_rl_inputs(config_path, overrides))
+
+
+# ------------------------------------------------------------------- run_grpo.py, step by step
+SETUP_RESULTS = (
+    "policy", "policy_generation", "nemo_gym", "cluster", "dataloader", "val_dataloader",
+    "loss_fn", "logger", "checkpointer", "grpo_save_state", "master_config",
+    "teacher_worker_groups", "alias_to_group_alias",
+)
+"""The names of NeMo-RL ``setup``'s results, in its documented order (commit 7ea279a)."""
+
+
+def setup_results(values: tuple[Any, ...]) -> dict[str, Any]:
+    """NeMo-RL ``setup``'s results by name.
+
+    Raises:
+        RuntimeError: ``setup`` returned another number of values (a NeMo-RL this engine does
+            not know; reading them by position would hand ``grpo_train`` the wrong objects).
+    """
+    if len(values) != len(SETUP_RESULTS):
+        raise RuntimeError(
+            f"NeMo-RL's grpo.setup returned {len(values)} values; this engine reads the "
+            f"{len(SETUP_RESULTS)} of NeMo-RL 7ea279a ({', '.join(SETUP_RESULTS)})"
+        )
+    return dict(zip(SETUP_RESULTS, values, strict=True))
+
+
+def _async_problems(master: Any) -> list[str]:
+    """What async GRPO refuses, as ``run_grpo.py`` checks it (all reported at once)."""
+    grpo = master.grpo
+    problems = [
+        f"grpo.{name}.enabled is not supported with async GRPO"
+        for name in ("reward_scaling", "reward_shaping")
+        if getattr(grpo, name).enabled
+    ]
+    if grpo.use_dynamic_sampling:
+        problems.insert(0, "grpo.use_dynamic_sampling is not supported with async GRPO")
+    if master.data.get("use_multiple_dataloader"):
+        problems.append("data.use_multiple_dataloader is not supported with async GRPO")
+    return problems
+
+
+def _policy_factory(master: Any) -> Any:
+    """``run_grpo.py``'s policy factory: the data-plane policy when ``data_plane.enabled``."""
+    dp_cfg = master.data_plane or {}
+    if not dp_cfg.get("enabled", False):
+        return None
+    from nemo_rl.models.policy.tq_policy import TQPolicy
+
+    return lambda **kwargs: TQPolicy(**kwargs, dp_cfg=dp_cfg)
+
+
+def _stage(stages: list[str], name: str) -> None:
+    stages.append(name)
+    logger.info("--engine nemo_rl: %s", name)
+
+
+def run_nemo_rl_grpo(inputs: NemoRLInputs) -> None:
+    """``examples/run_grpo.py`` of NeMo-RL with our datasets and the GenRM environment.
+
+    An exception leaving here carries a note naming the step it stopped in (``config``,
+    ``ray``, ``tokenizer``, ``data``, ``setup``, ``environment``, ``train``).
+
+    Raises:
+        ConfigError: Async GRPO with a feature it refuses.
+    """
+    stages: list[str] = []
+    try:
+        _run(inputs, stages)
+    except BaseException as exc:
+        exc.add_note(f"--engine nemo_rl stopped in step {stages[-1] if stages else 'start'!r}")
+        raise
+
+
+def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
+    import sys
+
+    import ray
+    from nemo_rl.algorithms.grpo import MasterConfig, setup, shutdown_environments
     from nemo_rl.algorithms.utils import get_tokenizer
     from nemo_rl.distributed.virtual_cluster import init_ray
     from nemo_rl.models.generation import configure_generation_config
+    from nemo_rl.utils.logger import get_next_experiment_dir
 
     from nemo_genrm.environment import GenRMEnvironment
     from nemo_genrm.integrations.nemo_rl import register
+    from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
 
-    inputs = prepare_nemo_rl_inputs(config_path, overrides)
+    _stage(stages, "config")
     register(TASK_NAME)
-    config = inputs.config
-    init_ray()
-    tokenizer = get_tokenizer(config["policy"]["tokenizer"])
-    config["policy"]["generation"] = configure_generation_config(config["policy"]["generation"], tokenizer)
-    train, val = _datasets(inputs, tokenizer)
-    parts = setup(config, tokenizer, train, val)
-    policy, generation, _cluster, loader, val_loader, loss_fn, nemo_logger, checkpointer, state, master = parts
-    env = GenRMEnvironment.options(num_cpus=0).remote(config["env"]["genrm"])
-    tasks = {TASK_NAME: env}
+    master = MasterConfig(**inputs.config)
+    master.logger["log_dir"] = get_next_experiment_dir(master.logger["log_dir"])
+    _stage(stages, "ray")
+    if not ray.is_initialized():  # a launcher (or test) that started Ray keeps its cluster
+        init_ray()
+    _stage(stages, "tokenizer")
+    tokenizer = get_tokenizer(master.policy["tokenizer"])
+    megatron_cfg = master.policy.get("megatron_cfg") or {}
+    master.policy["generation"] = configure_generation_config(
+        master.policy["generation"],
+        tokenizer,
+        has_refit_draft_weights=bool((master.policy.get("draft") or {}).get("enabled", False)),
+        trains_mtp=bool(megatron_cfg.get("mtp_num_layers")),
+    )
+    _stage(stages, "data")
+    train, val = datasets_for(inputs, tokenizer)
+    _stage(stages, "setup")
+    results = setup_results(setup(master, tokenizer, train, val, policy_factory=_policy_factory(master)))
+    _stage(stages, "environment")
+    env = GenRMEnvironment.options(num_cpus=0, runtime_env={"py_executable": sys.executable}).remote(
+        master.env["genrm"]
+    )
+    task_to_env = {TASK_NAME: env}
     try:
-        grpo_train(
-            policy, generation, loader, val_loader, tokenizer, loss_fn, tasks, tasks,
-            nemo_logger, checkpointer, state, master,
-        )
+        _stage(stages, "train")
+        _train(results, tokenizer, task_to_env, GenRMMetricsLogger(results["logger"], task_to_env))
     finally:
-        import ray
+        shutdown_environments(task_to_env, task_to_env)
+        try:
+            results["policy_generation"].shutdown()
+        except Exception:  # as run_grpo.py: a failed shutdown is reported, not raised
+            logger.exception("shutting down NeMo-RL's generation failed")
 
-        ray.get(env.shutdown.remote())
+
+def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any], nemo_logger: Any) -> None:
+    """The trainer ``run_grpo.py`` picks: async, data-plane sync, or the legacy sync one."""
+    master = results["master_config"]
+    common = dict(
+        policy=results["policy"], policy_generation=results["policy_generation"],
+        dataloader=results["dataloader"], val_dataloader=results["val_dataloader"],
+        tokenizer=tokenizer, loss_fn=results["loss_fn"], task_to_env=task_to_env,
+        val_task_to_env=task_to_env, logger=nemo_logger, checkpointer=results["checkpointer"],
+    )
+    if master.grpo.async_grpo.enabled:
+        problems = _async_problems(master)
+        if problems:
+            raise ConfigError(problems, source="--engine nemo_rl")
+        from nemo_rl.algorithms.grpo import async_grpo_train
+
+        async_grpo_train(
+            **common, grpo_save_state=results["grpo_save_state"], master_config=master,
+            max_trajectory_age_steps=master.grpo.async_grpo.max_trajectory_age_steps,
+            teacher_worker_groups=results["teacher_worker_groups"],
+            alias_to_group_alias=results["alias_to_group_alias"],
+        )
+        return
+    if (master.data_plane or {}).get("enabled", False):
+        from nemo_rl.algorithms.grpo_sync import grpo_train_sync as trainer
+    else:
+        from nemo_rl.algorithms.grpo import grpo_train as trainer
+    with results["checkpointer"]:  # flushes background checkpoint finalisation on exit
+        trainer(
+            *common.values(), results["grpo_save_state"], master,
+        )

@@ -7,6 +7,11 @@ NeMo-RL launcher needs two lines before it builds its environments::
 
     from nemo_genrm.integrations.nemo_rl import register
     register()            # env name "genrm": data.default.env_name: genrm, config under env.genrm
+
+It also registers the data processor ``genrm_math_data_processor``
+(:mod:`nemo_genrm.integrations.nemo_rl_processor`), which puts the raw question into
+``extra_env_info``. The ``genrm/*`` metrics reach NeMo-RL's logger through
+:mod:`nemo_genrm.integrations.nemo_rl_metrics`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ _MISSING = (
 
 
 def register(name: str = "genrm") -> str:
-    """Register the GenRM environment actor into NeMo-RL's registries; idempotent.
+    """Register the GenRM environment actor and its data processor into NeMo-RL; idempotent.
 
     The actor runs with NeMo-RL's system executable (``PY_EXECUTABLES.SYSTEM``: the Python of
     the launching process, which has nemo-genrm installed).
@@ -77,4 +82,14 @@ def register(name: str = "genrm") -> str:
                 f"NeMo-RL env name {name!r} is already registered for {existing!r}: pick another "
                 f"name, e.g. register(name='genrm_judge'), and use it in data.*.env_name and env.*"
             )
+    _register_processor()
     return ACTOR_FQN
+
+
+def _register_processor() -> None:
+    try:
+        from nemo_genrm.integrations.nemo_rl_processor import register_processor
+
+        register_processor()
+    except ImportError as exc:  # a NeMo-RL without a processor registry: the env still works
+        logger.info("NeMo-RL has no processor registry (%s); genrm_math_data_processor not registered", exc)

@@ -76,3 +76,58 @@ def test_nemo_rl_inputs_datasets_and_registration(tmp_path, tiny_cache_dir):
     assert set(datum["extra_env_info"]) == {"question", "ground_truth"}
     assert datum["message_log"][0]["content"].endswith("assistant\n")  # chat-templated user turn
     assert len(val) == 4
+
+
+def _nemo_rl_yaml(tmp_path: Path) -> Path:
+    """A NeMo-RL-style GenRM config on top of NeMo-RL's own grpo_math_1B.yaml, tiny models."""
+    nemo_rl_root = Path(importlib.util.find_spec("nemo_rl").origin).parents[1]
+    base = nemo_rl_root / "examples" / "configs" / "grpo_math_1B.yaml"
+    if not base.is_file():
+        pytest.skip(f"NeMo-RL's example configs are not next to the package ({base})")
+    cfg = tmp_path / "grpo.yaml"
+    cfg.write_text(
+        f"defaults: {base}\n"
+        "policy:\n  model_name: tiny://policy\n"  # tokenizer.name interpolates it
+        "data:\n  dataset_name: arithmetic\n  num_builtin_examples: 16\n"
+        f"logger:\n  log_dir: {tmp_path / 'logs'}\n"
+        f"checkpointing:\n  checkpoint_dir: {tmp_path / 'ckpt'}\n"
+        "env:\n  genrm:\n    judge:\n      model_name: tiny://judge\n      precision: float32\n"
+        "    resources:\n      gpus_per_replica: 0\n"
+    )
+    return cfg
+
+
+@pytest.mark.nemo_rl
+def test_nemo_rl_engine_resolves_interpolated_tiny_names_and_resolvers(tmp_path, tiny_cache_dir):
+    from nemo_genrm.grpo.nemo_rl_engine import prepare_nemo_rl_inputs
+
+    inputs = prepare_nemo_rl_inputs(_nemo_rl_yaml(tmp_path), [])  # grpo_math_1B uses ${mul:...}
+    policy = inputs.config["policy"]
+    assert policy["model_name"].startswith(tiny_cache_dir)
+    assert policy["tokenizer"]["name"] == policy["model_name"]  # interpolated, then resolved
+    assert not any("tiny://" in str(v) for v in inputs.config.values())
+
+
+@pytest.mark.nemo_rl
+def test_nemo_rl_engine_runs_run_grpo_steps_until_the_gpu_cluster(tmp_path, ray_cluster, monkeypatch, caplog, capsys):
+    """Without real GPUs the engine gets through config, Ray, tokenizer and data, and stops in
+    NeMo-RL's setup, where its training cluster asks Ray for GPUs. The session's Ray cluster
+    declares a few virtual GPUs for placement tests; the policy asks for one more than that, as a
+    CPU machine's policy asks for more than its none (going further would start NeMo-RL's GPU
+    workers)."""
+    import logging
+
+    from conftest import RAY_TEST_GPUS
+    from nemo_rl.distributed.virtual_cluster import ResourceInsufficientError
+
+    from nemo_genrm.grpo.nemo_rl_engine import run_with_nemo_rl
+
+    monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "1")  # NeMo-RL's own retry count
+    caplog.set_level(logging.INFO, logger="nemo_genrm.grpo.nemo_rl_engine")
+    overrides = ["grpo.max_num_steps=1", f"cluster.gpus_per_node={RAY_TEST_GPUS + 1}"]
+    with pytest.raises(ResourceInsufficientError, match="Maximum number of retries") as info:
+        run_with_nemo_rl(_nemo_rl_yaml(tmp_path), overrides)
+    assert "--engine nemo_rl stopped in step 'setup'" in info.value.__notes__
+    stages = [r.getMessage().split(": ", 1)[1] for r in caplog.records if r.getMessage().startswith("--engine nemo_rl: ")]
+    assert stages == ["config", "ray", "tokenizer", "data", "setup"]
+    assert "Not enough GPUs available" in capsys.readouterr().out  # NeMo-RL prints each failed try
