@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,9 @@ HAVE_NEMO_RL = importlib.util.find_spec("nemo_rl") is not None
 
 @pytest.mark.skipif(HAVE_NEMO_RL, reason="NeMo-RL is installed: the error path cannot be reached")
 def test_without_nemo_rl_the_script_says_what_to_do(tmp_path):
-    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "run_grpo_genrm.py"), "--engine", "nemo_rl"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode != 0
     assert "--engine nemo_rl needs NeMo-RL" in proc.stderr

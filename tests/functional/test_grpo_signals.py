@@ -60,7 +60,7 @@ def _alive(pids: dict[int, str]) -> dict[int, str]:
 @pytest.mark.slow
 def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update({"NEMO_GENRM_CACHE": tiny_cache_dir, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"})
+    env["NEMO_GENRM_CACHE"] = tiny_cache_dir
     overrides = [
         "grpo.max_num_steps=1000",
         "grpo.val_period=0",
