@@ -27,7 +27,9 @@ if ! python313="$(find_python313)"; then
 fi
 echo "NeMo-RL env: $python313, NeMo-RL source $src"
 uv venv --quiet --allow-existing --python "$python313" "$venv"
-VIRTUAL_ENV="$venv" uv pip install --quiet -r ci/nemo_rl/requirements.txt -e .
+# --no-config: the project's own [tool.uv] settings (its transformers override among them) are
+# for the main environment; this one follows NeMo-RL's pins alone.
+VIRTUAL_ENV="$venv" uv pip install --quiet --no-config -r ci/nemo_rl/requirements.txt -e .
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "$src" > "$site/nemo_rl_snapshot.pth"
 # Fail here, with NeMo-RL's own message, if its modules the tests drive do not import.
