@@ -1,7 +1,8 @@
 """The demo task: single-digit additions, the exact-match checker and the judge's training pairs.
 
-Questions are ``What is a + b?`` for digits ``a`` and ``b`` (100 questions, answers 0-18). A
-fixed, seeded quarter of them is held out from GRPO training (:func:`demo_splits`). The checker
+Questions are ``What is a + b?`` for digits ``a`` and ``b`` whose sum is a digit too (55
+questions, answers 0-9, one token each). A fixed, seeded quarter of them is held out from GRPO
+training (:func:`demo_splits`). The checker
 (:func:`exact_match`) is what the demo measures apart from the judge: the judge never sees it.
 
 Judge training pairs (:func:`judge_example`) are candidate responses written the ways a policy
@@ -76,7 +77,7 @@ class JudgeCase:
 
 def all_questions() -> list[tuple[str, str]]:
     """Every ``(question, answer)`` of the task, in a fixed order."""
-    return [(f"What is {a} + {b}?", str(a + b)) for a in range(10) for b in range(10)]
+    return [(f"What is {a} + {b}?", str(a + b)) for a in range(10) for b in range(10 - a)]
 
 
 def demo_splits() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -116,7 +117,9 @@ def _wrong_number(rng: random.Random, value: int, a: int, b: int) -> int:
 
 
 def _answer_text(rng: random.Random, shown: int, a: int, b: int) -> str:
-    """``shown`` written in one of the formats the extractor accepts."""
+    """``shown`` written in one of the formats the extractor accepts (half of them bare)."""
+    if rng.random() < 0.5:
+        return str(shown)  # what the demo policy writes
     other = rng.randint(0, 19)
     forms = (
         f"{shown}", f"Answer: {shown}", f"The answer is {shown}.", f"{a} + {b} = {shown}",
