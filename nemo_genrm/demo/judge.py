@@ -93,13 +93,17 @@ def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[tuple[list[in
     return out
 
 
-def _label_hidden(model, rows: list[list[int]], extra: list[list[int]]) -> torch.Tensor:
+def _label_hidden(
+    model, rows: list[list[int]], extra: list[list[int]], keep_prefix: int | None = None
+) -> torch.Tensor:
     """Final hidden states at each row's last prompt token and at the ``extra`` tokens after it.
 
     Args:
         model: The causal LM.
         rows: Prompt ids per row.
         extra: Ids appended to each row (the label and EOS while training; empty to score).
+        keep_prefix: Keep only this many of the shared prefix's last tokens (the warm-up phase
+            of training); ``None`` keeps the whole prompt.
 
     Returns:
         ``[B, 1 + len(extra[0]), H]``: the states that predict the label and what follows.
@@ -111,7 +115,9 @@ def _label_hidden(model, rows: list[list[int]], extra: list[list[int]]) -> torch
             shared = i
             break
     batch = len(seqs)
-    cache = model.model(input_ids=torch.tensor([seqs[0][:shared]]), use_cache=True).past_key_values
+    start = 0 if keep_prefix is None else max(0, shared - keep_prefix)
+    prefix = torch.tensor([seqs[0][start:shared]])  # [1, P]
+    cache = model.model(input_ids=prefix, use_cache=True).past_key_values
     for layer in cache.layers:  # one prefix for every row: broadcast its keys and values
         layer.keys = layer.keys.expand(batch, -1, -1, -1)
         layer.values = layer.values.expand(batch, -1, -1, -1)
@@ -122,7 +128,7 @@ def _label_hidden(model, rows: list[list[int]], extra: list[list[int]]) -> torch
         ids[i, : len(tail)] = torch.tensor(tail)
     hidden = model.model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state  # [B, W, H]
     n_extra = len(extra[0])
-    first = torch.tensor([len(r) - shared - 1 for r in rows])  # [B] last prompt token
+    first = torch.tensor([len(r) - shared - 1 for r in rows])  # [B] last prompt token in the tail
     index = first[:, None] + torch.arange(n_extra + 1)[None, :]  # [B, 1 + n_extra]
     return hidden[torch.arange(batch)[:, None], index]
 
