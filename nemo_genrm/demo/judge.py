@@ -185,6 +185,7 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, training.lr, total_steps=training.steps, pct_start=0.1)
     rng = random.Random(training.seed)
+    logger.info("Training the demo judge (%d steps, once; cached)", training.steps)
     for step in range(training.steps):
         batch = _cases(rng, training.batch_size, builder, tokenizer)
         targets = [[labels[label], eos] for _, label in batch]

@@ -8,9 +8,13 @@ of them trains afresh instead of reusing stale weights.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import torch
 
 from nemo_genrm.demo.judge import JUDGE_REPORT, JudgeTraining, train_demo_judge
 from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
@@ -19,6 +23,27 @@ __all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judg
 
 DEMO_VERSION = 1
 """Bump when the task, the training cases or the training code change the weights."""
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Train on one torch thread: the matrices are tiny, and extra threads only spin and wait."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_judge(path: Path, training: JudgeTraining) -> None:
+    with _one_thread():
+        train_demo_judge(path, training)
+
+
+def _train_policy(path: Path, training: PolicyTraining) -> None:
+    with _one_thread():
+        train_demo_policy(path, training)
 
 
 def cached_demo_judge(
@@ -40,7 +65,7 @@ def cached_demo_judge(
         "demo-judge",
         f"h{training.hidden_size}-s{training.seed}",
         {"training": training.to_dict(), "demo_version": DEMO_VERSION},
-        lambda path: train_demo_judge(path, training),
+        lambda path: _train_judge(path, training),
         cache_dir=cache_dir,
     )
 
@@ -64,7 +89,7 @@ def cached_demo_policy(
         "demo-policy",
         f"s{training.seed}",
         {"training": training.to_dict(), "demo_version": DEMO_VERSION},
-        lambda path: train_demo_policy(path, training),
+        lambda path: _train_policy(path, training),
         cache_dir=cache_dir,
     )
 

@@ -76,6 +76,7 @@ def train_demo_policy(path: str | Path, training: PolicyTraining) -> None:
     examples = [_encode(tokenizer, q, a) for q, a in all_questions()]
     optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr)
     rng = random.Random(training.seed)
+    logger.info("Training the demo policy (%d supervised steps, once; cached)", training.steps)
     for _ in range(training.steps):
         batch = rng.sample(examples, training.batch_size)
         width = max(len(p) + len(r) for p, r in batch)

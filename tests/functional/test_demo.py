@@ -68,7 +68,7 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     overrides = [
         f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
         f"logger.log_dir={tmp_path / 'logs'}",
-        "logger.progress_bar=false",
+        "+logger.progress_bar=false",
     ]
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *overrides],
