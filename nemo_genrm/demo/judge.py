@@ -61,7 +61,7 @@ class JudgeTraining:
 
     hidden_size: int = 64
     num_layers: int = 2
-    steps: int = 600
+    steps: int = 800
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 0
