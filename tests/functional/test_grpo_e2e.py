@@ -57,7 +57,11 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     assert [r["step"] for r in records] == [1, 2]
     for r in records:
         assert 0.0 <= r["train/reward_mean"] <= 1.0
-        assert r["genrm/count/judged"] == 64  # 8 prompts x 8 generations, every one judged
+        assert r["genrm/num_samples"] == 64  # 8 prompts x 8 generations
+        # The half-trained policy sampled at temperature 2 sometimes ends at once (no answer,
+        # reward 0 without the judge); every other sample is judged.
+        assert r["genrm/count/judged"] + r["genrm/count/no_answer"] == 64
+        assert r["genrm/count/judged"] >= 56
         assert r["genrm/parse_failure_rate"] == 0.0  # the learned judge always writes a label
         assert 0.0 <= r["genrm/mean_reward"] <= 1.0
         assert r["genrm/mean_reward"] == pytest.approx(r["train/reward_mean"], abs=1e-6)
