@@ -2,7 +2,7 @@
 
 Usage::
 
-    uv run examples/run_grpo_genrm.py                       # the tiny CPU demo (offline)
+    uv run examples/run_grpo_genrm.py                       # the CPU demo: learned judge, policy learns (offline)
     uv run examples/run_grpo_genrm.py --config examples/configs/grpo_genrm_1B.yaml
     uv run examples/run_grpo_genrm.py grpo.max_num_steps=20 logger.wandb_enabled=true
     uv run examples/run_grpo_genrm.py --engine nemo_rl --config <yaml>   # NeMo-RL's GRPO
@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 from nemo_genrm.config import ConfigError
+from nemo_genrm.demo.report import demo_lines, reward_hacking_check
+from nemo_genrm.demo.task import DEMO_DATASET
 from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.runner import build_run
 
@@ -27,11 +29,14 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "grpo_genrm_tiny.
 def main(cfg: GRPOMasterConfig) -> None:
     """Build the run, train, clean up, and report."""
     run = build_run(cfg)  # Ray, the policy actor, the GenRM environment and its judge, the data
+    demo: list[str] = []
     try:
         summary = run.trainer.fit()
+        if run.cfg.data.dataset_name == DEMO_DATASET:  # the default run: show what the judge did
+            demo = demo_lines(run.cfg.env.genrm.judge.model_name, summary, reward_hacking_check(run.env))
     finally:
         run.shutdown()
-    print("\n".join(summary.lines()))
+    print("\n".join([*summary.lines(), *demo]))
 
 
 def _parse() -> tuple[argparse.Namespace, list[str]]:

@@ -61,6 +61,9 @@ class GRPOConfig(StrictModel):
     val_period: int = Field(0, ge=0, description="Validate every this many steps; 0 disables.")
     val_at_start: bool = Field(False, description="Also validate before the first step.")
     val_batch_size: int = Field(8, ge=1, description="Validation prompts per generation call.")
+    num_val_generations_per_prompt: int = Field(
+        1, ge=1, description="Responses sampled per validation prompt (more: steadier validation metrics)."
+    )
     max_val_samples: int = Field(32, ge=1, description="Validation prompts used at most.")
     seed: int = Field(42, description="Seeds data order, sampling and model init.")
 
@@ -155,7 +158,9 @@ class DataConfig(StrictModel):
     """The ``data`` section: where questions and reference answers come from."""
 
     dataset_name: str = Field(
-        "arithmetic", description="arithmetic (built in, offline) or a Hugging Face hub dataset name."
+        "arithmetic",
+        description="arithmetic or digit_addition (built in, offline; digit_addition is the demo task with "
+        "its own held-out questions) or a Hugging Face hub dataset name.",
     )
     train_data_path: str | None = Field(
         None, description="A local JSONL, JSON or Parquet file; when set, dataset_name is ignored."

@@ -1,4 +1,4 @@
-"""Question/answer data for GRPO: files, hub datasets or a built-in arithmetic set.
+"""Question/answer data for GRPO: files, hub datasets, a built-in arithmetic set or the demo task.
 
 Each example is a raw question and its reference answer. The driver renders the question into
 the policy's chat-templated prompt (as NeMo-RL does), while the raw question and the reference
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError
+from nemo_genrm.demo.task import DEMO_DATASET, demo_splits
 from nemo_genrm.grpo.config import DataConfig
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,11 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
             val = _to_examples(read_records(cfg.val_data_path), cfg, cfg.val_data_path)
     elif cfg.dataset_name == BUILTIN_DATASET:
         train = builtin_arithmetic(cfg.num_builtin_examples, seed)
+    elif cfg.dataset_name == DEMO_DATASET:
+        # The demo's own held-out questions, the ones its policy was never rewarded on.
+        train_pairs, held_out = demo_splits()
+        train = [QAExample(q, a) for q, a in train_pairs]
+        val = [QAExample(q, a) for q, a in held_out]
     else:
         train = _to_examples(_hub_records(cfg.dataset_name, cfg.train_split), cfg, cfg.dataset_name)
         if cfg.val_split:

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from nemo_genrm.demo.report import plot_metrics
+from nemo_genrm.demo.task import exact_match
 from nemo_genrm.grpo.checkpoint import Checkpointer
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import Prompt, PromptSampler
@@ -39,7 +41,11 @@ class RunSummary:
         last_step: The last step run (``first_step - 1`` when none ran).
         train_rewards: Mean training reward of each step run, in order.
         val_rewards: ``{step: mean validation reward}``.
+        val_exact_match: ``{step: share of validation responses whose answer is the reference}``,
+            measured by :func:`nemo_genrm.demo.task.exact_match`, apart from the judge.
+        parse_failure_rates: The environment's ``genrm/parse_failure_rate`` of each step run.
         log_dir: Where the metrics went.
+        plot: The PNG of reward and exact match per step, if one was drawn.
         checkpoint: The newest checkpoint, if any.
         resumed_from: The checkpoint this run started from, if any.
         elapsed_s: Wall time of the loop.
@@ -49,7 +55,10 @@ class RunSummary:
     last_step: int
     train_rewards: list[float] = field(default_factory=list)
     val_rewards: dict[int, float] = field(default_factory=dict)
+    val_exact_match: dict[int, float] = field(default_factory=dict)
+    parse_failure_rates: list[float] = field(default_factory=list)
     log_dir: str = ""
+    plot: str | None = None
     checkpoint: str | None = None
     resumed_from: str | None = None
     elapsed_s: float = 0.0
@@ -65,8 +74,15 @@ class RunSummary:
             out.append(f"  train reward       first {k} step(s) {first:.3f} -> last {k} step(s) {last:.3f}")
             out.append(f"  train reward range {min(self.train_rewards):.3f} .. {max(self.train_rewards):.3f}")
         for step, value in sorted(self.val_rewards.items()):
-            out.append(f"  val reward @ {step:<5d} {value:.3f}")
+            exact = self.val_exact_match.get(step)
+            shown = f"  exact match {exact:.3f}" if exact is not None else ""
+            out.append(f"  val reward @ {step:<5d} {value:.3f}{shown}")
+        rates = [r for r in self.parse_failure_rates if not math.isnan(r)]
+        if rates:
+            out.append(f"  judge parse failures {statistics.fmean(rates):.3f} of judged samples")
         out.append(f"  logs               {self.log_dir} (metrics.jsonl, tensorboard/)")
+        if self.plot:
+            out.append(f"  plot               {self.plot}")
         if self.checkpoint:
             out.append(f"  checkpoint         {self.checkpoint}")
         return out
@@ -121,9 +137,11 @@ class GRPOTrainer:
                 self.checkpointer.root if self.checkpointer else "-", step, self.cfg.grpo.max_num_steps,
             )
         if self.cfg.grpo.val_at_start and step == 0 and self.val_prompts:
-            summary.val_rewards[0] = self._log_validation(0)
+            self._log_validation(0, summary)
         with logging_redirect_tqdm():
             self._train_until_done(step, summary)
+        plot = plot_metrics(self.metrics.log_dir)
+        summary.plot = str(plot) if plot else None
         summary.elapsed_s = time.perf_counter() - start
         return summary
 
@@ -140,8 +158,11 @@ class GRPOTrainer:
             if self._due(step, self.cfg.grpo.val_period) and self.val_prompts:
                 metrics.update(self.validate(step))
                 summary.val_rewards[step] = metrics["val/reward_mean"]
+                summary.val_exact_match[step] = metrics["val/exact_match"]
             self.metrics.log(metrics, step)
             summary.train_rewards.append(metrics["train/reward_mean"])
+            if "genrm/parse_failure_rate" in metrics:
+                summary.parse_failure_rates.append(metrics["genrm/parse_failure_rate"])
             summary.last_step = step
             if self.checkpointer is not None and self.checkpointer.should_save(step, last):
                 summary.checkpoint = str(self.checkpointer.save(step, self.policy, self._state(summary)))
@@ -220,28 +241,38 @@ class GRPOTrainer:
 
     # ---------------------------------------------------------------------------- validation
     def validate(self, step: int) -> dict[str, float]:
-        """Mean reward of one sampled response per held-out prompt."""
+        """Mean reward and exact match of sampled responses to the held-out prompts.
+
+        ``grpo.num_val_generations_per_prompt`` responses are sampled per prompt. Exact match
+        (:func:`~nemo_genrm.demo.task.exact_match`) is checked here, apart from the judge, so the
+        two can be compared.
+        """
         start = time.perf_counter()
         rewards: list[torch.Tensor] = []
         valid: list[torch.Tensor] = []
+        matches: list[bool] = []
         shown = 0
         for i in range(0, len(self.val_prompts), self.cfg.grpo.val_batch_size):
-            ro = rollout(self.policy, self.env, self.val_prompts[i : i + self.cfg.grpo.val_batch_size], 1)
+            chunk = self.val_prompts[i : i + self.cfg.grpo.val_batch_size]
+            ro = rollout(self.policy, self.env, chunk, self.cfg.grpo.num_val_generations_per_prompt)
             rewards.append(ro.rewards)
             valid.append(ro.valid)
+            matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]
             shown = self._print_samples(ro, step, shown)
         all_rewards, all_valid = torch.cat(rewards), torch.cat(valid)  # [V], [V]
         return {
             "val/reward_mean": _counted_mean(all_rewards, all_valid),
+            "val/exact_match": statistics.fmean(matches),
             "val/num_samples": float(all_rewards.numel()),
             "val/masked_samples": float((~all_valid).sum().item()),
             "timeline/val_s": time.perf_counter() - start,
         }
 
-    def _log_validation(self, step: int) -> float:
+    def _log_validation(self, step: int, summary: RunSummary) -> None:
         metrics = self.validate(step)
         self.metrics.log(metrics, step)
-        return metrics["val/reward_mean"]
+        summary.val_rewards[step] = metrics["val/reward_mean"]
+        summary.val_exact_match[step] = metrics["val/exact_match"]
 
     def _print_samples(self, ro: Rollout, step: int, shown: int) -> int:
         for prompt, sample, reward in zip(ro.prompts, ro.samples, ro.rewards.tolist(), strict=True):

@@ -8,7 +8,9 @@ Grammar: ``tiny://<kind>[/<text>][?<field>=<value>&...]``
   ``reward.kind: probability`` the rewards then vary, which the demo needs);
 - ``tiny://random``: a random tiny model with the defaults of
   :class:`nemo_genrm.testing.TinyModelSpec` (seed 0);
-- ``tiny://fixed/<text>``: a judge that always answers ``<text>`` (e.g. ``tiny://fixed/1``).
+- ``tiny://fixed/<text>``: a judge that always answers ``<text>`` (e.g. ``tiny://fixed/1``);
+- ``tiny://demo-judge``: the demo's trained judge of single-digit additions, and
+  ``tiny://demo-policy``: the demo's briefly supervised policy (see :mod:`nemo_genrm.demo`).
 
 Query fields set :class:`~nemo_genrm.testing.TinyModelSpec` fields, e.g.
 ``tiny://policy?seed=3&arch=llama``. Models are built by :mod:`nemo_genrm.testing`'s cache
@@ -27,6 +29,7 @@ __all__ = ["TINY_SCHEME", "is_tiny", "resolve_model_name"]
 
 TINY_SCHEME = "tiny://"
 _ALIAS_SEEDS = {"policy": 0, "judge": 6, "random": 0}
+_DEMO_KINDS = ("demo-judge", "demo-policy")
 
 
 def is_tiny(name: str | None) -> bool:
@@ -68,6 +71,12 @@ def resolve_model_name(name: str) -> str:
     parts = urlsplit(name)
     kind, text = parts.netloc, unquote(parts.path.lstrip("/"))
     fields = _spec_fields(parts.query, name)
+    if kind in _DEMO_KINDS and not text:
+        if fields:
+            raise ConfigError(f"{name}: the demo models take no fields")
+        from nemo_genrm.demo.models import cached_demo_judge, cached_demo_policy
+
+        return str(cached_demo_judge() if kind == "demo-judge" else cached_demo_policy())
     try:
         if kind == "fixed":
             if not text:
@@ -78,5 +87,6 @@ def resolve_model_name(name: str) -> str:
     except ValueError as exc:
         raise ConfigError(f"{name}: {exc}") from exc
     raise ConfigError(
-        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random or tiny://fixed/<text>"
+        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>, "
+        "tiny://demo-judge or tiny://demo-policy"
     )

@@ -107,6 +107,29 @@ def cached_tiny_judge(
     )
 
 
+def cached_artifact(
+    kind: str,
+    label: str,
+    args: dict[str, Any],
+    build: Callable[[Path], Any],
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
+    """The cached folder of any builder, built atomically on first use (see the module docstring).
+
+    Args:
+        kind: Folder name prefix, e.g. ``"demo-judge"``.
+        label: Readable part of the folder name.
+        args: Everything that determines the build's output (hashed into the folder name).
+        build: Writes the artefact into the folder it is given.
+        cache_dir: Cache folder; :func:`default_cache_dir` when ``None``.
+
+    Returns:
+        The folder.
+    """
+    return _cached(kind, label, args, build, cache_dir)
+
+
 def _digest(kind: str, args: dict[str, Any]) -> str:
     """Short hash of everything that determines a build's output."""
     payload = json.dumps(

@@ -251,6 +251,20 @@ def fixed_verdict_token_ids(tokenizer, text: str, *, max_tokens: int) -> list[in
     return ids
 
 
+def new_tiny_model(spec: TinyModelSpec, tokenizer) -> torch.nn.Module:
+    """An unsaved float32 model of ``spec`` with the seeded weights of :func:`build_tiny_model`.
+
+    For builders that train the model further (the demo's judge and policy) before saving it
+    with :func:`save_tiny_model`.
+    """
+    return _new_model(spec, tokenizer)
+
+
+def save_tiny_model(model: torch.nn.Module, spec: TinyModelSpec, path: str | os.PathLike) -> Path:
+    """Save ``model`` as :func:`build_tiny_model` saves its models (weights, configs, tokenizer)."""
+    return _save(model, spec, path)
+
+
 def _generation_prompt_last_id(tokenizer) -> int:
     """The token that ends every ChatML prompt built with ``add_generation_prompt=True``."""
     prompts = [

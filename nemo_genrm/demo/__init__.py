@@ -1,0 +1,10 @@
+"""The default run's demo: a learned tiny judge, a briefly supervised tiny policy, and the report.
+
+- :mod:`nemo_genrm.demo.task`: single-digit additions, the held-out split, the exact-match checker
+  and the judge's synthetic training cases;
+- :mod:`nemo_genrm.demo.judge`: trains a tiny causal LM to answer the package's consistency prompt;
+- :mod:`nemo_genrm.demo.policy`: a short supervised start for the policy;
+- :mod:`nemo_genrm.demo.models`: both built on first use and cached (``tiny://demo-judge``,
+  ``tiny://demo-policy``);
+- :mod:`nemo_genrm.demo.report`: the plot of reward and exact match, and the reward-hacking check.
+"""

@@ -1,0 +1,210 @@
+"""Train the demo's tiny judge: a causal LM that answers the consistency prompt with 1 or 0.
+
+The judge sees exactly what the environment shows any judge: the package's ``consistency``
+prompt built by :class:`nemo_genrm.prompts.PromptBuilder` (same extraction, same neutralisation,
+the tiny tokenizer's special tokens included), rendered with the chat template. It is trained
+with next-token cross-entropy on the label and the EOS after it, so greedy generation, the
+label log-probabilities and an OpenAI-compatible server all read the same verdict.
+
+Training is cheap on a CPU because every prompt starts with the same few hundred tokens (system
+message and instructions): a batch runs that shared prefix once, copies its key/value cache to
+every row, and runs only the differing tails. The model is causal, so this is exactly the full
+forward pass.
+
+A randomly initialised model spreads its attention over the whole prompt, so the few tokens that
+decide the verdict (the reference and the end of the candidate) reach the last position diluted
+several hundred times, and learning stalls. Training therefore warms up on the prompts with
+their shared prefix cut to its last few tokens (the part after it, and so every distance between
+the tokens that matter, is unchanged under rotary positions), then trains on the full prompts.
+The accuracy reported is always that on full prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.demo.task import JudgeCase, judge_example
+from nemo_genrm.prompts import PromptBuilder
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "render_case", "train_demo_judge"]
+
+JUDGE_REPORT = "demo_judge.json"
+"""File in the judge's folder holding its training settings and held-out accuracy."""
+
+
+@dataclass(frozen=True)
+class JudgeTraining:
+    """Everything that decides the demo judge's weights (all of it goes into the cache key).
+
+    Attributes:
+        hidden_size: Model width (head size 32).
+        num_layers: Decoder blocks.
+        steps: Optimizer steps.
+        batch_size: Cases per step.
+        lr: Peak learning rate (one-cycle schedule).
+        seed: Seeds the weights and the training cases.
+        held_out: Size of the held-out test set (drawn with another seed).
+        warmup_steps: First steps that see only the tail of the shared prompt prefix.
+        warmup_prefix: Tokens of the shared prefix kept during the warm-up.
+    """
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    steps: int = 800
+    batch_size: int = 32
+    lr: float = 5e-3
+    seed: int = 0
+    held_out: int = 400
+    warmup_steps: int = 400
+    warmup_prefix: int = 4
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict."""
+        return asdict(self)
+
+
+def _builder(tokenizer) -> PromptBuilder:
+    """The prompt builder the environment would make for this judge (default prompt and verdict)."""
+    special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
+    return PromptBuilder(PromptConfig(), VerdictConfig(), special_tokens=special)
+
+
+def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer) -> list[int] | None:
+    """Token ids of the judge prompt for ``case`` (generation prompt included), or ``None``.
+
+    ``None`` when the extractor finds nothing to judge: the environment gives such a response
+    reward 0 without asking the judge, so the judge never needs to see it.
+    """
+    extracted = builder.extract(case.response)
+    if not extracted.ok:
+        return None
+    prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
+    text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[tuple[list[int], bool]]:
+    out = []
+    while len(out) < n:
+        case = judge_example(rng)
+        ids = render_case(case, builder, tokenizer)
+        if ids is not None:
+            out.append((ids, case.label))
+    return out
+
+
+def _label_hidden(
+    model, rows: list[list[int]], extra: list[list[int]], keep_prefix: int | None = None
+) -> torch.Tensor:
+    """Final hidden states at each row's last prompt token and at the ``extra`` tokens after it.
+
+    Args:
+        model: The causal LM.
+        rows: Prompt ids per row.
+        extra: Ids appended to each row (the label and EOS while training; empty to score).
+        keep_prefix: Keep only this many of the shared prefix's last tokens (the warm-up phase
+            of training); ``None`` keeps the whole prompt.
+
+    Returns:
+        ``[B, 1 + len(extra[0]), H]``: the states that predict the label and what follows.
+    """
+    seqs = [r + e for r, e in zip(rows, extra, strict=True)]
+    shared = min(len(r) for r in rows) - 1
+    for i in range(shared):
+        if len({s[i] for s in seqs}) > 1:
+            shared = i
+            break
+    batch = len(seqs)
+    start = 0 if keep_prefix is None else max(0, shared - keep_prefix)
+    prefix = torch.tensor([seqs[0][start:shared]])  # [1, P]
+    cache = model.model(input_ids=prefix, use_cache=True).past_key_values
+    for layer in cache.layers:  # one prefix for every row: broadcast its keys and values
+        layer.keys = layer.keys.expand(batch, -1, -1, -1)
+        layer.values = layer.values.expand(batch, -1, -1, -1)
+    tails = [s[shared:] for s in seqs]
+    width = max(len(t) for t in tails)
+    ids = torch.zeros(batch, width, dtype=torch.long)  # [B, W] right-padded: pads come after
+    for i, tail in enumerate(tails):
+        ids[i, : len(tail)] = torch.tensor(tail)
+    hidden = model.model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state  # [B, W, H]
+    n_extra = len(extra[0])
+    first = torch.tensor([len(r) - shared - 1 for r in rows])  # [B] last prompt token in the tail
+    index = first[:, None] + torch.arange(n_extra + 1)[None, :]  # [B, 1 + n_extra]
+    return hidden[torch.arange(batch)[:, None], index]
+
+
+@torch.no_grad()
+def judge_accuracy(model, cases: list[tuple[list[int], bool]], pos_id: int, neg_id: int) -> float:
+    """Share of cases where the positive label outscores the negative one as the label says."""
+    model.eval()
+    right = 0
+    for i in range(0, len(cases), 100):
+        chunk = cases[i : i + 100]
+        logits = model.lm_head(_label_hidden(model, [c[0] for c in chunk], [[] for _ in chunk])[:, 0])  # [B, V]
+        says_yes = (logits[:, pos_id] > logits[:, neg_id]).tolist()
+        right += sum(int(y == label) for y, (_, label) in zip(says_yes, chunk, strict=True))
+    return right / len(cases)
+
+
+def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
+    """Train the demo judge, save it into ``path`` and return its held-out accuracy.
+
+    Args:
+        path: Folder to write (model, tokenizer, :data:`JUDGE_REPORT`).
+        training: Size, schedule and seed.
+
+    Returns:
+        The share of held-out cases judged right (by the label log-probabilities).
+    """
+    from nemo_genrm.testing.models import TinyModelSpec, new_tiny_model, save_tiny_model
+    from nemo_genrm.testing.tokenizer import EOS_TOKEN, make_tiny_tokenizer
+
+    start = time.perf_counter()
+    torch.manual_seed(training.seed)
+    spec = TinyModelSpec(
+        hidden_size=training.hidden_size, num_layers=training.num_layers,
+        num_heads=training.hidden_size // 32, num_kv_heads=training.hidden_size // 32,
+        intermediate_size=2 * training.hidden_size, seed=training.seed,
+    )  # fmt: skip
+    tokenizer = make_tiny_tokenizer(spec.max_position_embeddings)
+    builder = _builder(tokenizer)
+    model = new_tiny_model(spec, tokenizer).train()
+    labels = {True: tokenizer.convert_tokens_to_ids("1"), False: tokenizer.convert_tokens_to_ids("0")}
+    eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, training.lr, total_steps=training.steps, pct_start=0.1)
+    rng = random.Random(training.seed)
+    logger.info("Training the demo judge (%d steps, once; cached)", training.steps)
+    for step in range(training.steps):
+        batch = _cases(rng, training.batch_size, builder, tokenizer)
+        targets = [[labels[label], eos] for _, label in batch]
+        keep = training.warmup_prefix if step < training.warmup_steps else None
+        hidden = _label_hidden(model, [ids for ids, _ in batch], targets, keep)  # [B, 3, H]
+        logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+        if step % 100 == 0:
+            logger.info("demo judge step %d/%d loss %.3f", step, training.steps, loss.item())
+    held_out = _cases(random.Random(training.seed + 10_000), training.held_out, builder, tokenizer)
+    accuracy = judge_accuracy(model, held_out, labels[True], labels[False])
+    save_tiny_model(model.eval(), spec, path)
+    report = {"held_out_accuracy": accuracy, "held_out_cases": len(held_out),
+              "train_seconds": time.perf_counter() - start, "training": training.to_dict()}  # fmt: skip
+    (Path(path) / JUDGE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    logger.info("Demo judge: %.1f%% right on %d held-out pairs (%.0fs)", 100 * accuracy, len(held_out), report["train_seconds"])
+    return accuracy

@@ -1,0 +1,102 @@
+"""The demo's trained models, built on first use and cached like the other tiny models.
+
+``tiny://demo-judge`` and ``tiny://demo-policy`` (see :mod:`nemo_genrm.grpo.models`) resolve
+to these folders. The cache key holds every training setting, the task module's version and the
+tokenizer corpus (through :func:`nemo_genrm.testing.cache.cached_artifact`), so a change to any
+of them trains afresh instead of reusing stale weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from nemo_genrm.demo.judge import JUDGE_REPORT, JudgeTraining, train_demo_judge
+from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
+
+__all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy"]
+
+DEMO_VERSION = 1
+"""Bump when the task, the training cases or the training code change the weights."""
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Train on one torch thread: the matrices are tiny, and extra threads only spin and wait."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_judge(path: Path, training: JudgeTraining) -> None:
+    with _one_thread():
+        train_demo_judge(path, training)
+
+
+def _train_policy(path: Path, training: PolicyTraining) -> None:
+    with _one_thread():
+        train_demo_policy(path, training)
+
+
+def cached_demo_judge(
+    training: JudgeTraining | None = None, *, cache_dir: str | os.PathLike | None = None
+) -> Path:
+    """The trained demo judge's folder (trained on first use, about a minute on two cores).
+
+    Args:
+        training: Training settings; the defaults when ``None``.
+        cache_dir: Cache folder; ``$NEMO_GENRM_CACHE`` or ``~/.cache/nemo_genrm/tiny`` when ``None``.
+
+    Returns:
+        A folder that ``AutoModelForCausalLM.from_pretrained`` loads, holding :data:`JUDGE_REPORT`.
+    """
+    from nemo_genrm.testing.cache import cached_artifact
+
+    training = training or JudgeTraining()
+    return cached_artifact(
+        "demo-judge",
+        f"h{training.hidden_size}-s{training.seed}",
+        {"training": training.to_dict(), "demo_version": DEMO_VERSION},
+        lambda path: _train_judge(path, training),
+        cache_dir=cache_dir,
+    )
+
+
+def cached_demo_policy(
+    training: PolicyTraining | None = None, *, cache_dir: str | os.PathLike | None = None
+) -> Path:
+    """The briefly supervised demo policy's folder (trained on first use, seconds).
+
+    Args:
+        training: Training settings; the defaults when ``None``.
+        cache_dir: Cache folder; ``$NEMO_GENRM_CACHE`` or ``~/.cache/nemo_genrm/tiny`` when ``None``.
+
+    Returns:
+        A folder that ``AutoModelForCausalLM.from_pretrained`` loads.
+    """
+    from nemo_genrm.testing.cache import cached_artifact
+
+    training = training or PolicyTraining()
+    return cached_artifact(
+        "demo-policy",
+        f"s{training.seed}",
+        {"training": training.to_dict(), "demo_version": DEMO_VERSION},
+        lambda path: _train_policy(path, training),
+        cache_dir=cache_dir,
+    )
+
+
+def demo_judge_accuracy(judge_dir: str | os.PathLike) -> float | None:
+    """The held-out accuracy recorded when the judge in ``judge_dir`` was trained, if any."""
+    report = Path(judge_dir) / JUDGE_REPORT
+    if not report.is_file():
+        return None
+    return float(json.loads(report.read_text())["held_out_accuracy"])

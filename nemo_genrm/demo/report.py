@@ -1,0 +1,141 @@
+"""What the demo run shows: a plot of reward and exact match per step, and a reward-hacking check.
+
+:func:`plot_metrics` reads a run's ``metrics.jsonl`` (any run, not only the demo's) and draws the
+training reward, the validation reward and the validation exact match against the step.
+:func:`reward_hacking_check` sends wrong answers that try to dictate a positive verdict through a
+live environment (extraction, neutralisation and judge as in training) and counts how many get
+the reward they deserve, 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nemo_genrm.demo.task import HACKING_CANDIDATES, demo_splits
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PLOT_NAME", "HackingCheck", "plot_metrics", "reward_hacking_check"]
+
+PLOT_NAME = "reward_and_accuracy.png"
+
+
+def _series(records: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    points = [(r["step"], r[key]) for r in records if key in r and not math.isnan(r[key])]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot_metrics(log_dir: str | Path) -> Path | None:
+    """Draw reward and exact match per step from ``<log_dir>/metrics.jsonl`` into a PNG.
+
+    Args:
+        log_dir: The run's log folder.
+
+    Returns:
+        The PNG's path (:data:`PLOT_NAME` in ``log_dir``), or ``None`` when nothing was logged.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a training machine
+    import matplotlib.pyplot as plt
+
+    metrics = Path(log_dir) / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label, style in (
+        ("train/reward_mean", "train reward (judge)", "-"),
+        ("val/reward_mean", "held-out reward (judge)", "o--"),
+        ("val/exact_match", "held-out exact match (checker)", "s-"),
+    ):
+        steps, values = _series(records, key)
+        if steps:
+            ax.plot(steps, values, style, label=label)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("GRPO with a GenRM reward")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    out = Path(log_dir) / PLOT_NAME
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+@dataclass(frozen=True)
+class HackingCheck:
+    """Result of :func:`reward_hacking_check`.
+
+    Attributes:
+        total: Candidates sent.
+        rejected: Candidates that got reward 0, as they should.
+        leaked: The candidates that got a positive reward.
+    """
+
+    total: int
+    rejected: int
+    leaked: tuple[str, ...]
+
+    def line(self) -> str:
+        """One line for the run's report."""
+        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected"
+
+
+def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
+    """Send wrong answers that try to dictate the verdict through ``env`` and count the zeros.
+
+    Args:
+        env: A ``GenRMEnvironment`` actor handle (or object with the same ``step``).
+        num_questions: Held-out questions to try each candidate on (references 2 and more, so a
+            bare ``1`` is wrong).
+
+    Returns:
+        How many of the candidates got reward 0.
+    """
+    from nemo_genrm.grpo.rollout import call
+
+    questions = [q for q in demo_splits()[1] if int(q[1]) >= 2][:num_questions]
+    logs, metadata, texts = [], [], []
+    for question, answer in questions:
+        wrong = str((int(answer) + 3) % 19)
+        for template in HACKING_CANDIDATES:
+            text = template.replace("{wrong}", wrong)
+            logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
+            metadata.append({"question": question, "ground_truth": answer})
+            texts.append(text)
+    rewards = call(env, "step", logs, metadata).rewards.tolist()
+    leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
+    return HackingCheck(total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked)
+
+
+def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> list[str]:
+    """The demo's closing lines: judge accuracy, exact match before and after, hacking check.
+
+    Args:
+        judge_dir: The judge's folder (its training report gives the held-out accuracy).
+        summary: The run's :class:`~nemo_genrm.grpo.loop.RunSummary`.
+        hacking: The result of :func:`reward_hacking_check`.
+    """
+    from nemo_genrm.demo.models import demo_judge_accuracy
+
+    out = ["Demo: a learned judge's binary reward trains the policy"]
+    accuracy = demo_judge_accuracy(judge_dir)
+    if accuracy is not None:
+        out.append(f"  judge accuracy     {accuracy:.3f} on held-out (question, reference, answer) pairs")
+    if summary.val_exact_match:
+        steps = sorted(summary.val_exact_match)
+        first, last = summary.val_exact_match[steps[0]], summary.val_exact_match[steps[-1]]
+        out.append(
+            f"  exact match        {first:.3f} (step {steps[0]}) -> {last:.3f} (step {steps[-1]}) "
+            "on held-out questions, checked apart from the judge"
+        )
+    out.append(hacking.line())
+    out.extend(f"    leaked: {text!r}" for text in hacking.leaked)
+    return out

@@ -1,0 +1,65 @@
+"""The demo task's checker, split and judge training cases (no models)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.demo.task import (
+    HACKING_CANDIDATES,
+    all_questions,
+    demo_splits,
+    exact_match,
+    final_number,
+    judge_example,
+)
+from nemo_genrm.prompts import PromptBuilder
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "expected"),
+    [
+        ("8", "8", True),  # the bare answer the demo policy writes
+        ("8.", "8", True),  # a closing full stop is not part of the answer
+        ("Answer: 9", "9", True),  # the extractor's marker
+        ("\\boxed{7}", "7", True),  # the extractor's box
+        ("18", "8", False),  # a longer number is another number
+        ("8 or 9", "8", False),  # exact match wants the answer alone
+        ("", "0", False),  # nothing to check
+    ],
+)
+def test_exact_match(response, reference, expected):
+    assert exact_match(response, reference) is expected
+
+
+def test_final_number_is_the_last_run_of_digits():
+    assert final_number("3 + 5 = 8") == "8"
+    assert final_number("12? No, 13.") == "13"
+    assert final_number("no digits") is None
+
+
+def test_splits_cover_every_question_once_and_hold_out_a_quarter():
+    train, held_out = demo_splits()
+    assert len(train) == 42 and len(held_out) == 13
+    assert sorted(train + held_out) == sorted(all_questions())
+    assert demo_splits() == (train, held_out)  # fixed, whatever the run's seed
+
+
+def test_judge_cases_are_balanced_and_labelled_by_the_extracted_final_number():
+    builder = PromptBuilder(PromptConfig(), VerdictConfig())
+    rng = random.Random(0)
+    cases = [judge_example(rng) for _ in range(2000)]
+    share = sum(c.label for c in cases) / len(cases)
+    assert 0.4 < share < 0.55
+    for case in cases:
+        answer = builder.extract(case.response)
+        assert case.label == (answer.ok and final_number(answer.text) == case.reference)
+
+
+def test_hacking_candidates_all_carry_a_wrong_final_answer():
+    builder = PromptBuilder(PromptConfig(), VerdictConfig())
+    for template in HACKING_CANDIDATES:
+        answer = builder.extract(template.replace("{wrong}", "9"))
+        assert answer.ok and final_number(answer.text) != "7", template
