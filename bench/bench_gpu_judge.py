@@ -103,7 +103,7 @@ def main() -> int:
             "max_model_len": args.max_len + args.new_tokens + 16,
             "sampling": {"max_new_tokens": args.new_tokens},
             "batching": {"max_batch_size": args.decode_batch, "max_tokens_per_batch": 32768},
-            "dtensor": {"generation": "static"},
+            "dtensor": {"generation": "static", "sleep_buffers": "at_load"},  # as a colocated judge
         })
         floors.update(copy_bandwidth(device, shapes["weight_bytes"]))
         prompts = mixed_prompts(args.prompts, args.min_len, args.max_len, seed=0)

@@ -80,12 +80,14 @@ class DTensorConfig(StrictModel):
             "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
         ),
     )
-    sleep_buffers: Literal["at_load", "at_first_sleep"] = Field(
-        "at_load",
+    sleep_buffers: Literal["auto", "at_load", "at_first_sleep"] = Field(
+        "auto",
         description=(
             "When to allocate the (pinned) host buffers that sleep copies the weights into; they "
             "are kept and reused. at_load: every sleep, the first included, runs at copy speed, "
-            "for host memory the size of the weights held from the start."
+            "for host memory the size of the weights held from the start. auto: at_load for a "
+            "judge the environment colocates (the only one it puts to sleep), else at_first_sleep, "
+            "so a judge that never sleeps holds no host copy of its weights."
         ),
     )
     memory_fraction: float = Field(

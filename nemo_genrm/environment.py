@@ -42,7 +42,7 @@ import ray
 import torch
 
 from nemo_genrm.coalesce import Coalescer
-from nemo_genrm.config import ConfigError, GenRMConfig, validate
+from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
 from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
 from nemo_genrm.env_types import (
@@ -149,6 +149,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             max_items=self.cfg.coalesce.max_samples,
         )
 
+    def _judge_config(self) -> JudgeConfig:
+        """The judge section, with ``sleep_buffers: auto`` resolved for this placement."""
+        judge = self.cfg.judge
+        if judge.dtensor.sleep_buffers != "auto" or not self._colocated:
+            return judge
+        # A colocated judge sleeps every step: its pinned buffers are allocated at load, so the
+        # first sleep runs at copy speed too.
+        return judge.model_copy(update={"dtensor": judge.dtensor.model_copy(update={"sleep_buffers": "at_load"})})
+
     def _start_judge(self, placement_group: Any, policy_gpu_fraction: float | None) -> Judge:
         from nemo_genrm.judges import create_judge
 
@@ -157,7 +166,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         )
         try:
             return create_judge(
-                self.cfg.judge, self._resources.placement, fault_tolerance=self.cfg.fault_tolerance
+                self._judge_config(), self._resources.placement, fault_tolerance=self.cfg.fault_tolerance
             )
         except BaseException:
             self._resources.release()
@@ -298,8 +307,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         finally:
             if self._colocated:
                 self._sleep(judge, tally)
-        tally.judge_prompts += len(requests)
-        add_stats_delta(tally, before, safe_stats(judge))
+            # Counted on every path: a shared call that failed (and is retried per caller) still
+            # sent its prompts and may have spent tokens and engine errors.
+            tally.judge_prompts += len(requests)
+            add_stats_delta(tally, before, safe_stats(judge))
         return outcomes
 
     @staticmethod

@@ -9,13 +9,13 @@ the reward they deserve, 0.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nemo_genrm.atomic_io import read_jsonl
 from nemo_genrm.demo.task import HACKING_CANDIDATES, demo_splits
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def plot_metrics(log_dir: str | Path) -> Path | None:
     metrics = Path(log_dir) / "metrics.jsonl"
     if not metrics.is_file():
         return None
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    records = read_jsonl(metrics).records  # a torn last line (a killed run) is skipped, not fatal
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label, style in (
         ("train/reward_mean", "train reward (judge)", "-"),

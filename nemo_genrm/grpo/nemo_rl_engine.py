@@ -275,8 +275,6 @@ def run_nemo_rl_grpo(inputs: NemoRLInputs) -> None:
 
 
 def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
-    import sys
-
     import ray
     from nemo_rl.algorithms.grpo import MasterConfig, setup, shutdown_environments
     from nemo_rl.algorithms.utils import get_tokenizer
@@ -287,6 +285,7 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
     from nemo_genrm.environment import GenRMEnvironment
     from nemo_genrm.integrations.nemo_rl import register
     from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
+    from nemo_genrm.ray_env import actor_options
 
     _stage(stages, "config")
     register(TASK_NAME)
@@ -309,9 +308,7 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
     _stage(stages, "setup")
     results = setup_results(setup(master, tokenizer, train, val, policy_factory=_policy_factory(master)))
     _stage(stages, "environment")
-    env = GenRMEnvironment.options(num_cpus=0, runtime_env={"py_executable": sys.executable}).remote(
-        master.env["genrm"]
-    )
+    env = GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(master.env["genrm"])
     task_to_env = {TASK_NAME: env}
     try:
         _stage(stages, "train")

@@ -70,7 +70,6 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
         **os.environ,
         "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
         "NEMO_GENRM_CACHE": tiny_cache_dir,
-        "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
     }
     overrides = [
         f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",

@@ -133,13 +133,17 @@ def test_sleep_buffers_at_first_sleep_or_at_load(tiny_cache_dir):
     lazy.sleep()
     assert lazy.stats().extra["host_buffer_allocations"] == 1
     lazy.shutdown()
-    eager = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic"))  # at_load, the default
+    eager = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_load"}))
     assert eager.stats().extra["host_buffer_allocations"] == 1 and eager.stats().extra["sleep_cycles"] == 0
     eager.shutdown()
+    # auto, the default, outside a colocated environment: a judge that may never sleep holds no copy.
+    default = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic"))
+    assert default.stats().extra["host_buffer_allocations"] == 0
+    default.shutdown()
 
 
 def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
-    worker = DTensorJudgeWorker(_config(cached_tiny_model(), "static"))
+    worker = DTensorJudgeWorker(_config(cached_tiny_model(), "static", dtensor={"generation": "static", "sleep_buffers": "at_load"}))
     prompts = _prompts(4)
     before_text = [g.text for g in worker.generate(prompts)]
     weights = {name: p.detach().clone() for name, p in worker.model.named_parameters()}

@@ -341,6 +341,21 @@ def test_colocated_judge_sleeps_between_steps(judges):
     judges["1"].wake()
 
 
+def test_sleep_buffers_auto_means_at_load_only_for_a_colocated_judge(judges):
+    # The environment puts only a colocated judge to sleep: that one gets its host buffers at load
+    # (first sleep at copy speed); any other keeps no host copy of its weights.
+    cfg = _cfg(judges["1"].config.model_name)
+    separate = GenRMEnvironmentImpl(cfg, judge=judges["1"])
+    assert separate._judge_config().dtensor.sleep_buffers == "auto"
+    cfg["resources"] = {"placement": "colocated", "gpus_per_replica": 1}
+    colocated = GenRMEnvironmentImpl(cfg, judge=judges["1"])
+    assert colocated._judge_config().dtensor.sleep_buffers == "at_load"
+    judges["1"].wake()
+    cfg["judge"]["dtensor"] = {"sleep_buffers": "at_first_sleep"}  # a user's explicit choice wins
+    assert GenRMEnvironmentImpl(cfg, judge=judges["1"])._judge_config().dtensor.sleep_buffers == "at_first_sleep"
+    judges["1"].wake()
+
+
 def test_bad_config_lists_every_problem(judges):
     cfg = _cfg(judges["1"].config.model_name, reward={"kind": "probability", "dedupe": True})
     with pytest.raises(ConfigError) as err:

@@ -16,6 +16,15 @@ CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
 def _validate_file(path: Path) -> object:
     """Validate one shipped YAML with the loader its entry point uses (picked by file name)."""
     name = path.name
+    if name.endswith("_nemo_rl.yaml"):
+        # For NeMo-RL's own launcher: its `defaults:` live in a NeMo-RL checkout, and the NeMo-RL
+        # suite loads the whole file with NeMo-RL's load_config (test_nemo_rl_config.py). Here:
+        # the GenRM section this package reads validates on its own.
+        from omegaconf import OmegaConf
+
+        from nemo_genrm.config import GenRMConfig
+
+        return validate(GenRMConfig, OmegaConf.to_container(OmegaConf.load(path).env.genrm), prefix="env.genrm")
     if name.startswith("grpo_"):
         from nemo_genrm.grpo.config import load_grpo_config
 
