@@ -100,7 +100,10 @@ def test_colocated_judge_shares_the_policy_gpu_and_sleeps_between_steps(tmp_path
         [
             "grpo.max_num_steps=1",
             "grpo.num_prompts_per_step=2",
+            "grpo.num_generations_per_prompt=4",
+            "grpo.val_at_start=false",  # the first record is then the training step's
             "policy.train_global_batch_size=8",
+            "policy.train_micro_batch_size=8",
             "policy.generation.max_new_tokens=8",
             "cluster.gpus_per_node=1",
             "env.genrm.resources.placement=colocated",
@@ -123,7 +126,9 @@ def test_colocated_judge_shares_the_policy_gpu_and_sleeps_between_steps(tmp_path
     assert summary.last_step == 1
     record = json.loads((tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()[0])
     assert record["genrm/wake_s"] > 0 and record["genrm/sleep_s"] > 0  # woke to score, slept after
-    assert record["genrm/count/judged"] == 8
+    # 2 prompts x 4 samples; the demo policy at temperature 2 may end at once (no answer, not judged).
+    assert record["genrm/count/judged"] + record["genrm/count/no_answer"] == 8
+    assert record["genrm/count/judged"] >= 6
     assert list((tmp_path / "logs" / "wandb").glob("offline-run-*/run-*.wandb"))
     with pytest.raises(ValueError):
         ray_cluster.util.get_placement_group(POLICY_GROUP)  # released at shutdown
