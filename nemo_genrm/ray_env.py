@@ -16,9 +16,12 @@ builds it with :func:`actor_runtime_env`.
 from __future__ import annotations
 
 import copy
+import logging
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def actor_runtime_env(runtime_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -50,3 +53,51 @@ def actor_options(options: Mapping[str, Any] | None = None, **more: Any) -> dict
     merged = {**dict(options or {}), **more}
     merged["runtime_env"] = actor_runtime_env(merged.get("runtime_env"))
     return merged
+
+
+def job_uses_uv_run() -> bool:
+    """Whether Ray's ``uv run`` hook set this job's interpreter (the driver runs under ``uv run``).
+
+    Requires a connected Ray driver.
+    """
+    import ray
+
+    job_env = ray.get_runtime_context().runtime_env or {}
+    return str(job_env.get("py_executable") or "").startswith("uv ")
+
+
+def prepare_job_environment(timeout_s: float) -> None:
+    """Build the job's own worker environment now, for actors this package cannot place itself.
+
+    Ray Serve starts its controller and HTTP proxies with the job's runtime environment (it
+    accepts no interpreter for them). Under ``uv run`` that environment is a virtual environment
+    that the first such worker builds in Ray's copy of the working directory, and Serve gives its
+    proxy a fixed 60 s to start. One no-op task with the job's environment builds it first, with
+    the caller's (configurable) start-up bound; later workers find it built. Nothing happens when
+    the driver does not run under ``uv run``.
+
+    Args:
+        timeout_s: Longest wait for that environment.
+
+    Raises:
+        TimeoutError: It was not ready within ``timeout_s``; the message says what was waited for.
+    """
+    import ray
+
+    if not job_uses_uv_run():
+        return
+    logger.info("preparing Ray's `uv run` worker environment for Ray Serve's own actors (first use builds it)")
+    ref = ray.remote(num_cpus=0)(_ready).remote()
+    try:
+        ray.get(ref, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.cancel(ref, force=True)
+        raise TimeoutError(
+            f"Ray's `uv run` worker environment (used by Ray Serve's controller and proxies when the "
+            f"driver runs under `uv run`) was not ready within {timeout_s:g} s; raise "
+            "serve.startup_timeout_s, or run the driver with the virtual environment's python"
+        ) from None
+
+
+def _ready() -> bool:
+    return True

@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 
 from nemo_genrm.config import ConfigError, JudgeConfig, StrictModel, load_config, validate
 from nemo_genrm.metrics import percentile
-from nemo_genrm.ray_env import actor_options, actor_runtime_env
+from nemo_genrm.ray_env import actor_options, actor_runtime_env, prepare_job_environment
 
 logger = logging.getLogger(__name__)
 
@@ -349,6 +349,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
             "the judge engine runs inside replicas that reserve no GPU, so it runs on CPU: set "
             "serve.num_gpus_per_replica: 1 (or serve.engine_in_replica: false)"
         )
+    prepare_job_environment(cfg.serve.startup_timeout_s)  # Serve's own actors use the job's
     serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
     _check_proxy(cfg.serve)
     metrics = (
