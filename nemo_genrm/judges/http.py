@@ -396,14 +396,15 @@ class HttpJudge(Judge):
         if self._closed:
             raise RuntimeError("HttpJudge was shut down; create a new one")
         sampling = self.config.sampling
-        base = {
-            "model": self.config.model_name,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "seed": sampling.seed,
-            "n": 1,
-            **extra,
-        }
+        base: dict[str, Any] = {"model": self.config.model_name, "temperature": sampling.temperature, "n": 1}
+        # Only what changes the reply is sent: top_p 1.0 is every server's default, and a seed
+        # does nothing in greedy decoding. A greedy request then carries exactly the fields a
+        # reward-bench API request carries (its RewardBench preset relies on that).
+        if sampling.top_p < 1.0:
+            base["top_p"] = sampling.top_p
+        if sampling.temperature > 0:
+            base["seed"] = sampling.seed
+        base.update(extra)
 
         breaker = CallBreaker()
 

@@ -195,13 +195,24 @@ def test_sampling_and_model_are_sent(server, state):
         judge.generate([JudgeRequest(messages=({"role": "user", "content": "hi"},))])
     payload = state.payloads[0]
     assert payload["model"] == "served-judge"
-    assert (payload["temperature"], payload["top_p"], payload["max_tokens"], payload["seed"]) == (
-        0.0,
-        0.9,
-        8,
-        3,
-    )
+    assert (payload["temperature"], payload["top_p"], payload["max_tokens"]) == (0.0, 0.9, 8)
+    assert "seed" not in payload  # greedy: a seed changes nothing, so none is sent
     assert payload["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_greedy_defaults_send_only_what_reward_bench_sends(server, state):
+    # temperature 0 and top_p 1.0: the fields of a reward-bench API request, no top_p, no seed.
+    cfg = JudgeConfig(backend="http", model_name="served-judge", sampling={"max_new_tokens": 8},
+                      http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0})
+    with HttpJudge(cfg) as judge:
+        judge.generate([JudgeRequest(messages=({"role": "user", "content": "hi"},))])
+    cfg = JudgeConfig(backend="http", model_name="served-judge", sampling={"temperature": 0.7, "seed": 5},
+                      http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0})
+    with HttpJudge(cfg) as judge:
+        judge.generate([JudgeRequest(messages=({"role": "user", "content": "hi"},))])
+    greedy, sampled = state.payloads[0], state.payloads[1]
+    assert set(greedy) == {"model", "messages", "temperature", "max_tokens", "n"}
+    assert sampled["seed"] == 5 and sampled["temperature"] == 0.7 and "top_p" not in sampled
 
 
 def test_retries_exhausted_is_a_per_sample_error(server, state):
