@@ -28,7 +28,8 @@ from nemo_genrm.evals.rewardbench2 import (
 )
 from nemo_genrm.evals.rewardbench2_scores import arrangement, best_of_4_score, ties_score
 from nemo_genrm.evals.rewardbench_data import RewardBenchDataError
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats
+from nemo_genrm.judges.base import Generation
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 # Ties ratings, chosen (correct) first: ref:0 [9 | 5 3], tied:0 [8 6 | 7 2], ref:1 [7 | 8 1],
 # tied:1 [9 9 | 4 4].
@@ -60,7 +61,7 @@ def _rows() -> list[dict]:
     return rows
 
 
-class _V2Judge(Judge):
+class _V2Judge(GenerateOnlyJudge):
     """Factuality: names the GOOD response; Focus: no verdict; Ties: the rating hidden in the text."""
 
     def generate(self, batch: Sequence) -> list[Generation]:
@@ -77,15 +78,6 @@ class _V2Judge(Judge):
             else:
                 out.append(Generation("I cannot decide."))
         return out
-
-    def score(self, batch, labels):
-        raise NotImplementedError
-
-    def stats(self) -> JudgeStats:
-        return JudgeStats()
-
-    def reset_stats(self) -> None:
-        pass
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:

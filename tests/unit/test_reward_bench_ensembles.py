@@ -15,7 +15,8 @@ import pytest
 from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
 from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
 from nemo_genrm.evals.rewardbench_data import RewardBenchExample
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats
+from nemo_genrm.judges.base import Generation
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 SUBSETS = ("hep-go", "donotanswer")
 EXAMPLES = [
@@ -35,21 +36,12 @@ def _pick(good: bool) -> Callable[[str], str]:
     return answer
 
 
-class _Judge(Judge):
+class _Judge(GenerateOnlyJudge):
     def __init__(self, answer: Callable[[str], str | None]) -> None:
         self.answer = answer
 
     def generate(self, batch: Sequence) -> list[Generation]:
         return [Generation(self.answer(r.messages[-1]["content"])) for r in batch]
-
-    def score(self, batch, labels):
-        raise NotImplementedError
-
-    def stats(self) -> JudgeStats:
-        return JudgeStats()
-
-    def reset_stats(self) -> None:
-        pass
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:

@@ -32,7 +32,8 @@ from nemo_genrm.evals.rewardbench_scores import (
     RewardBenchScores,
 )
 from nemo_genrm.evals.rewardbench_synthetic import synthetic_examples
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats
+from nemo_genrm.judges.base import Generation
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.verdicts import VerdictParser
 
@@ -56,7 +57,7 @@ def reference_functions(module: str, *names: str) -> dict:
     return namespace
 
 
-class _ScriptedJudge(Judge):
+class _ScriptedJudge(GenerateOnlyJudge):
     """Answers each request with ``answer(request_text)``; ``None`` is a prompt too long."""
 
     def __init__(self, answer) -> None:
@@ -70,15 +71,6 @@ class _ScriptedJudge(Judge):
             text = self.answer("\n".join(m["content"] for m in request.messages))
             out.append(Generation(text) if text is not None else Generation(None, error=PROMPT_TOO_LONG))
         return out
-
-    def score(self, batch, labels):
-        raise NotImplementedError
-
-    def stats(self) -> JudgeStats:
-        return JudgeStats()
-
-    def reset_stats(self) -> None:
-        pass
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:

@@ -36,7 +36,8 @@ from nemo_genrm.evals.rewardbench_scores import (
     section_scores,
 )
 from nemo_genrm.evals.rewardbench_synthetic import synthetic_examples
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
+from nemo_genrm.judges.base import Generation
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 
 # ------------------------------------------------------------------------------ constants
@@ -262,7 +263,7 @@ def test_comparison_errors(tmp_path) -> None:
 
 
 # ----------------------------------------------------------------- evaluator bookkeeping
-class _TextJudge(Judge):
+class _TextJudge(GenerateOnlyJudge):
     """An in-memory judge that answers every request with the same text."""
 
     def __init__(self, text: str) -> None:
@@ -272,15 +273,6 @@ class _TextJudge(Judge):
     def generate(self, batch: Sequence) -> list[Generation]:
         self.calls += 1
         return [Generation(self.text) for _ in batch]
-
-    def score(self, batch: Sequence, labels: Sequence[str]) -> list[LabelScores]:
-        raise NotImplementedError
-
-    def stats(self) -> JudgeStats:
-        return JudgeStats()
-
-    def reset_stats(self) -> None:
-        pass
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:

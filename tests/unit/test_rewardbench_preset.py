@@ -23,7 +23,8 @@ from nemo_genrm.evals.rewardbench_preset import (
     reference_choice,
     reference_rating,
 )
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats
+from nemo_genrm.judges.base import Generation
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 GENERATIVE = '''
 import some_api_sdk_that_is_not_installed  # never imported by the loader
@@ -47,7 +48,7 @@ computed = make_prompt()  # code, not a literal
 '''
 
 
-class _TextJudge(Judge):
+class _TextJudge(GenerateOnlyJudge):
     """An in-memory judge that answers every request with the same text."""
 
     def __init__(self, text: str) -> None:
@@ -55,15 +56,6 @@ class _TextJudge(Judge):
 
     def generate(self, batch):
         return [Generation(self.text) for _ in batch]
-
-    def score(self, batch, labels):
-        raise NotImplementedError
-
-    def stats(self) -> JudgeStats:
-        return JudgeStats()
-
-    def reset_stats(self) -> None:
-        pass
 
 
 @pytest.fixture
