@@ -1,0 +1,57 @@
+"""Shared by the drop-in tests: a stand-in judge whose verdict is a known function of its prompt.
+
+The verdict reads the judge prompt's user message: ``0`` when it holds ``WRONG``, an unparseable
+reply when it holds ``CONFUSE``, an engine error when it holds ``CRASH``, and otherwise ``1``
+when it holds ``RIGHT``, or the parity of its count of ``a`` characters (so a random tiny policy
+gets rewards of both values). The tests compute the expected reward from the same rule.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+
+GENRM_SECTION: dict[str, Any] = {
+    # The stand-in replaces the engine; the section still names one, as a user's config would.
+    "judge": {"backend": "http", "model_name": "stand-in", "http": {"base_url": "http://127.0.0.1:9/v1"}},
+    "resources": {"gpus_per_replica": 0},
+    "coalesce": {"max_wait_ms": 0},
+}
+
+
+def user_text(request: RequestLike) -> str:
+    """The last user message of a judge request."""
+    messages = JudgeRequest.of(request).messages
+    return next(m["content"] for m in reversed(messages) if m["role"] == "user")
+
+
+def verdict_text(prompt_text: str) -> str | None:
+    """The stand-in's reply to a prompt whose user message is ``prompt_text`` (``None``: error)."""
+    if "CRASH" in prompt_text:
+        return None
+    if "CONFUSE" in prompt_text:
+        return "maybe"
+    if "WRONG" in prompt_text:
+        return "0"
+    if "RIGHT" in prompt_text:
+        return "1"
+    return "1" if prompt_text.count("a") % 2 == 0 else "0"
+
+
+class RuleJudge(GenerateOnlyJudge):
+    """The stand-in judge of this module; records every prompt it was shown."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self._lock = threading.Lock()
+
+    def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
+        texts = [user_text(item) for item in batch]
+        with self._lock:
+            self.prompts.extend(texts)
+        replies = [verdict_text(text) for text in texts]
+        return [Generation(reply) if reply is not None else Generation(None, error="stand_in_crash") for reply in replies]
