@@ -1,11 +1,12 @@
 """GenRMReward inside TRL's real GRPOTrainer: a tiny policy trains a few steps on CPU.
 
+The call shapes alone are checked in test_dropin_core.py, without TRL.
+
 Runs where TRL is installed (CI: the environment ci/dropins/ builds); skipped elsewhere.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pytest
@@ -31,33 +32,6 @@ class Recording(GenRMReward):
         out = await super().__call__(prompts, completions, completion_ids, **kwargs)
         self.calls.append((list(prompts), list(completions), out))
         return out
-
-
-def test_reward_follows_trl_call_shapes():
-    """Chat prompts and completions as TRL passes them; None exactly where the judge failed."""
-    judge = RuleJudge()
-    reward = GenRMReward(GENRM_SECTION, judge=judge, reference_column="solution")
-    prompts = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+2?"}]] * 5
-    completions = [[{"role": "assistant", "content": f"Answer: {word}"}] for word in ("RIGHT", "WRONG", "CONFUSE", "CRASH", "")]
-    metrics, extra = {}, {}
-    rewards = asyncio.run(
-        reward(
-            prompts=prompts,
-            completions=completions,
-            completion_ids=[[1, 2]] * 5,
-            solution=["4"] * 5,
-            trainer_state=None,
-            log_metric=lambda name, value: metrics.setdefault(name, value),
-            log_extra=lambda column, values: extra.setdefault(column, values),
-        )
-    )
-    assert rewards == [1.0, 0.0, None, None, 0.0]
-    assert extra["genrm_reason"] == ["judged", "judged", "parse_failure", "judge_error", "no_answer"]
-    assert metrics["genrm/parse_failure_rate"] > 0 and metrics["genrm/num_samples"] == 5.0
-    assert all("What is 2+2?" in p and "be brief" not in p for p in judge.prompts)  # the user turn is the question
-
-    with pytest.raises(KeyError, match="ground_truth"):
-        asyncio.run(GenRMReward(GENRM_SECTION, judge=judge)(prompts=["q"], completions=["a"], completion_ids=[[1]]))
 
 
 def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
