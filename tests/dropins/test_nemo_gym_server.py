@@ -129,3 +129,23 @@ def test_config_must_name_the_judge():
             config=GenRMResourcesServerConfig(host="127.0.0.1", port=0, entrypoint="app.py", name="x"),
             server_client=MagicMock(spec=ServerClient),
         )
+
+
+def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
+    """The same server with this package's DTensor engine: a tiny judge whose weights answer 1."""
+    from nemo_genrm.testing import cached_tiny_judge
+
+    genrm = {
+        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)),
+                  "precision": "float32", "max_model_len": 1024},
+        "resources": {"gpus_per_replica": 0, "cpus_per_replica": 1.0},
+    }  # fmt: skip
+    server = _server(genrm)
+    try:
+        with _Served(server) as served, httpx.Client(base_url=served.url, timeout=300) as client:
+            judged = client.post("/verify", json=_request("Answer: 5")).json()
+            empty = client.post("/verify", json=_request("")).json()
+    finally:
+        server.shutdown_judge()
+    assert (judged["reward"], judged["verdict"], judged["mask_sample"], judged["genrm_reason"]) == (1.0, 1, False, "judged")
+    assert (empty["reward"], empty["failure_kind"], empty["genrm_reason"]) == (0.0, "genrm:no_answer", "no_answer")
