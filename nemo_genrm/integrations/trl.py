@@ -4,8 +4,9 @@ TRL (1.16) calls each reward function with ``prompts``, ``completions`` and ``co
 (one entry per completion), every dataset column other than ``prompt`` as a list of the same
 length, and its own keyword arguments (``trainer_state``, ``log_extra``, ``log_metric``, and
 ``environments`` when set). An ``async`` ``__call__`` is awaited on the trainer's event loop,
-next to its other async reward functions. A ``None`` reward becomes NaN, which TRL leaves out
-of the group's reward (and warns when every reward function gave ``None`` for a sample).
+next to its other async reward functions. A ``None`` reward becomes NaN: a completion that every
+reward function left ``None`` is kept out of its group's baseline and gets advantage 0 (TRL
+warns about it); next to other reward functions a ``None`` adds nothing to the sum.
 
 :class:`GenRMReward` returns the judge's reward per completion, or ``None`` where the judge
 failed (no verdict in its reply, or the engine failed): a broken judge is not a wrong answer.
