@@ -9,17 +9,7 @@ cd "$(dirname "$0")/../.."
 venv="$1"
 src="$(cd "$2" && pwd)"
 
-find_python313() {
-    local candidate
-    for candidate in python3.13 "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/3.13"*/bin/python3.13; do
-        if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 \
-            && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then
-            command -v "$candidate"
-            return 0
-        fi
-    done
-    return 1
-}
+source ci/python313.sh
 
 if ! python313="$(find_python313)"; then
     echo "no Python 3.13 interpreter found (PATH or pyenv); NeMo-RL needs >= 3.13" >&2

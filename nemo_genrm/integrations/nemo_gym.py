@@ -1,0 +1,158 @@
+"""A NeMo Gym resources server whose ``/verify`` is this package's judge.
+
+:class:`GenRMResourcesServer` is a ``SimpleResourcesServer`` (NeMo Gym 0.7): Gym's agents post
+the policy's Responses-API output with the task's ``expected_answer`` to ``/verify``, and the
+server answers with ``reward`` and Gym's failure fields. The judge is any engine of this package
+(``dtensor``, ``vllm``, or ``http`` for the judge service of :mod:`nemo_genrm.serve`), built
+from the ``genrm`` key of the server's Gym config (the ``env.genrm`` section) or from the YAML
+file named by ``genrm_config_path``.
+
+A failed judge is not a wrong answer: a reply with no verdict (``judge_unparseable``), an
+engine failure (``judge_failed``) and a task with no reference (``verifier_error``) come back
+with ``mask_sample: true``. An answer that cannot be judged (none found, or past the length cap)
+is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
+``genrm:too_long``.
+
+Out of tree: a Gym config folder needs only an ``app.py`` that runs :func:`main` (see
+docs/integrations.md); ``python -m nemo_genrm.integrations.nemo_gym`` does the same.
+
+Importing this module imports NeMo Gym; nothing else in the package does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from pydantic import Field, PrivateAttr
+
+from nemo_genrm.env_types import JUDGE_ERROR, MISSING_GROUND_TRUTH, NO_ANSWER, PARSE_FAILURE, TOO_LONG
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GenRMResourcesServer", "GenRMResourcesServerConfig", "GenRMVerifyRequest", "GenRMVerifyResponse", "main"]
+
+# reason -> (failure_kind, mask_sample, failure_reason); ``judged`` has none.
+_FAILURES: dict[str, tuple[str, bool, str]] = {
+    PARSE_FAILURE: ("judge_unparseable", True, "the judge replied without a verdict"),
+    JUDGE_ERROR: ("judge_failed", True, "the judge engine failed"),
+    MISSING_GROUND_TRUTH: ("verifier_error", True, "the task has no expected_answer"),
+    NO_ANSWER: ("genrm:no_answer", False, "the response holds no answer to judge"),
+    TOO_LONG: ("genrm:too_long", False, "the answer is past the length cap, or its prompt does not fit the judge"),
+}
+
+
+class GenRMResourcesServerConfig(BaseResourcesServerConfig):
+    """The server's Gym config: Gym's own keys plus the judge's.
+
+    Attributes:
+        genrm: The ``env.genrm`` section (judge, prompt, verdict, reward, ...).
+        genrm_config_path: A YAML file with the section instead (``env.genrm`` inside, or the
+            section alone); used when ``genrm`` is not set.
+    """
+
+    genrm: dict[str, Any] | None = None
+    genrm_config_path: str | None = None
+
+
+class GenRMVerifyRequest(BaseVerifyRequest):
+    """A verify request: Gym's fields plus the task's reference answer (and, optionally, question)."""
+
+    expected_answer: str | None = None
+    question: str | None = Field(None, description="The raw question; else the last user message of the input.")
+
+
+class GenRMVerifyResponse(BaseVerifyResponse):
+    """The verify response: Gym's fields plus the judge's own."""
+
+    expected_answer: str | None = None
+    verdict: int | None = None
+    genrm_reason: str
+    extracted_answer: str | None = None
+
+
+def _text_parts(content: Any, kinds: tuple[str, ...]) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or []:
+        part_type = part.get("type") if isinstance(part, dict) else getattr(part, "type", None)
+        text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+        if part_type in kinds and isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)
+
+
+def response_text(body: BaseVerifyRequest) -> str:
+    """The text of the response's last assistant message (reasoning and tool calls left out)."""
+    for item in reversed(body.response.output):
+        if getattr(item, "type", None) == "message" and getattr(item, "role", None) == "assistant":
+            return _text_parts(item.content, ("output_text",))
+    return ""
+
+
+def question_text(body: BaseVerifyRequest) -> str | None:
+    """The last user message of the request's input (a plain string input is the question)."""
+    given = body.responses_create_params.input
+    if isinstance(given, str):
+        return given
+    for message in reversed(list(given or [])):
+        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+        if role == "user":
+            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+            return _text_parts(content, ("input_text", "text"))
+    return None
+
+
+def failure_fields(judgement: Judgement) -> dict[str, Any]:
+    """``reward``, ``mask_sample``, ``failure_kind`` and ``failure_reason`` for one judgement."""
+    kind, masked, reason = _FAILURES.get(judgement.reason, (None, False, None))
+    return {"reward": judgement.reward, "mask_sample": masked, "failure_kind": kind, "failure_reason": reason}
+
+
+class GenRMResourcesServer(SimpleResourcesServer):
+    """NeMo Gym resources server that verifies with this package's judge (see the module docstring)."""
+
+    config: GenRMResourcesServerConfig
+    _reward: JudgeReward | None = PrivateAttr(None)
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        cfg = self.config
+        if cfg.genrm is None and cfg.genrm_config_path is None:
+            raise ValueError(f"resources server {cfg.name!r}: set genrm (the env.genrm section) or genrm_config_path")
+        self._reward = JudgeReward(cfg.genrm if cfg.genrm is not None else cfg.genrm_config_path)
+
+    async def verify(self, body: GenRMVerifyRequest) -> GenRMVerifyResponse:
+        """Judge the response against ``expected_answer``; concurrent requests share judge batches."""
+        question = body.question or question_text(body)
+        (judgement,) = await self._reward.ajudge([response_text(body)], [body.expected_answer], [question])
+        return GenRMVerifyResponse(
+            **body.model_dump(exclude={"expected_answer", "question"}),
+            **failure_fields(judgement),
+            expected_answer=body.expected_answer,
+            verdict=judgement.verdict,
+            genrm_reason=judgement.reason,
+            extracted_answer=judgement.answer,
+        )
+
+    def shutdown_judge(self) -> None:
+        """Free the judge engine; safe to call twice."""
+        if self._reward is not None:
+            self._reward.close()
+
+
+def main() -> None:
+    """Run the server the way NeMo Gym starts a resources server (its global config names it)."""
+    GenRMResourcesServer.run_webserver()
+
+
+if __name__ == "__main__":
+    main()

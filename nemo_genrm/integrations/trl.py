@@ -1,0 +1,136 @@
+"""A judge reward for TRL's ``GRPOTrainer(reward_funcs=[...])``.
+
+TRL (1.16) calls each reward function with ``prompts``, ``completions`` and ``completion_ids``
+(one entry per completion), every dataset column other than ``prompt`` as a list of the same
+length, and its own keyword arguments (``trainer_state``, ``log_extra``, ``log_metric``, and
+``environments`` when set). An ``async`` ``__call__`` is awaited on the trainer's event loop,
+next to its other async reward functions. A ``None`` reward becomes NaN: a completion that every
+reward function left ``None`` is kept out of its group's baseline and gets advantage 0 (TRL
+warns about it); next to other reward functions a ``None`` adds nothing to the sum.
+
+:class:`GenRMReward` returns the judge's reward per completion, or ``None`` where the judge
+failed (no verdict in its reply, or the engine failed): a broken judge is not a wrong answer.
+An answer that cannot be judged (empty, past the length cap, no reference) gets 0.0, as in
+every other entry point of this package. Nothing here imports TRL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.judges.base import Judge
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GenRMReward"]
+
+
+def _text(item: Any) -> str:
+    """A prompt or completion as text: a plain string, or the content of its last message."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Sequence) and item and isinstance(item[-1], dict):
+        content = item[-1].get("content")
+        if isinstance(content, list):  # content blocks: keep the text parts
+            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return content if isinstance(content, str) else ""
+    return ""
+
+
+def _question(prompt: Any) -> str:
+    """The question a prompt asks: the last user message of a chat prompt, or the prompt text."""
+    if isinstance(prompt, Sequence) and not isinstance(prompt, str):
+        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return _text(users[-1:]) if users else _text(prompt)
+    return _text(prompt)
+
+
+class GenRMReward:
+    """An async TRL reward function: the judge's verdict on each completion.
+
+    Args:
+        config: The ``env.genrm`` section, a whole run config, or a YAML path (see
+            :func:`nemo_genrm.integrations.judge_reward.genrm_section`).
+        reference_column: The dataset column holding the reference answer.
+        question_column: A dataset column holding the raw question; when ``None`` (or
+            absent from the batch) the question is the prompt's last user message.
+        judge: A ready judge to use instead of building one from ``config``.
+        overrides: Overrides for a YAML ``config``.
+        name: The name TRL logs this reward under (``rewards/<name>/mean``).
+
+    Raises:
+        ConfigError: Every problem with the config, at once.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        *,
+        reference_column: str = "ground_truth",
+        question_column: str | None = None,
+        judge: Judge | None = None,
+        overrides: Sequence[str] = (),
+        name: str = "genrm",
+    ) -> None:
+        self.reference_column = reference_column
+        self.question_column = question_column
+        self.__name__ = name  # TRL names a reward function by its __name__
+        self._reward = JudgeReward(config, judge=judge, overrides=overrides)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, *overrides: str, **kwargs: Any) -> GenRMReward:
+        """Build from a YAML file (``env.genrm`` inside, or the section alone) and overrides."""
+        return cls(path, overrides=overrides, **kwargs)
+
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """Judge every completion against its reference.
+
+        Args:
+            prompts: One prompt per completion (text, or chat messages).
+            completions: The completions (text, or a list holding the assistant message).
+            completion_ids: Token ids per completion (not used: the judge reads the text).
+            **kwargs: The dataset's columns (the reference column is required) and TRL's own
+                keyword arguments; ``log_metric`` and ``log_extra`` are used when given.
+
+        Returns:
+            One reward per completion; ``None`` where the judge failed.
+
+        Raises:
+            KeyError: The batch has no reference column.
+        """
+        if self.reference_column not in kwargs:
+            columns = sorted(k for k in kwargs if k not in {"trainer_state", "log_extra", "log_metric", "environments"})
+            raise KeyError(
+                f"GenRMReward needs the dataset column {self.reference_column!r} (the reference answer); "
+                f"the batch has {columns}. Set reference_column= to the column that holds it."
+            )
+        references = list(kwargs[self.reference_column])
+        if self.question_column is not None and self.question_column in kwargs:
+            questions = [str(q) if q is not None else None for q in kwargs[self.question_column]]
+        else:
+            questions = [_question(p) for p in prompts]
+        judgements = await self._reward.ajudge([_text(c) for c in completions], references, questions)
+        self._log(judgements, kwargs.get("log_metric"), kwargs.get("log_extra"))
+        return [j.reward_or_none for j in judgements]
+
+    def _log(self, judgements: list[Judgement], log_metric: Callable | None, log_extra: Callable | None) -> None:
+        """Send the judge's metrics and each sample's reason to TRL's logs, when TRL offers them."""
+        if log_metric is not None:
+            for key, value in self._reward.metrics().items():
+                log_metric(key, float(value))
+        if log_extra is not None:
+            log_extra(f"{self.__name__}_reason", [j.reason for j in judgements])
+
+    def close(self) -> None:
+        """Free the judge this reward built; safe to call twice."""
+        self._reward.close()

@@ -1,0 +1,93 @@
+"""The drop-ins' own logic, without their frameworks: runs in the main suite.
+
+The call shapes are those TRL and verl use (see test_trl_reward.py and test_verl_reward.py for
+the same code driven by the frameworks themselves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from dropins_support import GENRM_SECTION, RuleJudge, RuleServer, http_section
+
+from nemo_genrm.config import ConfigError
+from nemo_genrm.integrations import verl as verl_dropin
+from nemo_genrm.integrations.judge_reward import JudgeReward, genrm_section
+from nemo_genrm.integrations.trl import GenRMReward
+
+ANSWERS = ["Answer: RIGHT", "Answer: WRONG", "Answer: CONFUSE", "Answer: CRASH", ""]
+REASONS = ["judged", "judged", "parse_failure", "judge_error", "no_answer"]
+
+
+def test_judge_reward_reasons_and_judge_failures():
+    judge = RuleJudge()
+    with JudgeReward(GENRM_SECTION, judge=judge) as reward:
+        got = reward.judge(ANSWERS + ["Answer: RIGHT"], ["4"] * 5 + [None], ["What is 2+2?"] * 6)
+        metrics = reward.metrics()
+    assert [j.reason for j in got] == REASONS + ["missing_ground_truth"]
+    assert [j.reward_or_none for j in got] == [1.0, 0.0, None, None, 0.0, 0.0]
+    assert [j.judge_failed for j in got] == [False, False, True, True, False, False]
+    assert metrics["genrm/num_samples"] == 6.0 and len(judge.prompts) == 4
+    with pytest.raises(ValueError, match="one of each"):
+        JudgeReward(GENRM_SECTION, judge=judge).judge(["a"], [], None)
+
+
+def test_genrm_section_accepts_a_path_a_run_config_or_the_section(tmp_path):
+    section = http_section("http://127.0.0.1:1/v1")
+    assert genrm_section({"env": {"genrm": section}}) == section
+    assert genrm_section({"genrm": section}) == section
+    assert genrm_section(section) == section
+    path = tmp_path / "run.yaml"
+    path.write_text("env:\n  genrm:\n    judge: {backend: http, model_name: j, http: {base_url: null}}\n")
+    loaded = genrm_section(path, ["env.genrm.judge.model_name=other"])
+    assert loaded["judge"]["model_name"] == "other"
+    with pytest.raises(ConfigError):  # a bad section fails at once, with the config's own message
+        JudgeReward({"judge": {"backend": "http", "model_name": "j", "nope": 1}})
+
+
+def test_trl_reward_follows_trl_call_shapes():
+    """Chat prompts and completions as TRL passes them; None exactly where the judge failed."""
+    judge = RuleJudge()
+    reward = GenRMReward(GENRM_SECTION, judge=judge, reference_column="solution")
+    prompts = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+2?"}]] * 5
+    completions = [[{"role": "assistant", "content": answer}] for answer in ANSWERS]
+    metrics, extra = {}, {}
+    rewards = asyncio.run(
+        reward(
+            prompts=prompts,
+            completions=completions,
+            completion_ids=[[1, 2]] * 5,
+            solution=["4"] * 5,
+            trainer_state=None,
+            log_metric=lambda name, value: metrics.setdefault(name, value),
+            log_extra=lambda column, values: extra.setdefault(column, values),
+        )
+    )
+    assert rewards == [1.0, 0.0, None, None, 0.0]
+    assert extra["genrm_reason"] == REASONS
+    assert metrics["genrm/parse_failure_rate"] > 0 and metrics["genrm/num_samples"] == 5.0
+    assert all("What is 2+2?" in p and "be brief" not in p for p in judge.prompts)  # the user turn is the question
+    assert reward.__name__ == "genrm"
+    with pytest.raises(KeyError, match="ground_truth"):
+        asyncio.run(GenRMReward(GENRM_SECTION, judge=judge)(prompts=["q"], completions=["a"], completion_ids=[[1]]))
+
+
+def test_verl_compute_score_fields_and_router():
+    try:
+        with RuleServer() as server:
+            direct = [
+                asyncio.run(verl_dropin.compute_score("math", a, "4", {"question": "q?"}, genrm_config=http_section(server.base_url)))
+                for a in ANSWERS
+            ]
+            routed = asyncio.run(
+                verl_dropin.compute_score("math", "Answer: RIGHT", 4, None, server.address, None, genrm_config=http_section(None))
+            )
+    finally:
+        verl_dropin.close_shared_rewards()
+    assert [d["score"] for d in direct] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert [d["acc"] for d in direct] == [1.0, 0.0, None, None, 0.0]
+    assert [d["genrm_reason"] for d in direct] == REASONS
+    assert routed["score"] == 1.0  # an integer reference is judged as its text
+    # One judge per distinct config: the five direct calls shared one, the routed call had its own.
+    assert len(server.prompts) == 5

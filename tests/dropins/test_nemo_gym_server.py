@@ -1,0 +1,151 @@
+"""GenRMResourcesServer, NeMo Gym's real SimpleResourcesServer app, answering real /verify posts.
+
+The server is built as Gym's ``run_webserver`` builds it (its config validated from a Gym
+config mapping), served by uvicorn on 127.0.0.1, and its judge is the HTTP engine talking to an
+OpenAI-compatible stand-in. Runs where NeMo Gym is installed (CI: .venv-dropins).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from unittest.mock import MagicMock
+
+import pytest
+
+pytest.importorskip("nemo_gym", reason="needs NeMo Gym (CI installs it in .venv-dropins from ci/dropins/requirements.txt)")
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+from dropins_support import RuleServer, http_section  # noqa: E402
+from nemo_gym.openai_utils import NeMoGymResponse  # noqa: E402
+from nemo_gym.server_utils import ServerClient  # noqa: E402
+
+from nemo_genrm.integrations.nemo_gym import GenRMResourcesServer, GenRMResourcesServerConfig  # noqa: E402
+
+pytestmark = pytest.mark.dropins
+
+
+def _response(text: str | None) -> dict:
+    """A Responses-API output: a reasoning item, then the assistant message (when ``text``)."""
+    output = [{"type": "reasoning", "id": "rs1", "summary": [{"type": "summary_text", "text": "RIGHT, surely"}]}]
+    if text is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": "m1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    response = NeMoGymResponse(
+        id="resp1", created_at=0, model="policy", object="response", output=output,
+        parallel_tool_calls=False, tool_choice="auto", tools=[],
+    )  # fmt: skip
+    return response.model_dump(mode="json")
+
+
+def _request(text: str | None, expected: str | None = "4") -> dict:
+    body = {
+        "responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]},
+        "response": _response(text),
+    }
+    if expected is not None:
+        body["expected_answer"] = expected
+    return body
+
+
+class _Served:
+    """The server's FastAPI app under uvicorn on a free local port."""
+
+    def __init__(self, server: GenRMResourcesServer) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self._uv = uvicorn.Server(uvicorn.Config(server.setup_webserver(), log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(target=self._uv.run, kwargs={"sockets": [sock]}, daemon=True)
+
+    def __enter__(self) -> _Served:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._uv.started:
+            assert time.monotonic() < deadline, "the resources server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._uv.should_exit = True
+        self._thread.join(timeout=10)
+
+
+def _server(genrm: dict) -> GenRMResourcesServer:
+    # As Gym's run_webserver does: the server's config mapping plus its name, validated.
+    config = GenRMResourcesServerConfig.model_validate(
+        {"host": "127.0.0.1", "port": 0, "entrypoint": "app.py", "genrm": genrm, "name": "genrm_judge"}
+    )
+    return GenRMResourcesServer(config=config, server_client=MagicMock(spec=ServerClient))
+
+
+def test_verify_posts_get_rewards_and_failure_fields():
+    cases = {
+        "right": (_request("Answer: RIGHT"), 1.0, False, None, "judged"),
+        "wrong": (_request("Answer: WRONG"), 0.0, False, None, "judged"),
+        "unparseable": (_request("Answer: CONFUSE"), 0.0, True, "judge_unparseable", "parse_failure"),
+        "crash": (_request("Answer: CRASH"), 0.0, True, "judge_failed", "judge_error"),
+        "no message": (_request(None), 0.0, False, "genrm:no_answer", "no_answer"),
+        "no reference": (_request("Answer: RIGHT", expected=None), 0.0, True, "verifier_error", "missing_ground_truth"),
+    }
+    with RuleServer() as judge_server:
+        server = _server(http_section(judge_server.base_url))
+        try:
+            with _Served(server) as served:
+
+                async def post_all():
+                    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+                        return await asyncio.gather(*(client.post("/verify", json=c[0]) for c in cases.values()))
+
+                replies = asyncio.run(post_all())
+        finally:
+            server.shutdown_judge()
+    for (name, (_, reward, masked, kind, reason)), reply in zip(cases.items(), replies, strict=True):
+        assert reply.status_code == 200, (name, reply.text)
+        got = reply.json()
+        assert (got["reward"], got["mask_sample"], got["failure_kind"], got["genrm_reason"]) == (
+            reward, masked, kind, reason
+        ), name  # fmt: skip
+        assert (got["failure_reason"] is None) == (kind is None), name
+        assert got["response"]["id"] == "resp1"  # the request's fields come back, as Gym's servers do
+    # The judge saw the answer, never the reasoning item; the question came from the input.
+    assert judge_server.prompts and all("surely" not in p and "What is 2+2?" in p for p in judge_server.prompts)
+    assert len(judge_server.prompts) == 4  # no message and no reference: nothing sent to the judge
+
+
+def test_config_must_name_the_judge():
+    with pytest.raises(ValueError, match="genrm"):
+        GenRMResourcesServer(
+            config=GenRMResourcesServerConfig(host="127.0.0.1", port=0, entrypoint="app.py", name="x"),
+            server_client=MagicMock(spec=ServerClient),
+        )
+
+
+def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
+    """The same server with this package's DTensor engine: a tiny judge whose weights answer 1."""
+    from nemo_genrm.testing import cached_tiny_judge
+
+    genrm = {
+        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)),
+                  "precision": "float32", "max_model_len": 1024},
+        "resources": {"gpus_per_replica": 0, "cpus_per_replica": 1.0},
+    }  # fmt: skip
+    server = _server(genrm)
+    try:
+        with _Served(server) as served, httpx.Client(base_url=served.url, timeout=300) as client:
+            judged = client.post("/verify", json=_request("Answer: 5")).json()
+            empty = client.post("/verify", json=_request("")).json()
+    finally:
+        server.shutdown_judge()
+    assert (judged["reward"], judged["verdict"], judged["mask_sample"], judged["genrm_reason"]) == (1.0, 1, False, "judged")
+    assert (empty["reward"], empty["failure_kind"], empty["genrm_reason"]) == (0.0, "genrm:no_answer", "no_answer")
