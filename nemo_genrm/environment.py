@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ from nemo_genrm.env_types import (
 )
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
+from nemo_genrm.modes import Counters, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
@@ -106,6 +107,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             ``resources.colocate_with``).
         policy_gpu_fraction: Colocated only: share of each GPU the policy holds, when known,
             to check that the fractions add up to at most 1.
+        judges: Ready judges voting with ``judge`` instead of starting ``reward.judges`` (one per
+            entry, in order; not shut down here).
 
     Raises:
         ConfigError: Every problem with the config or the resource layout, at once.
@@ -118,6 +121,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judge: Judge | None = None,
         placement_group: Any = None,
         policy_gpu_fraction: float | None = None,
+        judges: Sequence[Judge] | None = None,
     ) -> None:
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
         self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
@@ -130,10 +134,17 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         if judge is None:
             judge = self._start_judge(placement_group, policy_gpu_fraction)
         self._judge: Judge | None = judge
+        self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
+        self._owned_members: list[tuple[Judge, JudgeResources]] = []
         try:
+            if judges is None:
+                self._start_members()
             special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
                 self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+            self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
+            if self._mode is not None:
+                self._needs_reference = self._mode.needs_reference and self._needs_reference
             if self._colocated:
                 judge.sleep()  # free the device for the policy until the first step
         except BaseException:
@@ -143,10 +154,14 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._last = StepTally()
         self._since_global = StepTally()
         self._metrics_lock = threading.Lock()
+        wait_ms, ready = self.cfg.coalesce.max_wait_ms, None
+        pairwise = self.cfg.reward.pairwise_group
+        if self.cfg.reward.mode == "pairwise_group" and pairwise.group_size is not None:
+            # Responses delivered one by one: wait for the groups to fill, not longer.
+            wait_ms = max(wait_ms, pairwise.group_wait_ms)
+            ready = self._groups_complete
         self._coalescer: Coalescer[_StepCall, EnvironmentReturn] = Coalescer(
-            self._run_calls,
-            max_wait_s=self.cfg.coalesce.max_wait_ms / 1000.0,
-            max_items=self.cfg.coalesce.max_samples,
+            self._run_calls, max_wait_s=wait_ms / 1000.0, max_items=self.cfg.coalesce.max_samples, ready=ready
         )
 
     def _judge_config(self) -> JudgeConfig:
@@ -171,6 +186,21 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         except BaseException:
             self._resources.release()
             raise
+
+    def _start_members(self) -> None:
+        """Start the further voting judges of ``reward.judges``, each on resources of its own."""
+        from nemo_genrm.judges import create_judge
+
+        for member in self.cfg.reward.judges:
+            cfg = self.cfg.model_copy(update={"judge": member})
+            resources = acquire_resources(cfg)
+            try:
+                judge = create_judge(member, resources.placement, fault_tolerance=self.cfg.fault_tolerance)
+            except BaseException:
+                resources.release()
+                raise
+            self._members.append(judge)
+            self._owned_members.append((judge, resources))
 
     # ------------------------------------------------------------------------------ step
     def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
@@ -206,6 +236,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
+        if self._mode is not None:
+            return self._run_mode_calls(calls)
         engine = StepTally()
         per_call = self._judge_calls(calls, engine)
         results: list[EnvironmentReturn | BaseException] = []
@@ -226,6 +258,58 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             self._since_global.add(batch)
         logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), engine.judge_prompts)
         return results
+
+    def _run_mode_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
+        """:meth:`_run_calls` for a reward mode (:mod:`nemo_genrm.modes`): the mode judges the
+        samples of all calls together (a GRPO group may span calls); an engine failure gives
+        the prompts it held ``judge_error``, in every call that shared them."""
+        assert self._mode is not None
+        batch = StepTally()
+        samples = [s for call in calls for s in call.samples]
+        metas = [m for call in calls for m in call.metas]
+        counters = Counters()
+        results = self._mode.judge(samples, metas, self._asker(batch), counters)
+        batch.modes.update(counters)
+        out: list[EnvironmentReturn | BaseException] = []
+        offset = 0
+        for call in calls:
+            size = len(call.samples)
+            tally = StepTally(steps=1, samples=size)
+            try:
+                out.append(assemble(
+                    call.samples, results[offset : offset + size], call.metas, tally,
+                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                ))  # fmt: skip
+            except Exception as exc:  # this caller's own failure; the others keep their results
+                logger.exception("could not assemble the results of one step call")
+                out.append(exc)
+            else:
+                tally.step_time_s = time.perf_counter() - call.start
+                batch.add(tally)
+            offset += size
+        with self._metrics_lock:
+            self._last = batch
+            self._since_global.add(batch)
+        return out
+
+    def _groups_complete(self, calls: list[_StepCall]) -> bool:
+        """Coalescing may close a pairwise judge call early: every group in it is complete."""
+        assert self._mode is not None
+        return self._mode.batch_ready([s for c in calls for s in c.samples], [m for c in calls for m in c.metas])
+
+    def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
+        """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
+        judges = [self._require_judge(), *self._members]
+        verdict_from = [self.cfg.judge.verdict_from] + [j.verdict_from for j in self.cfg.reward.judges]
+
+        def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
+            def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
+                return read_replies(judge, batch, reader, verdict_from[member])
+
+            votes = self._judge_all(requests, tally, judge=judges[member], call=call)
+            return [Vote(v.reason) if isinstance(v, JudgeOutcome) else v for v in votes]
+
+        return ask
 
     def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[JudgeOutcome]]:
         """Per call, per sample, the judge's outcome; dedup runs across calls.
@@ -273,15 +357,25 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             requests.append(JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None))
         return slot, requests
 
-    def _judge_all(self, requests: list[JudgeRequest], tally: StepTally, *, isolate: bool = False) -> list[JudgeOutcome]:
+    def _judge_all(
+        self,
+        requests: list[JudgeRequest],
+        tally: StepTally,
+        *,
+        isolate: bool = False,
+        judge: Judge | None = None,
+        call: Callable[[Judge, list[JudgeRequest]], list[Any]] | None = None,
+    ) -> list[Any]:
         """One batched judge call; one outcome per request, whatever happens.
 
         With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
-        caller retries per step call) instead of giving every request ``judge_error``.
+        caller retries per step call) instead of giving every request ``judge_error``. ``judge``
+        and ``call`` (judge, requests -> outcomes) default to the judge and :meth:`_call`.
         """
         if not requests:
             return []
-        judge = self._require_judge()
+        judge = judge or self._require_judge()
+        call = call or self._call
         before = safe_stats(judge)
         try:
             if self._colocated:
@@ -290,7 +384,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 tally.wake_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             try:
-                outcomes = self._call(judge, requests)
+                outcomes = call(judge, requests)
             finally:
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
@@ -447,12 +541,18 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     def shutdown(self) -> None:
         """Stop the judge's workers and remove its placement groups; safe to call twice."""
         judge, self._judge = self._judge, None
+        owned, self._owned_members = getattr(self, "_owned_members", []), []
         try:
             if judge is not None and self._owns_judge:
                 judge.shutdown()
         finally:
             if self._resources is not None:
                 self._resources.release()
+            for member, resources in owned:
+                try:
+                    member.shutdown()
+                finally:
+                    resources.release()
 
     def _require_judge(self) -> Judge:
         if self._judge is None:
