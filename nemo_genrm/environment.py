@@ -124,6 +124,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judges: Sequence[Judge] | None = None,
     ) -> None:
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
+        if judges is not None and len(judges) != len(self.cfg.reward.judges):
+            raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
         self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
         self._parser = VerdictParser.from_config(self.cfg.verdict)
         self._needs_reference = "reference" in self._builder.template.fields
