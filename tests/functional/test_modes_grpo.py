@@ -1,0 +1,57 @@
+"""The built-in GRPO driver with ``reward.mode: pairwise_group``: groups judged pairwise end to end.
+
+The driver (policy and environment as Ray actors) trains one step with a judge that always picks
+the first response shown: each pair is judged in both orders, the orders disagree, every pair is
+a draw and every judged response earns exactly 1/2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, tiny_cache_dir):
+    from nemo_genrm.grpo.config import load_grpo_config
+    from nemo_genrm.grpo.runner import build_run
+
+    cfg = load_grpo_config(
+        ROOT / "examples" / "configs" / "grpo_genrm_tiny.yaml",
+        [
+            "grpo.max_num_steps=1",
+            "grpo.num_prompts_per_step=2",
+            "grpo.num_generations_per_prompt=4",
+            "grpo.val_at_start=false",
+            "policy.train_global_batch_size=8",
+            "policy.train_micro_batch_size=8",
+            "policy.generation.max_new_tokens=8",
+            "env.genrm.reward.mode=pairwise_group",
+            "env.genrm.reward.pairwise_group.group_size=4",
+            "env.genrm.judge.sampling.max_new_tokens=8",
+            "checkpointing.enabled=false",
+            f"logger.log_dir={tmp_path / 'logs'}",
+            "logger.tensorboard_enabled=false",
+        ],
+    )
+    cfg.env.genrm.judge.model_name = "tiny://fixed/[[A]]"
+    run = build_run(cfg)
+    try:
+        summary = run.trainer.fit()
+    finally:
+        run.shutdown()
+    assert summary.last_step == 1
+    record = json.loads((tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()[0])
+    counted = record["genrm/count/judged"] + record["genrm/count/no_answer"] + record["genrm/count/incomplete_group"]
+    assert counted == 8
+    assert record["genrm/count/judged"] >= 2
+    assert record["genrm/mean_reward"] == pytest.approx(0.5)
+    assert record["genrm/pairwise/groups"] >= 1
+    if record["genrm/pairwise/pairs"]:  # distinct answers met: both orders, and they disagreed
+        assert record["genrm/pairwise/order_disagreement_rate"] == 1.0
+        assert record["genrm/judge_prompts"] <= 2 * record["genrm/pairwise/pairs"]
+    assert record["genrm/judge_prompts"] == 2 * (record["genrm/pairwise/pairs"] - record["genrm/pairwise/failed_pairs"]) or record["genrm/pairwise/failed_pairs"] == 0
