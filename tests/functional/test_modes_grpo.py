@@ -2,7 +2,8 @@
 
 The driver (policy and environment as Ray actors) trains one step with a judge that always picks
 the first response shown: each pair is judged in both orders, the orders disagree, every pair is
-a draw and every judged response earns exactly 1/2.
+a draw and every judged response earns exactly 1/2. ``group_size`` makes the environment wait for
+each group; the built-in driver sends a step's whole batch at once, so nothing waits.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
     counted = record["genrm/count/judged"] + record["genrm/count/no_answer"] + record["genrm/count/incomplete_group"]
     assert counted == 8
     assert record["genrm/count/judged"] >= 2
-    assert record["genrm/mean_reward"] == pytest.approx(0.5)
+    # Judged responses earn 1/2; responses without an answer count 0; lone ones are masked.
+    judged, unanswered = record["genrm/count/judged"], record["genrm/count/no_answer"]
+    assert record["genrm/mean_reward"] == pytest.approx(0.5 * judged / (judged + unanswered))
     assert record["genrm/pairwise/groups"] >= 1
     if record["genrm/pairwise/pairs"]:  # distinct answers met: both orders, and they disagreed
         assert record["genrm/pairwise/order_disagreement_rate"] == 1.0
         assert record["genrm/judge_prompts"] <= 2 * record["genrm/pairwise/pairs"]
-    assert record["genrm/judge_prompts"] == 2 * (record["genrm/pairwise/pairs"] - record["genrm/pairwise/failed_pairs"]) or record["genrm/pairwise/failed_pairs"] == 0
