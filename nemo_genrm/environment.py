@@ -16,6 +16,10 @@ the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
 5. returns to each caller NeMo-RL's ``EnvironmentReturn`` with one reward per sample of its own
    call, in its input order.
 
+That is ``reward.mode: reference``; the pairwise-group and rubric modes, and the votes and swap
+options, build their own judge prompts and rewards in :mod:`nemo_genrm.modes` (steps 3-4),
+through the same batched judge call.
+
 A caller's bad input raises in that caller only; when a judge call shared by several step calls
 raises, each call is judged again on its own, so one caller's samples never change another's
 rewards.
