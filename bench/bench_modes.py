@@ -17,7 +17,7 @@ The environment runs in process on the real dtensor engine with tiny fixed-verdi
 environment's own overhead; prompts are counted at the engine.
 
     uv run python bench/bench_modes.py
-    uv run python bench/bench_modes.py --prompts 8 --repeats 5
+    uv run python bench/bench_modes.py --prompts 8 --repeats 7
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ RUBRIC = ["states a final answer", "shows the working", {"criterion": "the answe
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=4, help="questions per GRPO step")
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps per mode and group size")
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps per mode and group size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="result file (default bench/results/modes.json)")
     return parser.parse_args()
@@ -65,7 +65,9 @@ def _batch(prompts: int, group: int, rng: random.Random) -> tuple[list, list]:
     for q in range(prompts):
         truth = q * 7
         for _ in range(group):
-            answer = truth + rng.choice([0, 0, 0, 1, -1, 2, 3, 5, 8, 13])
+            # Right 40% of the time, else one of many wrong answers: groups of 16 hold about 10
+            # distinct answers, past all_pairs_up_to, as a policy early in training gives them.
+            answer = truth if rng.random() < 0.4 else truth + rng.randint(1, 60)
             logs.append([
                 {"role": "user", "content": f"Question {q}: what is 7 times {q}?"},
                 {"role": "assistant", "content": f"Seven times {q} gives {answer}. Answer: {answer}"},

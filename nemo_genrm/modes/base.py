@@ -189,11 +189,6 @@ def neutraliser(prompt_cfg: Any, verdict_cfg: Any, special_tokens: Iterable[str]
     return lambda text: neutralise(text, **options) if text else text
 
 
-def shown(sample: PreparedSample) -> str:
-    """The response text a mode shows the judge."""
-    return sample.answer or ""
-
-
 __all__ = [
     "Ask",
     "Counters",

@@ -53,12 +53,13 @@ class ReferenceMode(Mode):
         self._dedup, self._probability = dedup, probability
 
     def _requests(self, sample: PreparedSample) -> list[JudgeRequest]:
-        prompt = self._builder.build(question=sample.question, reference=sample.reference, candidate=sample.answer or "")
+        question, reference = sample.question, sample.reference
+        prompt = self._builder.build(question=question, reference=reference, candidate=sample.answer or "")
         requests = [JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None)]
         if self._swap:
             # The answer as placed (neutralised) goes in the reference slot; it stays the part
             # an engine may shorten.
-            swapped = self._builder.build(question=sample.question, reference=prompt.candidate, candidate=sample.reference)
+            swapped = self._builder.build(question=question, reference=prompt.candidate, candidate=reference)
             requests.append(JudgeRequest(swapped.messages, shrinkable=prompt.candidate or None))
         return requests
 

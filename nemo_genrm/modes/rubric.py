@@ -102,7 +102,8 @@ def load_rubric_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: cannot read it: {err}") from err
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must map each question (or '*') to a list of items")
-    problems = [f"{where}: items of {k!r} are not a list of criteria" for k, v in data.items() if parse_items(v) is None]
+    bad = [key for key, value in data.items() if parse_items(value) is None]
+    problems = [f"{where}: items of {key!r} are not a list of criteria" for key in bad]
     if problems:
         raise ConfigError(problems)
     return data

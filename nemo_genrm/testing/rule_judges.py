@@ -103,7 +103,9 @@ class RuleJudge(Judge):
         with self._lock:
             self._stats.generate_calls += 1
             self._stats.prompts_generated += len(texts)
-        return [Generation(None, error="stand_in_failure") if self._failed(t) else Generation(self.rule(t)) for t in texts]
+        return [
+            Generation(None, error="stand_in_failure") if self._failed(t) else Generation(self.rule(t)) for t in texts
+        ]
 
     def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
         texts = self._texts(batch)
