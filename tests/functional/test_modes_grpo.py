@@ -1,4 +1,5 @@
-"""The built-in GRPO driver with ``reward.mode: pairwise_group``: groups judged pairwise end to end.
+"""``reward.mode: pairwise_group`` through Ray: the built-in GRPO driver, and the actor under
+per-sample step calls.
 
 The driver (policy and environment as Ray actors) trains one step with a judge that always picks
 the first response shown: each pair is judged in both orders, the orders disagree, every pair is
@@ -57,3 +58,37 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
     if record["genrm/pairwise/pairs"]:  # distinct answers met: both orders, and they disagreed
         assert record["genrm/pairwise/order_disagreement_rate"] == 1.0
         assert record["genrm/judge_prompts"] <= 2 * record["genrm/pairwise/pairs"]
+
+
+@pytest.mark.slow
+def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_dir):
+    """NeMo-RL's asynchronous rollout calls ``step`` once per sample; the actor judges whole groups."""
+    from nemo_genrm.environment import GenRMEnvironment
+    from nemo_genrm.testing import cached_tiny_judge
+
+    path = str(cached_tiny_judge("[[A]]", cache_dir=tiny_cache_dir))
+    judge = {"model_name": path, "precision": "float32", "max_model_len": 1024}
+    cfg = {
+        "judge": judge,
+        "resources": {"gpus_per_replica": 0},
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4, "group_wait_ms": 20000}},
+    }
+    actor = GenRMEnvironment.remote(cfg)
+    try:
+        calls = [
+            actor.step.remote(
+                [[{"role": "user", "content": f"Question {g}?"}, {"role": "assistant", "content": f"Answer: {g}{i}"}]],
+                [{}],
+            )
+            for i in range(4)
+            for g in range(2)
+        ]
+        results = ray_cluster.get(calls)
+        _, metrics = ray_cluster.get(actor.global_post_process_and_metrics.remote({}))
+    finally:
+        ray_cluster.get(actor.shutdown.remote())
+        ray_cluster.kill(actor)
+    assert [r.rewards.item() for r in results] == [0.5] * 8  # every pair a draw: the orders disagree
+    assert [r.metadata[0]["genrm"]["group_size"] for r in results] == [4] * 8
+    assert metrics["genrm/count/incomplete_group"] == 0 and metrics["genrm/pairwise/incomplete_groups"] == 0
+    assert metrics["genrm/pairwise/groups"] == 2 and metrics["genrm/pairwise/pairs"] == 12
