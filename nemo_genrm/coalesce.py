@@ -12,7 +12,8 @@ runs them together, one batch at a time:
 - an exception raised by ``run_batch`` itself reaches every caller of the batch;
 - a call bigger than ``max_items`` is never split: it runs in a batch of its own;
 - with ``ready``, the leader also stops waiting as soon as ``ready(items)`` holds (e.g. every
-  GRPO group in the batch is complete), so a long window costs only what it must.
+  GRPO group in the batch is complete), so a long window costs only what it must; a full or
+  ready batch takes no further calls.
 
 The class knows nothing of judges; :class:`nemo_genrm.environment.GenRMEnvironmentImpl` uses it
 with one call's prepared samples as the item.
@@ -83,8 +84,11 @@ class Coalescer(Generic[T, R]):
         """
         with self._cond:
             batch = self._open
-            if batch is not None and batch.items and batch.size + size > self._max_items:
-                batch.full = True  # its leader stops waiting; this call opens the next batch
+            if batch is not None and batch.items and (batch.full or batch.size + size > self._max_items):
+                # Its leader stops waiting; this call opens the next batch. A batch that is
+                # ready takes no more calls either: a late call could be the first of a GRPO
+                # group whose other members then land in the next batch.
+                batch.full = True
                 self._cond.notify_all()
                 batch = None
             leader = batch is None

@@ -62,6 +62,8 @@ def cast(
     Returns:
         The ballots.
     """
+    if votes * members > 1:
+        counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
     if not requests:
         return []
     polled: list[list[Vote]] = [[] for _ in requests]

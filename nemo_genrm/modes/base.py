@@ -144,6 +144,11 @@ class Counters(dict):
         """Add ``amount`` to counter ``name``."""
         self[name] = self.get(name, 0.0) + amount
 
+    def declare(self, *names: str) -> None:
+        """Start counters at 0, so a mode's metric keys are there in every step."""
+        for name in names:
+            self.setdefault(name, 0.0)
+
 
 class Mode(abc.ABC):
     """One reward mode: samples in, judge requests out, verdicts back in, results out."""

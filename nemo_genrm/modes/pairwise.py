@@ -133,6 +133,10 @@ class PairwiseGroupMode(Mode):
         self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
     ) -> list[SampleResult]:
         """See :meth:`Mode.judge`."""
+        counters.declare(
+            "pairwise/groups", "pairwise/incomplete_groups", "pairwise/pairs", "pairwise/order_disagreements",
+            "pairwise/failed_pairs", "pairwise/identical_pairs",
+        )  # fmt: skip
         results: list[SampleResult | None] = [
             None if s.reason is None else SampleResult(s.reason) for s in samples
         ]

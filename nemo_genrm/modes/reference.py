@@ -71,6 +71,8 @@ class ReferenceMode(Mode):
         requests: list[JudgeRequest] = []
         seen: dict[tuple[str, str, str], int] = {}
         per_sample = 2 if self._swap else 1
+        if self._swap:
+            counters.declare("swap/pairs", "swap/disagreements")
         for sample in samples:
             if sample.reason is not None:
                 slots.append(None)

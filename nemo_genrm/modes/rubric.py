@@ -147,6 +147,7 @@ class RubricMode(Mode):
         self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
     ) -> list[SampleResult]:
         """See :meth:`Mode.judge`."""
+        counters.declare("rubric/items", "rubric/items_met", "rubric/item_failures")
         requests: list[JudgeRequest] = []
         slots: dict[tuple[str, str, str], int] = {}
         plans: list[list[tuple[Item, int]] | str] = []

@@ -32,8 +32,8 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
             "policy.train_global_batch_size=8",
             "policy.train_micro_batch_size=8",
             "policy.generation.max_new_tokens=8",
-            "env.genrm.reward.mode=pairwise_group",
-            "env.genrm.reward.pairwise_group.group_size=4",
+            "++env.genrm.reward.mode=pairwise_group",
+            "++env.genrm.reward.pairwise_group.group_size=4",
             "env.genrm.judge.sampling.max_new_tokens=8",
             "checkpointing.enabled=false",
             f"logger.log_dir={tmp_path / 'logs'}",
@@ -90,5 +90,5 @@ def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_d
         ray_cluster.kill(actor)
     assert [r.rewards.item() for r in results] == [0.5] * 8  # every pair a draw: the orders disagree
     assert [r.metadata[0]["genrm"]["group_size"] for r in results] == [4] * 8
-    assert metrics["genrm/count/incomplete_group"] == 0 and metrics["genrm/pairwise/incomplete_groups"] == 0
+    assert metrics["genrm/count/incomplete_group"] == 0 and metrics["genrm/pairwise/incomplete_groups"] == 0.0
     assert metrics["genrm/pairwise/groups"] == 2 and metrics["genrm/pairwise/pairs"] == 12
