@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -284,3 +285,22 @@ def test_mode_options_are_checked_together():
         assert needle in text
     with pytest.raises(ConfigError, match="rubric.file"):
         GenRMEnvironmentImpl(_cfg({"mode": "rubric", "rubric": {"file": "/nonexistent.yaml"}}), judge=RuleJudge(keyword_met))
+
+
+def test_coalescer_runs_a_ready_batch_before_its_window_ends():
+    from nemo_genrm.coalesce import Coalescer
+
+    batches: list[list[int]] = []
+
+    def run(items: list[int]) -> list[int]:
+        batches.append(sorted(items))
+        return items
+
+    coalescer = Coalescer(run, max_wait_s=30.0, max_items=100, ready=lambda items: len(items) >= 3)
+    threads = [threading.Thread(target=coalescer.submit, args=(i,)) for i in range(3)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert time.monotonic() - start < 10 and batches == [[0, 1, 2]]
