@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -53,24 +52,21 @@ from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
     PARSE_FAILURE,
-    TOO_LONG,
     EnvironmentInterface,
     EnvironmentReturn,
 )
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
-from nemo_genrm.modes import Counters, Reader, Vote, assemble, build_mode, read_replies
+from nemo_genrm.modes import Counters, Reader, Vote, assemble, binary_reader, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
-from nemo_genrm.verdicts import VerdictParser
 
 logger = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 100
 """Judge calls kept for the latency percentiles."""
 
-_LENGTH_ERRORS = frozenset({"prompt_too_long"})
 
 
 @dataclass(frozen=True)
@@ -131,9 +127,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         if judges is not None and len(judges) != len(self.cfg.reward.judges):
             raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
         self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
-        self._parser = VerdictParser.from_config(self.cfg.verdict)
+        self._reader = binary_reader(self.cfg)
         self._needs_reference = "reference" in self._builder.template.fields
-        self._labels = (self.cfg.verdict.positive, self.cfg.verdict.negative)
         self._colocated = self.cfg.resources.placement == "colocated"
         self._resources: JudgeResources | None = None
         self._owns_judge = judge is None
@@ -424,30 +419,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         tally.sleep_s += time.perf_counter() - t0
 
     def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[JudgeOutcome]:
-        if self.cfg.judge.verdict_from == "logprobs":
-            scores = judge.score(requests, list(self._labels))
-            _check_count(scores, requests)
-            return [self._from_probs(s.probs, s.error) for s in scores]
-        generations = judge.generate(requests)
-        _check_count(generations, requests)
-        return [self._from_text(g.text, g.error) for g in generations]
-
-    def _from_text(self, text: str | None, error: str | None) -> JudgeOutcome:
-        if error is not None or text is None:
-            return JudgeOutcome(_error_reason(error))
-        verdict = self._parser.parse(text)
-        if verdict.value is None:
-            return JudgeOutcome(PARSE_FAILURE)
-        return JudgeOutcome(JUDGED, verdict=int(verdict.value))
-
-    def _from_probs(self, probs: dict[str, float] | None, error: str | None) -> JudgeOutcome:
-        if error is not None or probs is None:
-            return JudgeOutcome(_error_reason(error))
-        positive, negative = (probs.get(label) for label in self._labels)
-        if positive is None or negative is None or math.isnan(positive) or math.isnan(negative):
-            return JudgeOutcome(PARSE_FAILURE)
-        # Binary reward from logprobs is the argmax label; a tie is not a positive verdict.
-        return JudgeOutcome(JUDGED, verdict=int(positive > negative), prob=float(positive))
+        # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
+        # label, and a tie is not a positive verdict.
+        votes = read_replies(judge, requests, self._reader, self.cfg.judge.verdict_from)
+        return [JudgeOutcome(v.reason, None if v.value is None else int(v.value), v.prob) for v in votes]
 
     # -------------------------------------------------------------------------- results
     def _reward(self, outcome: JudgeOutcome) -> float:
@@ -574,16 +549,6 @@ def _is_fatal(exc: BaseException) -> bool:
     ``RuntimeError`` saying "shut down" (there is no dedicated exception type for it).
     """
     return isinstance(exc, ConfigError) or (isinstance(exc, RuntimeError) and "shut down" in str(exc))
-
-
-def _error_reason(error: str | None) -> str:
-    """``too_long`` for a prompt the judge's context cannot hold, else ``judge_error``."""
-    return TOO_LONG if error in _LENGTH_ERRORS else JUDGE_ERROR
-
-
-def _check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
-    if len(results) != len(requests):
-        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")
 
 
 def _observation(outcome: JudgeOutcome, reward: float) -> str:
