@@ -92,3 +92,26 @@ def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_d
     assert [r.metadata[0]["genrm"]["group_size"] for r in results] == [4] * 8
     assert metrics["genrm/count/incomplete_group"] == 0 and metrics["genrm/pairwise/incomplete_groups"] == 0.0
     assert metrics["genrm/pairwise/groups"] == 2 and metrics["genrm/pairwise/pairs"] == 12
+
+
+@pytest.mark.slow
+def test_environment_starts_and_frees_the_judges_of_reward_judges(ray_cluster, tiny_cache_dir):
+    """``reward.judges`` from config: each voting judge started on its own resources, majority verdict."""
+    from nemo_genrm.environment import GenRMEnvironmentImpl
+    from nemo_genrm.testing import cached_tiny_judge
+
+    def judge(text: str) -> dict:
+        path = str(cached_tiny_judge(text, cache_dir=tiny_cache_dir))
+        return {"model_name": path, "precision": "float32", "max_model_len": 1024}
+
+    cfg = {"judge": judge("1"), "resources": {"gpus_per_replica": 0}, "reward": {"judges": [judge("1"), judge("0")]}}
+    env = GenRMEnvironmentImpl(cfg)
+    try:
+        log = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "Answer: 4"}]
+        result = env.step([log], [{"ground_truth": "4"}])
+        metrics = env.last_metrics()
+    finally:
+        env.shutdown()
+    assert result.rewards.tolist() == [1.0]  # "1", "1", "0": the majority says match
+    assert metrics["genrm/votes/agreement"] == pytest.approx(2 / 3)
+    assert result.metadata[0]["genrm"]["agreement"] == pytest.approx(2 / 3)
