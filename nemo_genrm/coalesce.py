@@ -10,7 +10,10 @@ runs them together, one batch at a time:
 - ``run_batch`` gets every call's item in arrival order and returns one result per item: a
   value, or an exception that only that item's caller sees;
 - an exception raised by ``run_batch`` itself reaches every caller of the batch;
-- a call bigger than ``max_items`` is never split: it runs in a batch of its own.
+- a call bigger than ``max_items`` is never split: it runs in a batch of its own;
+- with ``ready``, the leader also stops waiting as soon as ``ready(items)`` holds (e.g. every
+  GRPO group in the batch is complete), so a long window costs only what it must; a full or
+  ready batch takes no further calls.
 
 The class knows nothing of judges; :class:`nemo_genrm.environment.GenRMEnvironmentImpl` uses it
 with one call's prepared samples as the item.
@@ -46,6 +49,7 @@ class Coalescer(Generic[T, R]):
         run_batch: ``items -> one result (or exception) per item``, same order.
         max_wait_s: How long a batch's first call waits for others to join.
         max_items: Size at which a batch stops taking calls (sizes as given to :meth:`submit`).
+        ready: ``items -> bool``: the open batch may run before its window ends.
     """
 
     def __init__(
@@ -54,8 +58,10 @@ class Coalescer(Generic[T, R]):
         *,
         max_wait_s: float,
         max_items: int,
+        ready: Callable[[list[T]], bool] | None = None,
     ) -> None:
         self._run_batch = run_batch
+        self._ready = ready
         self._max_wait_s = max_wait_s
         self._max_items = max_items
         self._cond = threading.Condition()
@@ -78,8 +84,11 @@ class Coalescer(Generic[T, R]):
         """
         with self._cond:
             batch = self._open
-            if batch is not None and batch.items and batch.size + size > self._max_items:
-                batch.full = True  # its leader stops waiting; this call opens the next batch
+            if batch is not None and batch.items and (batch.full or batch.size + size > self._max_items):
+                # Its leader stops waiting; this call opens the next batch. A batch that is
+                # ready takes no more calls either: a late call could be the first of a GRPO
+                # group whose other members then land in the next batch.
+                batch.full = True
                 self._cond.notify_all()
                 batch = None
             leader = batch is None
@@ -88,7 +97,7 @@ class Coalescer(Generic[T, R]):
             index = len(batch.items)
             batch.items.append(item)
             batch.size += size
-            if batch.size >= self._max_items:
+            if batch.size >= self._max_items or (self._ready is not None and self._ready(batch.items)):
                 batch.full = True
                 self._cond.notify_all()
         if leader:

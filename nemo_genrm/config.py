@@ -24,11 +24,13 @@ __all__ = [
     "GenRMConfig",
     "HttpConfig",
     "JudgeConfig",
+    "PairwiseGroupConfig",
     "PromptConfig",
     "ResourcesConfig",
     "RewardBenchConfig",
     "RewardBenchDataConfig",
     "RewardConfig",
+    "RubricConfig",
     "SamplingConfig",
     "StrictModel",
     "VerdictConfig",
@@ -312,6 +314,53 @@ class VerdictConfig(StrictModel):
         return self
 
 
+# ------------------------------------------------------------------------- reward modes
+class PairwiseGroupConfig(StrictModel):
+    """``reward.mode: pairwise_group``: responses to one prompt judged against each other."""
+
+    template: str = Field(
+        "pairwise",
+        description="Built-in 'pairwise' or a template file with {question}, {response_a}, {response_b}.",
+    )
+    group_key: str = Field(
+        "group_id",
+        description="Metadata key that, with the question, names a response's group (absent: the question alone).",
+    )
+    group_size: int | None = Field(
+        None,
+        ge=2,
+        description=(
+            "Responses per group (num_generations_per_prompt). Set it when samples arrive one by "
+            "one (asynchronous rollouts): a judge call waits up to group_wait_ms for its groups "
+            "to be complete."
+        ),
+    )
+    group_wait_ms: float = Field(
+        2000.0, ge=0.0, description="With group_size: longest wait for a group's missing responses."
+    )
+    all_pairs_up_to: int = Field(
+        8, ge=2, description="Groups with at most this many distinct responses judge every pair."
+    )
+    opponents: int = Field(
+        4, ge=1, description="Larger groups: random opponents drawn per distinct response."
+    )
+    seed: int = Field(0, description="Seeds the draw of opponents.")
+
+
+class RubricConfig(StrictModel):
+    """``reward.mode: rubric``: each rubric item of a sample judged met or not met."""
+
+    template: str = Field(
+        "rubric",
+        description="Built-in 'rubric' or a template file with {question}, {response}, {criterion}.",
+    )
+    items_key: str = Field("rubric", description="Metadata key holding a sample's rubric items.")
+    file: str | None = Field(
+        None,
+        description="JSON or YAML mapping a question to its items ('*': items for every question).",
+    )
+
+
 class RewardConfig(StrictModel):
     """How verdicts become rewards."""
 
@@ -319,6 +368,43 @@ class RewardConfig(StrictModel):
         "binary", description="binary: 1/0; probability: P(positive) (needs verdict_from: logprobs)."
     )
     dedup: bool = Field(True, description="Judge identical (question, reference, answer) once per step.")
+    mode: Literal["reference", "pairwise_group", "rubric"] = Field(
+        "reference",
+        description=(
+            "reference: answer against the reference; pairwise_group: win rate within the "
+            "prompt's group; rubric: weighted share of rubric items met."
+        ),
+    )
+    votes: int = Field(
+        1, ge=1, description="Samples per judge and prompt (needs temperature > 0); majority verdict."
+    )
+    judges: list[JudgeConfig] = Field(
+        default_factory=list,
+        description="Further judges voting with 'judge' (each on its own resources, placement separate).",
+    )
+    swap: bool = Field(
+        False, description="reference mode: also judge with candidate and reference swapped; both must agree."
+    )
+    pairwise_group: PairwiseGroupConfig = Field(default_factory=PairwiseGroupConfig)
+    rubric: RubricConfig = Field(default_factory=RubricConfig)
+
+
+def _mode_problems(cfg: Any) -> list[str]:
+    """Checks that tie ``reward``'s mode options to the judge and resources sections."""
+    reward, problems = cfg.reward, []
+    if reward.mode != "reference" and reward.kind == "probability":
+        problems.append(f"reward.kind 'probability' is for mode 'reference'; mode {reward.mode!r} gives a share")
+    if reward.swap and reward.mode != "reference":
+        problems.append(f"reward.swap swaps candidate and reference: mode {reward.mode!r} has no reference")
+    for where, judge in [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(reward.judges)]:
+        if reward.votes > 1 and judge.sampling.temperature <= 0.0:
+            problems.append(
+                f"reward.votes ({reward.votes}) samples each judge several times: {where}.sampling."
+                "temperature must be > 0, else every vote is the same"
+            )
+    if reward.judges and cfg.resources.placement != "separate":
+        problems.append("reward.judges start judges of their own: use resources.placement 'separate'")
+    return problems
 
 
 class ResourcesConfig(StrictModel):
@@ -432,6 +518,7 @@ class GenRMConfig(StrictModel):
             )
         problems += _template_problems(self.prompt, self.verdict, ("question", "reference", "candidate"))
         problems += _placement_problems(self.judge, self.resources)
+        problems += _mode_problems(self)
         _raise_if(problems)
         return self
 

@@ -22,6 +22,8 @@ TOO_LONG = "too_long"
 JUDGE_ERROR = "judge_error"
 MISSING_GROUND_TRUTH = "missing_ground_truth"
 BAD_INPUT = "bad_input"
+INCOMPLETE_GROUP = "incomplete_group"
+MISSING_RUBRIC = "missing_rubric"
 
 REASONS: tuple[str, ...] = (
     JUDGED,
@@ -31,6 +33,8 @@ REASONS: tuple[str, ...] = (
     JUDGE_ERROR,
     MISSING_GROUND_TRUTH,
     BAD_INPUT,
+    INCOMPLETE_GROUP,
+    MISSING_RUBRIC,
 )
 """Why a sample got its reward. ``judged``: the judge gave a verdict (the reward is that verdict
 or its probability). ``parse_failure``: the judge replied but no verdict could be read.
@@ -38,7 +42,10 @@ or its probability). ``parse_failure``: the judge replied but no verdict could b
 ``too_long``: the answer was past ``prompt.answer.max_chars``, or the prompt could not fit the
 judge's context. ``judge_error``: the engine failed (timeout, dead worker past its restarts).
 ``missing_ground_truth``: no reference answer in the metadata. ``bad_input``: the sample was
-malformed (no assistant message, content not text, metadata not a dict, ...). Every reason but
+malformed (no assistant message, content not text, metadata not a dict, ...).
+``incomplete_group`` (``reward.mode: pairwise_group``): no other response of the sample's group
+reached the judge call, so there was nothing to compare with; the sample is masked.
+``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. Every reason but
 ``judged`` gives reward 0."""
 
 try:  # pragma: no cover - exercised only where NeMo-RL is installed
@@ -82,9 +89,11 @@ except ImportError:
 __all__ = [
     "BAD_INPUT",
     "HAVE_NEMO_RL",
+    "INCOMPLETE_GROUP",
     "JUDGED",
     "JUDGE_ERROR",
     "MISSING_GROUND_TRUTH",
+    "MISSING_RUBRIC",
     "NO_ANSWER",
     "PARSE_FAILURE",
     "REASONS",

@@ -16,6 +16,10 @@ the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
 5. returns to each caller NeMo-RL's ``EnvironmentReturn`` with one reward per sample of its own
    call, in its input order.
 
+That is ``reward.mode: reference``; the pairwise-group and rubric modes, and the votes and swap
+options, build their own judge prompts and rewards in :mod:`nemo_genrm.modes` (steps 3-4),
+through the same batched judge call.
+
 A caller's bad input raises in that caller only; when a judge call shared by several step calls
 raises, each call is judged again on its own, so one caller's samples never change another's
 rewards.
@@ -31,10 +35,9 @@ from __future__ import annotations
 
 import collections
 import logging
-import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,23 +52,21 @@ from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
     PARSE_FAILURE,
-    TOO_LONG,
     EnvironmentInterface,
     EnvironmentReturn,
 )
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
+from nemo_genrm.modes import Counters, Reader, Vote, assemble, binary_reader, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
-from nemo_genrm.verdicts import VerdictParser
 
 logger = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 100
 """Judge calls kept for the latency percentiles."""
 
-_LENGTH_ERRORS = frozenset({"prompt_too_long"})
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             ``resources.colocate_with``).
         policy_gpu_fraction: Colocated only: share of each GPU the policy holds, when known,
             to check that the fractions add up to at most 1.
+        judges: Ready judges voting with ``judge`` instead of starting ``reward.judges`` (one per
+            entry, in order; not shut down here).
 
     Raises:
         ConfigError: Every problem with the config or the resource layout, at once.
@@ -118,22 +121,31 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judge: Judge | None = None,
         placement_group: Any = None,
         policy_gpu_fraction: float | None = None,
+        judges: Sequence[Judge] | None = None,
     ) -> None:
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
+        if judges is not None and len(judges) != len(self.cfg.reward.judges):
+            raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
         self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
-        self._parser = VerdictParser.from_config(self.cfg.verdict)
+        self._reader = binary_reader(self.cfg)
         self._needs_reference = "reference" in self._builder.template.fields
-        self._labels = (self.cfg.verdict.positive, self.cfg.verdict.negative)
         self._colocated = self.cfg.resources.placement == "colocated"
         self._resources: JudgeResources | None = None
         self._owns_judge = judge is None
         if judge is None:
             judge = self._start_judge(placement_group, policy_gpu_fraction)
         self._judge: Judge | None = judge
+        self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
+        self._owned_members: list[tuple[Judge, JudgeResources]] = []
         try:
+            if judges is None:
+                self._start_members()
             special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
                 self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+            self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
+            if self._mode is not None:
+                self._needs_reference = self._mode.needs_reference and self._needs_reference
             if self._colocated:
                 judge.sleep()  # free the device for the policy until the first step
         except BaseException:
@@ -143,10 +155,14 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._last = StepTally()
         self._since_global = StepTally()
         self._metrics_lock = threading.Lock()
+        wait_ms, ready = self.cfg.coalesce.max_wait_ms, None
+        pairwise = self.cfg.reward.pairwise_group
+        if self.cfg.reward.mode == "pairwise_group" and pairwise.group_size is not None:
+            # Responses delivered one by one: wait for the groups to fill, not longer.
+            wait_ms = max(wait_ms, pairwise.group_wait_ms)
+            ready = self._groups_complete
         self._coalescer: Coalescer[_StepCall, EnvironmentReturn] = Coalescer(
-            self._run_calls,
-            max_wait_s=self.cfg.coalesce.max_wait_ms / 1000.0,
-            max_items=self.cfg.coalesce.max_samples,
+            self._run_calls, max_wait_s=wait_ms / 1000.0, max_items=self.cfg.coalesce.max_samples, ready=ready
         )
 
     def _judge_config(self) -> JudgeConfig:
@@ -171,6 +187,21 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         except BaseException:
             self._resources.release()
             raise
+
+    def _start_members(self) -> None:
+        """Start the further voting judges of ``reward.judges``, each on resources of its own."""
+        from nemo_genrm.judges import create_judge
+
+        for member in self.cfg.reward.judges:
+            cfg = self.cfg.model_copy(update={"judge": member})
+            resources = acquire_resources(cfg)
+            try:
+                judge = create_judge(member, resources.placement, fault_tolerance=self.cfg.fault_tolerance)
+            except BaseException:
+                resources.release()
+                raise
+            self._members.append(judge)
+            self._owned_members.append((judge, resources))
 
     # ------------------------------------------------------------------------------ step
     def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
@@ -206,6 +237,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
+        if self._mode is not None:
+            return self._run_mode_calls(calls)
         engine = StepTally()
         per_call = self._judge_calls(calls, engine)
         results: list[EnvironmentReturn | BaseException] = []
@@ -226,6 +259,58 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             self._since_global.add(batch)
         logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), engine.judge_prompts)
         return results
+
+    def _run_mode_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
+        """:meth:`_run_calls` for a reward mode (:mod:`nemo_genrm.modes`): the mode judges the
+        samples of all calls together (a GRPO group may span calls); an engine failure gives
+        the prompts it held ``judge_error``, in every call that shared them."""
+        assert self._mode is not None
+        batch = StepTally()
+        samples = [s for call in calls for s in call.samples]
+        metas = [m for call in calls for m in call.metas]
+        counters = Counters()
+        results = self._mode.judge(samples, metas, self._asker(batch), counters)
+        batch.modes.update(counters)
+        out: list[EnvironmentReturn | BaseException] = []
+        offset = 0
+        for call in calls:
+            size = len(call.samples)
+            tally = StepTally(steps=1, samples=size)
+            try:
+                out.append(assemble(
+                    call.samples, results[offset : offset + size], call.metas, tally,
+                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                ))  # fmt: skip
+            except Exception as exc:  # this caller's own failure; the others keep their results
+                logger.exception("could not assemble the results of one step call")
+                out.append(exc)
+            else:
+                tally.step_time_s = time.perf_counter() - call.start
+                batch.add(tally)
+            offset += size
+        with self._metrics_lock:
+            self._last = batch
+            self._since_global.add(batch)
+        return out
+
+    def _groups_complete(self, calls: list[_StepCall]) -> bool:
+        """Coalescing may close a pairwise judge call early: every group in it is complete."""
+        assert self._mode is not None
+        return self._mode.batch_ready([s for c in calls for s in c.samples], [m for c in calls for m in c.metas])
+
+    def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
+        """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
+        judges = [self._require_judge(), *self._members]
+        verdict_from = [self.cfg.judge.verdict_from] + [j.verdict_from for j in self.cfg.reward.judges]
+
+        def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
+            def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
+                return read_replies(judge, batch, reader, verdict_from[member])
+
+            votes = self._judge_all(requests, tally, judge=judges[member], call=call)
+            return [Vote(v.reason) if isinstance(v, JudgeOutcome) else v for v in votes]
+
+        return ask
 
     def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[JudgeOutcome]]:
         """Per call, per sample, the judge's outcome; dedup runs across calls.
@@ -273,15 +358,25 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             requests.append(JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None))
         return slot, requests
 
-    def _judge_all(self, requests: list[JudgeRequest], tally: StepTally, *, isolate: bool = False) -> list[JudgeOutcome]:
+    def _judge_all(
+        self,
+        requests: list[JudgeRequest],
+        tally: StepTally,
+        *,
+        isolate: bool = False,
+        judge: Judge | None = None,
+        call: Callable[[Judge, list[JudgeRequest]], list[Any]] | None = None,
+    ) -> list[Any]:
         """One batched judge call; one outcome per request, whatever happens.
 
         With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
-        caller retries per step call) instead of giving every request ``judge_error``.
+        caller retries per step call) instead of giving every request ``judge_error``. ``judge``
+        and ``call`` (judge, requests -> outcomes) default to the judge and :meth:`_call`.
         """
         if not requests:
             return []
-        judge = self._require_judge()
+        judge = judge or self._require_judge()
+        call = call or self._call
         before = safe_stats(judge)
         try:
             if self._colocated:
@@ -290,7 +385,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 tally.wake_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             try:
-                outcomes = self._call(judge, requests)
+                outcomes = call(judge, requests)
             finally:
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
@@ -324,30 +419,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         tally.sleep_s += time.perf_counter() - t0
 
     def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[JudgeOutcome]:
-        if self.cfg.judge.verdict_from == "logprobs":
-            scores = judge.score(requests, list(self._labels))
-            _check_count(scores, requests)
-            return [self._from_probs(s.probs, s.error) for s in scores]
-        generations = judge.generate(requests)
-        _check_count(generations, requests)
-        return [self._from_text(g.text, g.error) for g in generations]
-
-    def _from_text(self, text: str | None, error: str | None) -> JudgeOutcome:
-        if error is not None or text is None:
-            return JudgeOutcome(_error_reason(error))
-        verdict = self._parser.parse(text)
-        if verdict.value is None:
-            return JudgeOutcome(PARSE_FAILURE)
-        return JudgeOutcome(JUDGED, verdict=int(verdict.value))
-
-    def _from_probs(self, probs: dict[str, float] | None, error: str | None) -> JudgeOutcome:
-        if error is not None or probs is None:
-            return JudgeOutcome(_error_reason(error))
-        positive, negative = (probs.get(label) for label in self._labels)
-        if positive is None or negative is None or math.isnan(positive) or math.isnan(negative):
-            return JudgeOutcome(PARSE_FAILURE)
-        # Binary reward from logprobs is the argmax label; a tie is not a positive verdict.
-        return JudgeOutcome(JUDGED, verdict=int(positive > negative), prob=float(positive))
+        # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
+        # label, and a tie is not a positive verdict.
+        votes = read_replies(judge, requests, self._reader, self.cfg.judge.verdict_from)
+        return [JudgeOutcome(v.reason, None if v.value is None else int(v.value), v.prob) for v in votes]
 
     # -------------------------------------------------------------------------- results
     def _reward(self, outcome: JudgeOutcome) -> float:
@@ -447,12 +522,18 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     def shutdown(self) -> None:
         """Stop the judge's workers and remove its placement groups; safe to call twice."""
         judge, self._judge = self._judge, None
+        owned, self._owned_members = getattr(self, "_owned_members", []), []
         try:
             if judge is not None and self._owns_judge:
                 judge.shutdown()
         finally:
             if self._resources is not None:
                 self._resources.release()
+            for member, resources in owned:
+                try:
+                    member.shutdown()
+                finally:
+                    resources.release()
 
     def _require_judge(self) -> Judge:
         if self._judge is None:
@@ -468,16 +549,6 @@ def _is_fatal(exc: BaseException) -> bool:
     ``RuntimeError`` saying "shut down" (there is no dedicated exception type for it).
     """
     return isinstance(exc, ConfigError) or (isinstance(exc, RuntimeError) and "shut down" in str(exc))
-
-
-def _error_reason(error: str | None) -> str:
-    """``too_long`` for a prompt the judge's context cannot hold, else ``judge_error``."""
-    return TOO_LONG if error in _LENGTH_ERRORS else JUDGE_ERROR
-
-
-def _check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
-    if len(results) != len(requests):
-        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")
 
 
 def _observation(outcome: JudgeOutcome, reward: float) -> str:

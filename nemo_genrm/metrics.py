@@ -14,6 +14,8 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   that reused another sample's verdict in the same step (sent samples minus prompts).
 - ``genrm/prompt_tokens``, ``genrm/output_tokens``, ``genrm/truncated_prompts``,
   ``genrm/engine_errors``, ``genrm/judge_restarts``: deltas of the judge's own counters.
+- ``genrm/votes/*``, ``genrm/swap/*``, ``genrm/pairwise/*``, ``genrm/rubric/*``: the reward
+  mode's counters and rates (:mod:`nemo_genrm.modes`), present when that mode or option ran.
 - ``genrm/judge_latency_s``: mean wall time of one judge call; ``genrm/judge_latency_s/p50``
   and ``/p95`` over a window of recent calls (one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
@@ -57,13 +59,15 @@ class StepTally:
     step_time_s: float = 0.0
     wake_s: float = 0.0
     sleep_s: float = 0.0
+    modes: dict[str, float] = field(default_factory=dict)  # reward-mode counters (nemo_genrm.modes)
 
     def add(self, other: StepTally) -> None:
         """Add another tally's counts into this one."""
         for f in fields(self):
-            if f.name == "counts":
-                for reason, n in other.counts.items():
-                    self.counts[reason] = self.counts.get(reason, 0) + n
+            if f.name in ("counts", "modes"):
+                mine = getattr(self, f.name)
+                for name, n in getattr(other, f.name).items():
+                    mine[name] = mine.get(name, 0) + n
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -82,7 +86,8 @@ class StepTally:
             "num_samples": float(n),
             "masked": float(self.masked),
             "judge_prompts": float(self.judge_prompts),
-            "dedup_hits": float(self.sent_samples - self.judge_prompts),
+            # Pairwise and rubric modes send more prompts than samples: no hits there.
+            "dedup_hits": float(max(0, self.sent_samples - self.judge_prompts)),
             "parse_failure_rate": _ratio(
                 self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
             ),
@@ -101,7 +106,12 @@ class StepTally:
         for reason in REASONS:
             out[f"count/{reason}"] = float(self.counts[reason])
             out[f"rate/{reason}"] = _ratio(self.counts[reason], n)
-        return {PREFIX + k: v for k, v in out.items()}
+        result = {PREFIX + k: v for k, v in out.items()}
+        if self.modes:
+            from nemo_genrm.modes.assemble import mode_metrics  # the modes package imports this module
+
+            result.update(mode_metrics(self.modes))
+        return result
 
 
 def _ratio(num: float, den: float) -> float:

@@ -1,0 +1,93 @@
+"""Voting, an option of every mode: ``reward.votes`` samples from each of the voting judges.
+
+Every request is sent ``votes`` times to each judge (``judge`` and ``reward.judges``), in one
+batched call per judge; the majority of the votes is the request's verdict, by the rule the
+RewardBench ensembles use (:func:`nemo_genrm.voting.majority`, ties abstain). A judge that gave
+no verdict votes ``None``: when failures outnumber every verdict, the request failed, with the
+most frequent failure reason. A tie between verdicts is a verdict of its own (``tie``), which
+each mode reads its way (reference: not positive; pairwise: a draw; rubric: not met).
+
+Counters: ``votes/requests`` (requests put to more than one vote), ``votes/agreement_sum`` (their
+share of votes for the winner, summed) and ``votes/ties``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from nemo_genrm.env_types import JUDGED
+from nemo_genrm.judges.base import JudgeRequest
+from nemo_genrm.modes.base import Ask, Counters, Reader, Vote, worst_reason
+from nemo_genrm.voting import majority
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """The outcome of one request's vote.
+
+    Attributes:
+        reason: ``judged`` when a verdict (or a tie) won, else why the request failed.
+        value: The winning vote; ``None`` when failed or tied.
+        tie: The top verdicts drew (``reason`` is ``judged``, ``value`` is ``None``).
+        prob: Mean P(first label) over the votes read from logprobs, else ``None``.
+        agreement: Share of the votes that went to the winner.
+    """
+
+    reason: str
+    value: Hashable | None = None
+    tie: bool = False
+    prob: float | None = None
+    agreement: float = 1.0
+
+    @property
+    def judged(self) -> bool:
+        """Whether a verdict (or a tie) came out."""
+        return self.reason == JUDGED
+
+
+def cast(
+    requests: list[JudgeRequest], reader: Reader, ask: Ask, *, votes: int, members: int, counters: Counters
+) -> list[Ballot]:
+    """Put every request to the vote; one ballot per request, in order.
+
+    Args:
+        requests: The distinct prompts.
+        reader: How a reply becomes a vote.
+        ask: The batched judge call.
+        votes: Samples per judge and request.
+        members: Voting judges (1: ``judge`` alone).
+        counters: Where the voting counters go.
+
+    Returns:
+        The ballots.
+    """
+    if votes * members > 1:
+        counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
+    if not requests:
+        return []
+    polled: list[list[Vote]] = [[] for _ in requests]
+    expanded = [r for r in requests for _ in range(votes)]
+    for member in range(members):
+        replies = ask(member, expanded, reader)
+        for index in range(len(requests)):
+            polled[index].extend(replies[index * votes : (index + 1) * votes])
+    return [_count(ballot, counters) for ballot in polled]
+
+
+def _count(polled: list[Vote], counters: Counters) -> Ballot:
+    probs = [v.prob for v in polled if v.prob is not None]
+    prob = sum(probs) / len(probs) if probs else None
+    if len(polled) == 1:
+        vote = polled[0]
+        return Ballot(vote.reason, vote.value, prob=vote.prob)
+    result = majority([v.value if v.reason == JUDGED else None for v in polled], ties="abstain")
+    counters.bump("votes/requests")
+    counters.bump("votes/agreement_sum", result.agreement)
+    if result.tie:
+        counters.bump("votes/ties")
+        return Ballot(JUDGED, None, tie=True, prob=prob, agreement=result.agreement)
+    if result.verdict is None:  # failures outvoted every verdict
+        reason = worst_reason(v.reason for v in polled if v.reason != JUDGED)
+        return Ballot(reason, agreement=result.agreement)
+    return Ballot(JUDGED, result.verdict, prob=prob, agreement=result.agreement)

@@ -1,0 +1,208 @@
+"""What every reward mode shares: reading judge replies as votes, the per-sample result, the tally.
+
+A mode turns a judge call's prepared samples into judge requests, has them judged through an
+:data:`Ask` (the environment's batched judge call, with wake/sleep and counters), and turns the
+verdicts into one :class:`SampleResult` per sample. Verdicts are read as in reference mode: from
+the reply text with a :class:`~nemo_genrm.verdicts.VerdictParser`, or from the label logprobs
+when the judge's ``verdict_from`` is ``logprobs``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemo_genrm.env_inputs import PreparedSample
+from nemo_genrm.env_types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, TOO_LONG
+from nemo_genrm.judges.base import Judge, JudgeRequest
+from nemo_genrm.verdicts import VerdictParser, neutralise
+
+_LENGTH_ERRORS = frozenset({"prompt_too_long"})
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one kind of judge reply becomes a vote.
+
+    Attributes:
+        labels: The two labels scored from logprobs, first the one meaning ``values[0]``.
+        values: The vote each label stands for (``(1, 0)`` or ``("A", "B")``).
+        parser: Reads a vote from reply text (its values are ``values``).
+    """
+
+    labels: tuple[str, str]
+    values: tuple[Hashable, Hashable]
+    parser: VerdictParser
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One judge reply read as a vote.
+
+    Attributes:
+        reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
+        value: The vote (one of the reader's values) when judged, else ``None``.
+        prob: P(first label) when read from logprobs, else ``None``.
+    """
+
+    reason: str
+    value: Hashable | None = None
+    prob: float | None = None
+
+
+Ask = Callable[[int, list[JudgeRequest], Reader], list[Vote]]
+"""``ask(member, requests, reader)``: one batched call to voting judge ``member`` (0: ``judge``),
+one vote per request, in order; engine failures come back as votes with their reason."""
+
+
+def read_replies(judge: Judge, requests: list[JudgeRequest], reader: Reader, verdict_from: str) -> list[Vote]:
+    """Judge ``requests`` with ``judge`` and read each reply as a vote.
+
+    Args:
+        judge: The engine.
+        requests: The prompts.
+        reader: Labels, values and parser of this kind of prompt.
+        verdict_from: ``text`` (generate, then parse) or ``logprobs`` (score the two labels).
+
+    Returns:
+        One vote per request.
+
+    Raises:
+        RuntimeError: The engine returned a different number of results.
+    """
+    if verdict_from == "logprobs":
+        scores = judge.score(requests, list(reader.labels))
+        _check_count(scores, requests)
+        return [_from_probs(s.probs, s.error, reader) for s in scores]
+    generations = judge.generate(requests)
+    _check_count(generations, requests)
+    return [_from_text(g.text, g.error, reader) for g in generations]
+
+
+def _from_text(text: str | None, error: str | None, reader: Reader) -> Vote:
+    if error is not None or text is None:
+        return Vote(error_reason(error))
+    verdict = reader.parser.parse(text)
+    return Vote(PARSE_FAILURE) if verdict.value is None else Vote(JUDGED, verdict.value)
+
+
+def _from_probs(probs: dict[str, float] | None, error: str | None, reader: Reader) -> Vote:
+    if error is not None or probs is None:
+        return Vote(error_reason(error))
+    first, second = (probs.get(label) for label in reader.labels)
+    if first is None or second is None or math.isnan(first) or math.isnan(second):
+        return Vote(PARSE_FAILURE)
+    # The argmax label; an exact tie goes to the second value (for binary verdicts: not positive).
+    return Vote(JUDGED, reader.values[0] if first > second else reader.values[1], float(first))
+
+
+def error_reason(error: str | None) -> str:
+    """``too_long`` for a prompt the judge's context cannot hold, else ``judge_error``."""
+    return TOO_LONG if error in _LENGTH_ERRORS else JUDGE_ERROR
+
+
+def _check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
+    if len(results) != len(requests):
+        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")
+
+
+def worst_reason(reasons: Iterable[str]) -> str:
+    """The reason to report for a sample none of whose judgements succeeded: the most frequent."""
+    counts = Counter(reasons)
+    return counts.most_common(1)[0][0] if counts else JUDGE_ERROR
+
+
+@dataclass
+class SampleResult:
+    """A mode's result for one sample.
+
+    Attributes:
+        reason: One of :data:`nemo_genrm.env_types.REASONS`.
+        reward: The reward (0.0 unless judged).
+        verdict: The binary verdict when the mode has one (reference mode), else ``None``.
+        masked: Left out of training's baselines and of ``genrm/mean_reward``.
+        prob: P(positive) when read from logprobs (reference mode), for the observation.
+        info: Mode-specific details added to ``metadata["genrm"]``.
+    """
+
+    reason: str
+    reward: float = 0.0
+    verdict: int | None = None
+    masked: bool = False
+    prob: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Counters(dict):
+    """Mode counters (name -> float) that add up across judge calls."""
+
+    def bump(self, name: str, amount: float = 1.0) -> None:
+        """Add ``amount`` to counter ``name``."""
+        self[name] = self.get(name, 0.0) + amount
+
+    def declare(self, *names: str) -> None:
+        """Start counters at 0, so a mode's metric keys are there in every step."""
+        for name in names:
+            self.setdefault(name, 0.0)
+
+
+class Mode(abc.ABC):
+    """One reward mode: samples in, judge requests out, verdicts back in, results out."""
+
+    name: str = ""
+    needs_reference: bool = False
+
+    @abc.abstractmethod
+    def judge(
+        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+    ) -> list[SampleResult]:
+        """Judge one judge call's samples (all step calls coalesced into it).
+
+        Args:
+            samples: The prepared samples; those with a ``reason`` are not sent.
+            metas: Their metadata, same order.
+            ask: The batched judge call (see :data:`Ask`).
+            counters: Where the mode adds its metric counters.
+
+        Returns:
+            One result per sample, in order.
+        """
+
+    def batch_ready(self, samples: list[PreparedSample], metas: list[Any]) -> bool:
+        """Whether a coalesced judge call holding these samples may start before its window ends."""
+        return False
+
+
+def neutraliser(prompt_cfg: Any, verdict_cfg: Any, special_tokens: Iterable[str] = ()) -> Callable[[str], str]:
+    """The neutralisation :class:`~nemo_genrm.prompts.PromptBuilder` applies to a candidate.
+
+    Policy text shown to the judge in any mode goes through it, so labels, choice markers and
+    chat tokens inside a response cannot steer the verdict.
+    """
+    if not prompt_cfg.neutralise:
+        return lambda text: text
+    synonyms = [s for words in verdict_cfg.synonyms.values() for s in words]
+    options = {
+        "labels": (verdict_cfg.positive, verdict_cfg.negative, *synonyms),
+        "markers": tuple(verdict_cfg.choice_markers),
+        "special_tokens": tuple(special_tokens),
+    }
+    return lambda text: neutralise(text, **options) if text else text
+
+
+__all__ = [
+    "Ask",
+    "Counters",
+    "Mode",
+    "Reader",
+    "SampleResult",
+    "Vote",
+    "error_reason",
+    "neutraliser",
+    "read_replies",
+    "worst_reason",
+]

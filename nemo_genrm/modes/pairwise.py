@@ -1,0 +1,230 @@
+"""``reward.mode: pairwise_group``: a response's reward is its win rate within its GRPO group.
+
+No reference is needed. The responses to one prompt (same question, and same
+``metadata[group_key]`` when the caller sets one) form a group. Within a group:
+
+- identical responses are never judged against each other: they draw;
+- a group of at most ``all_pairs_up_to`` distinct responses judges every pair; a larger one draws
+  ``opponents`` random opponents per distinct response (seeded), so the cost grows linearly;
+- each pair is judged in both orders (A/B, then B/A) so the judge's position bias cancels; two
+  orders that disagree make the pair a draw (``pairwise/order_disagreements``);
+- a response's reward is (wins + draws / 2) / opponents, counting every copy of an opponent;
+  pairs whose judgement failed (in either order) are left out.
+
+The verdict of one order is the pairwise template's choice marker (``verdict.choice_markers``),
+read from the reply text or from the two markers' logprobs (``judge.verdict_from``). Identical
+pair prompts anywhere in the judge call are judged once.
+
+A group needs every response in the same judge call. Synchronous rollouts send the whole batch
+in one ``step``; asynchronous rollouts send responses one by one and the environment's
+coalescing gathers them: with ``group_size`` set, a judge call waits up to ``group_wait_ms`` for
+its groups to fill. A group still short is judged as far as it got (``pairwise/incomplete_groups``);
+a response alone in its group has nothing to be compared with and is masked (``incomplete_group``).
+
+Counters: ``pairwise/groups``, ``pairwise/incomplete_groups``, ``pairwise/pairs`` (distinct pairs
+judged), ``pairwise/order_disagreements``, ``pairwise/failed_pairs``, ``pairwise/identical_pairs``.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from nemo_genrm.config import PairwiseGroupConfig
+from nemo_genrm.env_inputs import PreparedSample
+from nemo_genrm.env_types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED
+from nemo_genrm.judges.base import JudgeRequest
+from nemo_genrm.modes.ballot import Ballot, cast
+from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult, worst_reason
+from nemo_genrm.prompts import JudgeTemplate
+
+A_WINS, B_WINS, DRAW = "a", "b", "draw"
+
+
+@dataclass
+class _Group:
+    """The responses of one group in this judge call."""
+
+    key: tuple[Hashable, str]
+    members: list[int] = field(default_factory=list)  # sample indices
+    distinct: dict[str, list[int]] = field(default_factory=dict)  # response -> sample indices
+
+
+def group_key(sample: PreparedSample, meta: Any, key: str) -> tuple[Hashable, str]:
+    """(``metadata[key]`` or ``None``, question): what names a sample's group."""
+    tag = meta.get(key) if isinstance(meta, dict) else None
+    return (tag if isinstance(tag, (str, int)) and not isinstance(tag, bool) else None, sample.question)
+
+
+def choose_pairs(count: int, cfg: PairwiseGroupConfig, key: Hashable) -> list[tuple[int, int]]:
+    """The (i, j) pairs, i < j, to judge among ``count`` distinct responses.
+
+    Args:
+        count: Distinct responses in the group.
+        cfg: The mode's config (``all_pairs_up_to``, ``opponents``, ``seed``).
+        key: The group's key; seeds the draw with ``cfg.seed`` so a group's pairs do not change
+            between runs.
+
+    Returns:
+        Sorted pairs: all of them for small groups, else the union of ``opponents`` random
+        opponents drawn for each response.
+    """
+    if count <= cfg.all_pairs_up_to:
+        return list(combinations(range(count), 2))
+    rng = random.Random(cfg.seed * 1_000_003 + zlib.crc32(repr(key).encode("utf-8")))
+    pairs: set[tuple[int, int]] = set()
+    for i in range(count):
+        others = [j for j in range(count) if j != i]
+        for j in rng.sample(others, min(cfg.opponents, len(others))):
+            pairs.add((min(i, j), max(i, j)))
+    return sorted(pairs)
+
+
+class PairwiseGroupMode(Mode):
+    """Win rate within the group (see the module docstring).
+
+    Args:
+        cfg: ``reward.pairwise_group``.
+        template: The pairwise template (``question``, ``response_a``, ``response_b``).
+        reader: Choice markers and the choice parser (votes ``"A"``/``"B"``).
+        neutral: Neutralises a response before it is shown.
+        votes: Samples per judge and prompt.
+        members: Voting judges.
+    """
+
+    name = "pairwise_group"
+    needs_reference = False
+
+    def __init__(
+        self,
+        cfg: PairwiseGroupConfig,
+        template: JudgeTemplate,
+        reader: Reader,
+        neutral: Any,
+        *,
+        votes: int,
+        members: int,
+    ) -> None:
+        self.cfg, self._template, self._reader, self._neutral = cfg, template, reader, neutral
+        self._votes, self._members = votes, members
+
+    def _groups(self, samples: list[PreparedSample], metas: list[Any]) -> list[_Group]:
+        groups: dict[tuple[Hashable, str], _Group] = {}
+        for index, (sample, meta) in enumerate(zip(samples, metas, strict=True)):
+            if sample.reason is not None:
+                continue
+            key = group_key(sample, meta, self.cfg.group_key)
+            group = groups.setdefault(key, _Group(key))
+            group.members.append(index)
+            group.distinct.setdefault(sample.answer or "", []).append(index)
+        return list(groups.values())
+
+    def batch_ready(self, samples: list[PreparedSample], metas: list[Any]) -> bool:
+        """With ``group_size`` set: every group in the call has all its responses."""
+        size = self.cfg.group_size
+        groups = self._groups(samples, metas)
+        return size is not None and bool(groups) and all(len(g.members) >= size for g in groups)
+
+    def judge(
+        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+    ) -> list[SampleResult]:
+        """See :meth:`Mode.judge`."""
+        counters.declare(
+            "pairwise/groups", "pairwise/incomplete_groups", "pairwise/pairs", "pairwise/order_disagreements",
+            "pairwise/failed_pairs", "pairwise/identical_pairs",
+        )  # fmt: skip
+        results: list[SampleResult | None] = [
+            None if s.reason is None else SampleResult(s.reason) for s in samples
+        ]
+        groups = self._groups(samples, metas)
+        requests: list[JudgeRequest] = []
+        slots: dict[tuple[str, str, str], int] = {}
+        plans: list[tuple[_Group, list[str], list[tuple[int, int, int, int]]]] = []
+        for group in groups:
+            counters.bump("pairwise/groups")
+            if self.cfg.group_size is not None and len(group.members) < self.cfg.group_size:
+                counters.bump("pairwise/incomplete_groups")
+            texts = list(group.distinct)
+            counters.bump("pairwise/identical_pairs", sum(len(m) * (len(m) - 1) / 2 for m in group.distinct.values()))
+            pairs = []
+            for i, j in choose_pairs(len(texts), self.cfg, group.key):
+                first = self._slot(group.key[1], texts[i], texts[j], requests, slots)
+                second = self._slot(group.key[1], texts[j], texts[i], requests, slots)
+                pairs.append((i, j, first, second))
+            plans.append((group, texts, pairs))
+        ballots = cast(requests, self._reader, ask, votes=self._votes, members=self._members, counters=counters)
+        for group, texts, pairs in plans:
+            self._score_group(group, texts, pairs, ballots, results, counters)
+        return [r if r is not None else SampleResult(JUDGE_ERROR) for r in results]
+
+    def _slot(self, question: str, a: str, b: str, requests: list[JudgeRequest], slots: dict) -> int:
+        """Index of the request judging ``a`` (as A) against ``b``; built once per call."""
+        key = (question, a, b)
+        if key not in slots:
+            messages = self._template.render(
+                question=self._neutral(question), response_a=self._neutral(a), response_b=self._neutral(b)
+            )
+            slots[key] = len(requests)
+            requests.append(JudgeRequest(tuple(messages)))
+        return slots[key]
+
+    def _score_group(
+        self,
+        group: _Group,
+        texts: list[str],
+        pairs: list[tuple[int, int, int, int]],
+        ballots: list[Ballot],
+        results: list[SampleResult | None],
+        counters: Counters,
+    ) -> None:
+        if len(group.members) < 2:
+            for index in group.members:
+                results[index] = SampleResult(INCOMPLETE_GROUP, masked=True, info={"group_size": 1})
+            return
+        # score[i][j]: i's points against j (1 win, 0.5 draw, 0 loss); failures[i]: its failed pairs' reasons.
+        score: dict[int, dict[int, float]] = {i: {} for i in range(len(texts))}
+        failures: dict[int, list[str]] = {i: [] for i in range(len(texts))}
+        for i, j, first, second in pairs:
+            counters.bump("pairwise/pairs")
+            verdict, detail = _pair_outcome(ballots[first], ballots[second])
+            if verdict is None:
+                counters.bump("pairwise/failed_pairs")
+                failures[i].append(str(detail))
+                failures[j].append(str(detail))
+                continue
+            disagree = bool(detail)
+            counters.bump("pairwise/order_disagreements", float(disagree))
+            points = {A_WINS: 1.0, B_WINS: 0.0, DRAW: 0.5}[verdict]
+            score[i][j], score[j][i] = points, 1.0 - points
+        for i, text in enumerate(texts):
+            copies = group.distinct[text]
+            opponents = sum(len(group.distinct[texts[j]]) for j in score[i]) + len(copies) - 1
+            points = sum(p * len(group.distinct[texts[j]]) for j, p in score[i].items()) + 0.5 * (len(copies) - 1)
+            info = {"group_size": len(group.members), "opponents": opponents, "failed_pairs": len(failures[i])}
+            if opponents == 0:
+                result = SampleResult(worst_reason(failures[i]), info=info)
+            else:
+                win_rate = points / opponents
+                result = SampleResult(JUDGED, reward=win_rate, info={**info, "win_rate": win_rate})
+            for index in copies:
+                results[index] = result
+
+
+def _pair_outcome(first: Ballot, second: Ballot) -> tuple[str, bool] | tuple[None, str]:
+    """(verdict for the pair's first response, orders disagreed) or (None, failure reason).
+
+    ``first`` shows the pair as (i, j), ``second`` as (j, i); a tie in either order's vote is a
+    draw for that order.
+    """
+    for ballot in (first, second):
+        if not ballot.judged:
+            return None, ballot.reason
+    as_first = {"A": A_WINS, "B": B_WINS}.get(first.value, DRAW)  # type: ignore[arg-type]
+    as_second = {"A": B_WINS, "B": A_WINS}.get(second.value, DRAW)  # type: ignore[arg-type]
+    if as_first == as_second:
+        return as_first, False
+    return DRAW, True
