@@ -43,7 +43,7 @@ import torch
 
 from nemo_genrm.coalesce import Coalescer
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
-from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
+from nemo_genrm.env_inputs import PreparedSample, message_logs, metadata_list, prepare_sample
 from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
@@ -191,12 +191,13 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
         Raises:
             ValueError: ``metadata`` has a different length than the batch.
-            TypeError: ``metadata`` is neither ``None`` nor a list.
+            TypeError: ``message_log_batch`` or ``metadata`` is a string or a mapping (or
+                ``metadata`` is neither ``None`` nor a list): a bug in the caller.
             ConfigError: The judge refused its config (e.g. labels it cannot score).
             RuntimeError: The environment or its judge was shut down.
         """
         start = time.perf_counter()
-        logs = list(message_log_batch or [])
+        logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
             prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
