@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from nemo_genrm.config import (
     ConfigError,
@@ -196,10 +197,13 @@ def test_judge_checks(judge: dict, fragment: str) -> None:
 @pytest.mark.parametrize(
     "verdict, fragment",
     [
-        ({"positive": "1", "negative": "1"}, "make them differ"),
-        ({"choice_markers": ["[[A]]"]}, "two different strings"),
+        ({"positive": "1", "negative": "1"}, "labels are both '1'"),
+        ({"choice_markers": ["[[A]]"]}, "need two non-empty strings"),
         ({"rating_min": 5, "rating_max": 5}, "must be below"),
         ({"synonyms": {"yes": ["y"]}}, "is not a label"),
+        # the parser's rules hold for every parser: markers that overlap fail here, not later
+        ({"parser": "lenient", "choice_markers": ["A", "AB"]}, "'A' and 'AB' overlap"),
+        ({"positive": " 1"}, "without surrounding whitespace"),
     ],
 )
 def test_verdict_checks(verdict: dict, fragment: str) -> None:
@@ -261,8 +265,8 @@ def test_tail_chars_zero_is_valid() -> None:
 @pytest.mark.parametrize(
     "verdict, fragment",
     [
-        ({"positive": "Yes", "negative": "yes"}, "ignoring case"),
-        ({"positive": "Yes", "negative": " yes"}, "ignoring case"),
+        ({"positive": "Yes", "negative": "yes"}, "labels are both 'Yes'"),
+        ({"positive": "Yes", "negative": "YES"}, "labels are both 'Yes'"),
         ({"synonyms": {"1": ["Correct"], "0": ["correct "]}}, "would mean both"),
         ({"positive": "yes", "negative": "no", "synonyms": {"yes": ["NO"]}}, "would mean both"),
     ],
@@ -293,3 +297,76 @@ def test_custom_template_checked_at_validation(tmp_path: Path) -> None:
         validate(RewardBenchConfig, {"judge": {"model_name": "m"}, "prompt": {"template": str(good)}})
     with pytest.raises(ConfigError, match="does not exist"):
         validate(RewardBenchConfig, {"judge": {"model_name": "m"}, "prompt": {"template": str(missing)}})
+
+
+def test_field_and_cross_field_problems_reported_in_one_pass() -> None:
+    # Three problems at three depths: a bound (a field), a judge check (http needs a URL) and an
+    # environment check (probability rewards need logprobs). Each check runs although the
+    # others' sections are invalid, so one run lists all three.
+    bad = {
+        "judge": {"model_name": "m", "backend": "http", "sampling": {"temperature": -1}},
+        "reward": {"kind": "probability"},
+    }
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, bad, prefix="env.genrm")
+    assert info.value.problems == [
+        "env.genrm.judge.sampling.temperature: Input should be greater than or equal to 0 (got -1)",
+        "env.genrm.judge: http.base_url is required when backend is 'http' (e.g. http://localhost:8000/v1)",
+        "env.genrm: reward.kind 'probability' needs judge.verdict_from: logprobs (the probability of the "
+        "positive label comes from one forward pass)",
+    ]
+
+
+def test_cross_field_checks_run_with_a_required_key_missing() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, {"judge": {"backend": "http"}, "verdict": {"parser": "choice"}}, prefix="env.genrm")
+    assert len(info.value.problems) == 3, info.value.problems
+    assert info.value.problems[0] == "env.genrm.judge.model_name: required but missing; add it to the config"
+    assert "env.genrm.judge: http.base_url is required" in info.value.problems[1]
+    assert "needs strict or lenient" in info.value.problems[2]
+
+
+def test_a_check_on_a_field_set_aside_is_not_reported() -> None:
+    # max_model_len is invalid: the check comparing it with max_new_tokens would judge the
+    # default that stands in for it, so only the field's own problem is reported.
+    with pytest.raises(ConfigError) as info:
+        validate(JudgeConfig, {"model_name": "m", "max_model_len": 8, "sampling": {"max_new_tokens": 9000}})
+    assert len(info.value.problems) == 1 and "max_model_len" in info.value.problems[0]
+
+
+def test_cross_field_checks_inside_lists_are_located() -> None:
+    bad = {
+        "judges": [{"model_name": "a", "sampling": {"top_p": 0}}, {"model_name": "b", "backend": "http"}],
+        "votes": 0,
+    }
+    with pytest.raises(ConfigError) as info:
+        validate(RewardBenchConfig, bad)
+    problems = info.value.problems
+    assert any(p.startswith("judges.0.sampling.top_p:") for p in problems), problems
+    assert any(p.startswith("votes:") for p in problems), problems
+    assert any(p.startswith("judges.1: http.base_url is required") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        ({"judge": {"model_name": "m", "sampling": {"max_new_tokens": True}}}, "judge.sampling.max_new_tokens"),
+        ({"judge": {"model_name": "m", "max_model_len": False}}, "judge.max_model_len"),
+        ({"judge": {"model_name": "m"}, "resources": {"num_replicas": True}}, "resources.num_replicas"),
+        ({"judge": {"model_name": "m", "sampling": {"temperature": True}}}, "judge.sampling.temperature"),
+    ],
+)
+def test_a_boolean_is_not_a_number(section: dict, path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, section)
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith(f"{path}: must be a")  # an integer / a number
+    assert "got the boolean" in info.value.problems[0]
+
+
+def test_booleans_stay_booleans_and_numbers_numbers() -> None:
+    cfg = validate(GenRMConfig, {"judge": {"model_name": "m", "vllm": {"enable_sleep_mode": True}}, "reward": {"dedup": False}})
+    assert cfg.judge.vllm.enable_sleep_mode is True and cfg.reward.dedup is False
+    assert validate(JudgeConfig, {"model_name": "m", "sampling": {"temperature": 1}}).sampling.temperature == 1.0
+    with pytest.raises(ValidationError, match="got the boolean"):
+        JudgeConfig(model_name="m").sampling.max_new_tokens = True  # assignment is validated too
