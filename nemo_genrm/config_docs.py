@@ -30,7 +30,7 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("env.genrm", "nemo_genrm.config:GenRMConfig", "The GenRM environment (NeMo-RL's `env` section)."),
     ("(top level of reward_bench_*.yaml)", "nemo_genrm.config:RewardBenchConfig", "The RewardBench evaluation."),
     ("(top level of grpo_*.yaml)", "nemo_genrm.grpo.config:GRPOMasterConfig", "The single-node GRPO driver."),
-    ("(top level of serve_*.yaml)", "nemo_genrm.serve:ServiceConfig", "The judge service."),
+    ("(top level of serve_*.yaml)", "nemo_genrm.serve_config:ServiceConfig", "The judge service."),
 ]
 
 HEADER = """# Configuration reference
