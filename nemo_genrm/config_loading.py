@@ -74,13 +74,18 @@ def _load_with_defaults(path: Path, chain: tuple[Path, ...] = ()) -> DictConfig:
     return _merge(merged, cfg)
 
 
-def load_config(path: str | Path, overrides: Iterable[str] = ()) -> DictConfig:
+def load_config(
+    path: str | Path, overrides: Iterable[str] = (), *, schema: type[BaseModel] | None = None
+) -> DictConfig:
     """Load a YAML config with ``defaults:`` inheritance and apply Hydra-style overrides.
 
     Args:
         path: The YAML file.
         overrides: Strings such as ``env.genrm.judge.model_name=/ckpt``, ``+logger.tag=x``,
             ``++a.b=1`` or ``~a.b``.
+        schema: The config model the file is validated against. With it, ``key=value`` sets any
+            key the schema defines, whether or not the YAML spells it out (see
+            :func:`apply_overrides`); without it, only keys present in the YAML.
 
     Returns:
         The merged config (interpolations unresolved; see :func:`to_container`).
@@ -90,12 +95,34 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> DictConfig:
             or names a key that does not exist (with the closest existing names).
     """
     cfg = _load_with_defaults(Path(path))
-    apply_overrides(cfg, list(overrides))
+    apply_overrides(cfg, list(overrides), schema=schema)
     return cfg
 
 
-def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """Apply Hydra override strings to ``cfg`` in place (see :func:`load_config`)."""
+def apply_overrides(
+    cfg: DictConfig, overrides: list[str], *, schema: type[BaseModel] | None = None
+) -> DictConfig:
+    """Apply Hydra override strings to ``cfg`` in place (see :func:`load_config`).
+
+    The grammar and its meaning are NeMo-RL's (Hydra's), applied as if the YAML were merged onto
+    the schema's defaults (Hydra's structured configs): ``key=value`` changes a key the YAML or
+    the schema defines; ``+key=value`` adds a key neither defines (a free-form section such as
+    ``judge.vllm.extra_kwargs``, or a config read without a schema); ``++`` adds or replaces;
+    ``~key`` deletes. The defaults themselves are not written into ``cfg``, so a validated
+    section still knows which fields the user set.
+
+    Args:
+        cfg: The loaded config, changed in place.
+        overrides: The override strings.
+        schema: The config model ``cfg`` is validated against, or ``None``.
+
+    Returns:
+        ``cfg``.
+
+    Raises:
+        ConfigError: Listing every override that cannot be parsed or applied; an unknown key is
+            named with the closest valid keys.
+    """
     if not overrides:
         return cfg
     # Hydra's parser is what NeMo-RL uses; importing it lazily keeps `import nemo_genrm` light.
@@ -108,6 +135,9 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     for text in overrides:
         try:
             parsed = parser.parse_overrides(overrides=[text])
+            if schema is not None and _schema_key_absent(cfg, schema, parsed[0]):
+                # The schema defines the key: set it as Hydra sets a structured config's default.
+                parsed = parser.parse_overrides(overrides=["++" + text])
         except HydraException as exc:
             problems.append(f"override {text!r} cannot be parsed: {str(exc).splitlines()[0]}")
             continue
@@ -115,7 +145,7 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
             OmegaConf.set_struct(cfg, True)
             ConfigLoaderImpl._apply_overrides_to_config(overrides=parsed, cfg=cfg)
         except (HydraException, ValueError, KeyError) as exc:
-            problems.append(_explain_override_failure(cfg, text, exc))
+            problems.append(_explain_override_failure(cfg, text, exc, schema))
         finally:
             OmegaConf.set_struct(cfg, False)
     if problems:
@@ -123,21 +153,52 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-def _explain_override_failure(cfg: DictConfig, text: str, exc: Exception) -> str:
+def _schema_key_absent(cfg: DictConfig, schema: type[BaseModel], override: Any) -> bool:
+    """Whether a plain ``key=value`` names a key the schema defines and the config lacks."""
+    if override.is_add() or override.is_force_add() or override.is_delete():
+        return False
+    key = override.key_or_group
+    return OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT and _schema_defines(schema, key.split("."))
+
+
+_ABSENT = object()
+
+
+def _schema_defines(schema: type[BaseModel], parts: list[str]) -> bool:
+    """Whether every segment of a dotted key is a field of the schema's nested sections."""
+    current: type[BaseModel] | None = schema
+    for part in parts:
+        if current is None or part not in current.model_fields:
+            return False
+        current = _model_in(current.model_fields[part].annotation)
+    return True
+
+
+def _explain_override_failure(cfg: DictConfig, text: str, exc: Exception, schema: type[BaseModel] | None) -> str:
     key = text.lstrip("+~").split("=", 1)[0].strip()
-    if not text.startswith(("+", "~")):
-        # Find the first segment of the key that the config lacks and suggest its neighbours.
-        node: Any = cfg
-        parts = key.split(".")
-        for depth, part in enumerate(parts):
-            if not isinstance(node, DictConfig) or part not in node:
-                missing = ".".join(parts[: depth + 1])
-                hint = _suggest(part, [str(k) for k in node.keys()]) if isinstance(node, DictConfig) else ""
-                return (
-                    f"override {text!r}: {missing!r} does not exist in the config{hint}; "
-                    f"write '+{text}' to add it or '++{text}' to add or replace"
-                )
-            node = node[part]
+    if text.startswith(("+", "~")):
+        return f"override {text!r}: {str(exc).splitlines()[0]}"
+    # Find the first segment of the key that neither the config nor the schema has, and suggest
+    # its neighbours from both.
+    node: Any = cfg
+    section: type[BaseModel] | None = schema
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        in_cfg = isinstance(node, DictConfig) and part in node
+        in_schema = section is not None and part in section.model_fields
+        if not (in_cfg or in_schema):
+            missing = ".".join(parts[: depth + 1])
+            in_node = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+            choices = sorted({*in_node, *(section.model_fields if section is not None else ())})
+            hint = _suggest(part, choices)
+            if section is not None and section.model_config.get("extra") == "forbid":
+                return f"override {text!r}: {missing!r} does not exist{hint}; valid keys: {', '.join(choices)}"
+            return (
+                f"override {text!r}: {missing!r} does not exist in the config{hint}; "
+                f"write '+{text}' to add it or '++{text}' to add or replace"
+            )
+        node = node[part] if in_cfg else None
+        section = _model_in(section.model_fields[part].annotation) if in_schema and section is not None else None
     return f"override {text!r}: {str(exc).splitlines()[0]}"
 
 

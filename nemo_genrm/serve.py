@@ -60,7 +60,7 @@ def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> Serv
     Raises:
         ConfigError: The file is missing or invalid (every problem listed).
     """
-    return validate(ServiceConfig, load_config(path, overrides))
+    return validate(ServiceConfig, load_config(path, overrides, schema=ServiceConfig))
 
 
 def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: bool = True) -> str:

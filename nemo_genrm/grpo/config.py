@@ -322,5 +322,5 @@ def load_grpo_config(path: str | Path, overrides: Iterable[str] = ()) -> GRPOMas
         ConfigError: The file cannot be read, an override is invalid, or any value is wrong
             (every problem listed).
     """
-    raw = load_config(path, overrides)
+    raw = load_config(path, overrides, schema=GRPOMasterConfig)
     return validate(GRPOMasterConfig, to_container(raw))

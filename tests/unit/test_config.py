@@ -370,3 +370,61 @@ def test_booleans_stay_booleans_and_numbers_numbers() -> None:
     assert validate(JudgeConfig, {"model_name": "m", "sampling": {"temperature": 1}}).sampling.temperature == 1.0
     with pytest.raises(ValidationError, match="got the boolean"):
         JudgeConfig(model_name="m").sampling.max_new_tokens = True  # assignment is validated too
+
+
+# ------------------------------------------------------------------ overrides and the schema
+@pytest.fixture
+def judge_yaml(tmp_path: Path) -> Path:
+    """A RewardBench YAML that spells out neither judge.http nor judge.vllm."""
+    return _write(tmp_path / "rb.yaml", "judge: {model_name: m, sampling: {max_new_tokens: 8}}\n")
+
+
+def test_override_sets_a_schema_key_the_yaml_does_not_spell_out(judge_yaml: Path) -> None:
+    overrides = ["judge.backend=http", "judge.http.base_url=http://127.0.0.1:9/v1", "judge.http.max_retries=0"]
+    cfg = validate(RewardBenchConfig, load_config(judge_yaml, overrides, schema=RewardBenchConfig))
+    assert cfg.judge.http.base_url == "http://127.0.0.1:9/v1" and cfg.judge.http.max_retries == 0
+    # the schema's defaults are not written into the config: the section knows what was set
+    assert cfg.judge.sampling.model_fields_set == {"max_new_tokens"}
+    assert cfg.judge.http.model_fields_set == {"base_url", "max_retries"}
+
+
+def test_without_the_schema_an_absent_key_needs_plus(judge_yaml: Path) -> None:
+    with pytest.raises(ConfigError, match=r"write '\+judge.http.base_url=http://h/v1'"):
+        load_config(judge_yaml, ["judge.http.base_url=http://h/v1"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # a typo in a section the schema defines: the closest keys, and no '+' advice
+        ("judge.htp.base_url=x", "'judge.htp' does not exist (did you mean 'http'?); valid keys: backend,"),
+        ("judge.sampling.temprature=1", "(did you mean 'temperature'?); valid keys: max_new_tokens, seed, temperature, top_p"),
+        # a free-form section: its keys are the user's, so '+' adds one
+        ("judge.vllm.extra_kwargs.enforce_eager=true", "write '+judge.vllm.extra_kwargs.enforce_eager=true' to add it"),
+    ],
+)
+def test_override_of_a_key_no_one_defines_is_refused(judge_yaml: Path, override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(judge_yaml, [override], schema=RewardBenchConfig)
+    assert len(info.value.problems) == 1
+    assert message in info.value.problems[0]
+
+
+def test_plus_forms_keep_nemo_rl_meaning_with_a_schema(judge_yaml: Path) -> None:
+    added = ["+judge.vllm.extra_kwargs.enforce_eager=true", "+judge.http.timeout_s=5", "++judge.sampling.max_new_tokens=4"]
+    cfg = validate(RewardBenchConfig, load_config(judge_yaml, added, schema=RewardBenchConfig))
+    assert cfg.judge.vllm.extra_kwargs == {"enforce_eager": True}
+    assert cfg.judge.http.timeout_s == 5.0 and cfg.judge.sampling.max_new_tokens == 4
+    with pytest.raises(ConfigError, match="already at 'judge.sampling.max_new_tokens'"):
+        load_config(judge_yaml, ["+judge.sampling.max_new_tokens=4"], schema=RewardBenchConfig)
+
+
+def test_entry_point_loaders_know_their_schema(tmp_path: Path) -> None:
+    from nemo_genrm.grpo.config import load_grpo_config
+    from nemo_genrm.serve import load_service_config
+
+    grpo = Path(__file__).resolve().parents[2] / "examples" / "configs" / "grpo_genrm_tiny.yaml"
+    cfg = load_grpo_config(grpo, ["env.genrm.judge.vllm.gpu_memory_utilization=0.2"])
+    assert cfg.env.genrm.judge.vllm.gpu_memory_utilization == 0.2
+    serve = _write(tmp_path / "s.yaml", "judge: {model_name: m}\n")
+    assert load_service_config(serve, ["serve.port=8123"]).serve.port == 8123
