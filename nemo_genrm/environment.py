@@ -162,7 +162,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         from nemo_genrm.judges import create_judge
 
         self._resources = acquire_resources(
-            self.cfg, placement_group=placement_group, policy_gpu_fraction=policy_gpu_fraction
+            self.cfg.judge,
+            self.cfg.resources,
+            placement_group=placement_group,
+            policy_gpu_fraction=policy_gpu_fraction,
+            ready_timeout_s=self.cfg.fault_tolerance.startup_timeout_s,
         )
         try:
             return create_judge(
