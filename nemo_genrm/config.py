@@ -65,8 +65,8 @@ class StrictModel(BaseModel):
 
 def _number_kinds(annotation: Any) -> str | None:
     """'an integer' or 'a number' when ``annotation`` takes only ints or floats (or None)."""
-    members = [a for a in (get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,))
-               if a is not type(None)]  # fmt: skip
+    union = get_origin(annotation) in (Union, UnionType)
+    members = [a for a in (get_args(annotation) if union else (annotation,)) if a is not type(None)]
     if members and all(a in (int, float) for a in members):
         return "an integer" if members == [int] else "a number"
     return None
