@@ -428,3 +428,13 @@ def test_entry_point_loaders_know_their_schema(tmp_path: Path) -> None:
     assert cfg.env.genrm.judge.vllm.gpu_memory_utilization == 0.2
     serve = _write(tmp_path / "s.yaml", "judge: {model_name: m}\n")
     assert load_service_config(serve, ["serve.port=8123"]).serve.port == 8123
+
+
+def test_nemo_rl_engine_overrides_know_the_genrm_section_only(tmp_path: Path) -> None:
+    from nemo_genrm.grpo.nemo_rl_engine import _OVERRIDE_SCHEMA
+
+    path = _write(tmp_path / "nr.yaml", "grpo: {max_num_steps: 3}\nenv: {genrm: {judge: {model_name: m}}}\n")
+    cfg = to_container(load_config(path, ["env.genrm.judge.http.timeout_s=5", "+grpo.extra=1"], schema=_OVERRIDE_SCHEMA))
+    assert cfg["env"]["genrm"]["judge"]["http"] == {"timeout_s": 5} and cfg["grpo"]["extra"] == 1
+    with pytest.raises(ConfigError, match=r"write '\+grpo.extra=1'"):  # NeMo-RL's own sections: as NeMo-RL
+        load_config(path, ["grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
