@@ -438,3 +438,16 @@ def test_nemo_rl_engine_overrides_know_the_genrm_section_only(tmp_path: Path) ->
     assert cfg["env"]["genrm"]["judge"]["http"] == {"timeout_s": 5} and cfg["grpo"]["extra"] == 1
     with pytest.raises(ConfigError, match=r"write '\+grpo.extra=1'"):  # NeMo-RL's own sections: as NeMo-RL
         load_config(path, ["grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
+
+
+@pytest.mark.nemo_rl
+def test_overrides_read_as_nemo_rl_reads_them(cfg_dir: Path) -> None:
+    # Same file, same overrides: NeMo-RL's own parser gives the same config (keys the file has;
+    # the schema only widens what key=value may set).
+    from nemo_rl.utils.config import parse_hydra_overrides
+
+    overrides = ["a.x=7", "+a.new=hello", "++a.y=9", "++a.w=[1,2]", "~b", "name=null"]
+    ours = to_container(load_config(cfg_dir / "child.yaml", overrides))
+    theirs = to_container(parse_hydra_overrides(load_config(cfg_dir / "child.yaml"), overrides))
+    assert ours == theirs
+    assert ours["a"] == {"x": 7, "y": 9, "z": 3, "new": "hello", "w": [1, 2]} and ours["derived"] == 7
