@@ -78,7 +78,7 @@ def main() -> None:
     logs, meta = _samples(args.batch)
     requests = _bare_requests(cfg, logs, meta)
 
-    resources = acquire_resources(cfg)
+    resources = acquire_resources(cfg.judge, cfg.resources)
     bare = create_judge(cfg.judge, resources.placement, fault_tolerance=cfg.fault_tolerance)
     env = GenRMEnvironment.remote(raw)
     try:

@@ -49,7 +49,7 @@ def parse_config(argv: list[str] | None = None) -> RewardBenchConfig:
     parser.add_argument("--config", required=True, help="YAML config (see examples/configs/reward_bench_*.yaml)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides")
     args = parser.parse_args(argv)
-    return validate(RewardBenchConfig, load_config(args.config, args.overrides))
+    return validate(RewardBenchConfig, load_config(args.config, args.overrides, schema=RewardBenchConfig))
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ inheritance and Hydra-style ``key=value`` overrides).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from nemo_genrm.config_loading import ConfigError, load_config, to_container, validate
+from nemo_genrm.config_loading import ConfigError, load_config, report_problems, to_container, validate
+from nemo_genrm.prompts import load_template, template_labels_from_config
+from nemo_genrm.verdicts import VerdictParser
 
 __all__ = [
     "AnswerConfig",
@@ -49,6 +52,26 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads True as 1 for an int or float field; in a config that is a slip (a
+        # flag written where a count belongs), so a field that takes numbers only refuses it.
+        if isinstance(value, bool) and info.field_name is not None:
+            kinds = _number_kinds(cls.model_fields[info.field_name].annotation)
+            if kinds:
+                raise ValueError(f"must be {kinds}, got the boolean {value}")
+        return value
+
+
+def _number_kinds(annotation: Any) -> str | None:
+    """'an integer' or 'a number' when ``annotation`` takes only ints or floats (or None)."""
+    union = get_origin(annotation) in (Union, UnionType)
+    members = [a for a in (get_args(annotation) if union else (annotation,)) if a is not type(None)]
+    if members and all(a in (int, float) for a in members):
+        return "an integer" if members == [int] else "a number"
+    return None
 
 
 # --------------------------------------------------------------------------------------- judge
@@ -215,7 +238,7 @@ class JudgeConfig(StrictModel):
                 "verdict_from 'logprobs' needs a server with top_logprobs: set http.supports_logprobs: "
                 "true or verdict_from: text"
             )
-        _raise_if(problems)
+        report_problems(self, problems)
         return self
 
 
@@ -282,35 +305,12 @@ class VerdictConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> VerdictConfig:
-        problems = []
-        if _norm(self.positive) == _norm(self.negative):
-            problems.append(
-                f"positive and negative labels are both {self.positive!r} (ignoring case): make them differ"
-            )
-        if len(self.choice_markers) != 2 or len(set(self.choice_markers)) != 2:
-            problems.append(
-                f"choice_markers must be two different strings, got {self.choice_markers!r}"
-            )
-        if self.rating_min >= self.rating_max:
-            problems.append(
-                f"rating_min ({self.rating_min}) must be below rating_max ({self.rating_max})"
-            )
-        for label in self.synonyms:
-            if label not in (self.positive, self.negative):
-                problems.append(
-                    f"synonyms key {label!r} is not a label: use {self.positive!r} or {self.negative!r}"
-                )
-        words = {
-            side: {_norm(w) for w in (label, *self.synonyms.get(label, []))}
-            for side, label in (("positive", self.positive), ("negative", self.negative))
-        }
-        clash = sorted(words["positive"] & words["negative"])
-        if clash and _norm(self.positive) != _norm(self.negative):
-            problems.append(
-                f"synonyms {', '.join(map(repr, clash))} would mean both {self.positive!r} and "
-                f"{self.negative!r} (compared ignoring case): give each word to one label only"
-            )
-        _raise_if(problems)
+        # The parser's own rules, run here: a config that validates always builds its parser,
+        # and the rules are written once (in nemo_genrm.verdicts, which the parser also runs).
+        try:
+            VerdictParser.from_config(self)
+        except ConfigError as err:
+            report_problems(self, [_section_relative(p) for p in err.problems])
         return self
 
 
@@ -359,6 +359,11 @@ class RubricConfig(StrictModel):
         None,
         description="JSON or YAML mapping a question to its items ('*': items for every question).",
     )
+
+
+def _section_relative(problem: str) -> str:
+    """A parser problem ("verdict.x: ...", "verdict: ...") as one of the verdict section's."""
+    return problem.removeprefix("verdict: ").removeprefix("verdict.")
 
 
 class RewardConfig(StrictModel):
@@ -458,17 +463,10 @@ class FaultToleranceConfig(StrictModel):
     )
 
 
-def _norm(text: str) -> str:
-    """A label or synonym as the lenient parser compares it: case-folded, spaces collapsed."""
-    return " ".join(text.casefold().split())
-
-
 def _template_problems(prompt: PromptConfig, verdict: VerdictConfig, fields: tuple[str, ...]) -> list[str]:
     """Load a custom template file now, so a missing file or unknown field fails at validation."""
     if _template_kind(prompt.template) is not None:
         return []
-    from nemo_genrm.prompts import load_template, template_labels_from_config  # prompts imports config
-
     try:
         load_template(prompt.template, provided_fields=fields, labels=template_labels_from_config(verdict))
     except ConfigError as err:
@@ -519,7 +517,7 @@ class GenRMConfig(StrictModel):
         problems += _template_problems(self.prompt, self.verdict, ("question", "reference", "candidate"))
         problems += _placement_problems(self.judge, self.resources)
         problems += _mode_problems(self)
-        _raise_if(problems)
+        report_problems(self, problems)
         return self
 
 
@@ -565,7 +563,7 @@ class RewardBenchDataConfig(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> RewardBenchDataConfig:
         if not self.path and not self.hf_name:
-            _raise_if(["set data.path (a local file) or data.hf_name (a hub dataset)"])
+            report_problems(self, ["set data.path (a local file) or data.hf_name (a hub dataset)"])
         return self
 
 
@@ -657,7 +655,7 @@ class RewardBenchConfig(StrictModel):
         if self.prompt.preset is None and self.protocol != "best_of_4":
             fields = {"pairwise": ("question", "response_a", "response_b"), "rating": ("question", "response")}
             problems += _template_problems(self.prompt, self.verdict, fields[self.protocol])
-        _raise_if(problems)
+        report_problems(self, problems)
         return self
 
 
@@ -711,9 +709,3 @@ def _best_of_4_problems(cfg: RewardBenchConfig) -> list[str]:
     if any(m.verdict_from == "logprobs" for m in cfg.members):
         problems.append("protocol: best_of_4 reads verdicts from text: set judge.verdict_from: text")
     return problems
-
-
-def _raise_if(problems: list[str]) -> None:
-    """Raise one ValueError listing every problem; pydantic turns it into a located error."""
-    if problems:
-        raise ValueError("; ".join(problems))

@@ -7,9 +7,13 @@ reason it cannot be judged (see :data:`nemo_genrm.env_types.REASONS`).
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from nemo_genrm.env_types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
@@ -89,6 +93,29 @@ def strip_chat_scaffolding(text: str) -> str:
     return text
 
 
+def message_logs(batch: Any) -> list[Any]:
+    """The batch of message logs as a list, one entry per sample.
+
+    Args:
+        batch: A list (or any iterable but a string or mapping) of message logs, or ``None``
+            for an empty batch.
+
+    Returns:
+        The entries, unchanged (a malformed entry is bad data, decided per sample later).
+
+    Raises:
+        TypeError: ``batch`` is a string, bytes or a mapping (iterating it would turn each
+            character or key into a sample), or not iterable at all: a bug in the caller.
+    """
+    if batch is None:
+        return []
+    if isinstance(batch, (str, bytes, bytearray, Mapping)) or not isinstance(batch, Iterable):
+        raise TypeError(
+            f"message_log_batch must be a list with one message log per sample, got {type(batch).__name__}"
+        )
+    return list(batch)
+
+
 def metadata_list(metadata: Any, size: int) -> list[Any]:
     """The per-sample metadata as a list of ``size`` entries.
 
@@ -148,9 +175,72 @@ def _reference(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
     value = meta.get("ground_truth")
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, MISSING_GROUND_TRUTH
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None, BAD_INPUT
-    return str(value), None
+    if isinstance(value, str):
+        return value, None
+    text = number_text(value)
+    return (text, None) if text is not None else (None, BAD_INPUT)
+
+
+# Integral binary floats below this are written as integers; above it a float is not exact at
+# the units digit, so its own notation (e.g. 1e+20) says more.
+_EXACT_INT_FLOAT = 2.0**53
+
+
+def number_text(value: Any) -> str | None:
+    """A numeric ground truth written the way a person would write it, or ``None``.
+
+    Any number type is accepted: Python's, NumPy scalars and 0-d arrays (what pandas and Parquet
+    give), ``Decimal``, ``Fraction`` and 0-d torch tensors. Integers are written in decimal; a
+    binary float with an integral value as an integer (``3.0`` -> ``"3"``: pandas turns an
+    integer column with a gap into floats, so the ``.0`` carries no meaning), any other float in
+    its shortest form at its own precision (``numpy.float32(0.1)`` -> ``"0.1"``). A ``Decimal``
+    keeps the digits it was written with (``"2.50"``), in positional notation; a ``Fraction`` is
+    ``"3/4"`` (``"3"`` when whole).
+
+    Args:
+        value: The ground truth (not a string).
+
+    Returns:
+        The text, or ``None`` for what is not a finite real number: booleans (a flag is not an
+        answer), NaN, infinities, complex numbers, tensors with more than one element, other types.
+    """
+    value = _plain_scalar(value)
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, Decimal):
+        return format(value, "f") if value.is_finite() else None
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            return None
+        if number.is_integer() and abs(number) < _EXACT_INT_FLOAT:
+            return str(int(number))
+        # str of a NumPy float is its shortest round-trip form at its own width (float32 included).
+        return str(value) if type(value).__module__ == "numpy" else repr(number)
+    return None
+
+
+def _plain_scalar(value: Any) -> Any:
+    """A 0-d torch tensor or NumPy array as a NumPy or Python scalar; anything else unchanged."""
+    module = type(value).__module__.split(".")[0]
+    if module == "torch" and getattr(value, "ndim", None) == 0:
+        tensor = value.detach().cpu()
+        try:
+            value = tensor.numpy()
+        except TypeError:  # bfloat16 has no NumPy dtype: widen it to float32 exactly
+            value = tensor.float().numpy()
+        module = "numpy"
+    if module == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):
+        kind = value.dtype.kind
+        if kind not in "biuf":  # complex, dates, strings, objects: not a real number
+            return None
+        # A 0-d array becomes a NumPy scalar (a scalar stays itself); a NumPy bool a Python one.
+        value = bool(value) if kind == "b" else value[()]
+    return value
 
 
 def prepare_sample(

@@ -46,7 +46,7 @@ import torch
 
 from nemo_genrm.coalesce import Coalescer
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
-from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
+from nemo_genrm.env_inputs import PreparedSample, message_logs, metadata_list, prepare_sample
 from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
@@ -178,7 +178,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         from nemo_genrm.judges import create_judge
 
         self._resources = acquire_resources(
-            self.cfg, placement_group=placement_group, policy_gpu_fraction=policy_gpu_fraction
+            self.cfg.judge,
+            self.cfg.resources,
+            placement_group=placement_group,
+            policy_gpu_fraction=policy_gpu_fraction,
+            ready_timeout_s=self.cfg.fault_tolerance.startup_timeout_s,
         )
         try:
             return create_judge(
@@ -222,12 +226,13 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
         Raises:
             ValueError: ``metadata`` has a different length than the batch.
-            TypeError: ``metadata`` is neither ``None`` nor a list.
+            TypeError: ``message_log_batch`` or ``metadata`` is a string or a mapping (or
+                ``metadata`` is neither ``None`` nor a list): a bug in the caller.
             ConfigError: The judge refused its config (e.g. labels it cannot score).
             RuntimeError: The environment or its judge was shut down.
         """
         start = time.perf_counter()
-        logs = list(message_log_batch or [])
+        logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
             prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)

@@ -25,7 +25,7 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from nemo_genrm.env_types import JUDGED, PARSE_FAILURE, REASONS
@@ -108,10 +108,35 @@ class StepTally:
             out[f"rate/{reason}"] = _ratio(self.counts[reason], n)
         result = {PREFIX + k: v for k, v in out.items()}
         if self.modes:
-            from nemo_genrm.modes.assemble import mode_metrics  # the modes package imports this module
-
             result.update(mode_metrics(self.modes))
         return result
+
+# Rates derived from the mode counters: metric -> (numerator, denominator).
+RATES: dict[str, tuple[str, str]] = {
+    "votes/agreement": ("votes/agreement_sum", "votes/requests"),
+    "votes/tie_rate": ("votes/ties", "votes/requests"),
+    "swap/disagreement_rate": ("swap/disagreements", "swap/pairs"),
+    "pairwise/order_disagreement_rate": ("pairwise/order_disagreements", "pairwise/pairs"),
+    "pairwise/failed_pair_rate": ("pairwise/failed_pairs", "pairwise/pairs"),
+    "rubric/met_rate": ("rubric/items_met", "rubric/items"),
+    "rubric/item_failure_rate": ("rubric/item_failures", "rubric/items"),
+}
+
+
+def mode_metrics(counters: Mapping[str, float]) -> dict[str, float]:
+    """The ``genrm/<mode>/*`` metrics: every counter, and the rates of :data:`RATES` it allows.
+
+    ``pairwise/order_disagreement_rate`` is over the pairs judged in both orders (failed pairs
+    left out); every other rate is over its counter's total.
+    """
+    out = {PREFIX + name: float(value) for name, value in counters.items()}
+    for name, (num, den) in RATES.items():
+        total = counters.get(den, 0.0)
+        if name == "pairwise/order_disagreement_rate":
+            total -= counters.get("pairwise/failed_pairs", 0.0)
+        if den in counters:
+            out[PREFIX + name] = counters.get(num, 0.0) / total if total else 0.0
+    return out
 
 
 def _ratio(num: float, den: float) -> float:

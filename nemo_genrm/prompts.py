@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from nemo_genrm.config import ConfigError
+from nemo_genrm.config_loading import ConfigError  # not nemo_genrm.config, which imports this module
 from nemo_genrm.verdicts import neutralise
 
 logger = logging.getLogger(__name__)

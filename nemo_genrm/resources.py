@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemo_genrm.config import ConfigError, GenRMConfig
+from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, ResourcesConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 
 logger = logging.getLogger(__name__)
@@ -109,21 +109,18 @@ class ClusterView:
         )
 
 
-def _ranks_per_replica(cfg: GenRMConfig) -> int:
-    return cfg.judge.tensor_parallel_size
-
-
-def plan_separate(cfg: GenRMConfig) -> SeparatePlan:
+def plan_separate(judge: JudgeConfig, resources: ResourcesConfig) -> SeparatePlan:
     """Plan the placement groups of a separate judge (no Ray needed).
 
     Args:
-        cfg: The validated ``env.genrm`` config (``resources.placement: separate``).
+        judge: The judge section (its tensor parallel size sets the ranks per replica).
+        resources: The resources section (``placement: separate``).
 
     Returns:
         The groups, their strategies and each replica's bundles.
     """
-    res = cfg.resources
-    tp = _ranks_per_replica(cfg)
+    res = resources
+    tp = judge.tensor_parallel_size
     gpus_per_rank = res.gpus_per_replica / tp if res.gpus_per_replica else 0.0
     bundle: dict[str, float] = {"CPU": float(res.cpus_per_replica)}
     if gpus_per_rank:
@@ -140,19 +137,22 @@ def plan_separate(cfg: GenRMConfig) -> SeparatePlan:
     return SeparatePlan(groups, slots, gpus_per_rank, float(res.cpus_per_replica))
 
 
-def separate_problems(cfg: GenRMConfig, plan: SeparatePlan, cluster: ClusterView) -> list[str]:
+def separate_problems(
+    judge: JudgeConfig, resources: ResourcesConfig, plan: SeparatePlan, cluster: ClusterView
+) -> list[str]:
     """Layout problems of a separate judge against the cluster (no Ray needed).
 
     Args:
-        cfg: The validated config.
+        judge: The judge section.
+        resources: The resources section.
         plan: From :func:`plan_separate`.
         cluster: What the cluster offers.
 
     Returns:
         One line per problem, each saying what to change; empty when the layout fits.
     """
-    res = cfg.resources
-    tp = _ranks_per_replica(cfg)
+    res = resources
+    tp = judge.tensor_parallel_size
     problems = []
     if plan.total_gpus > cluster.gpus + _EPS:
         problems.append(
@@ -190,7 +190,8 @@ def separate_problems(cfg: GenRMConfig, plan: SeparatePlan, cluster: ClusterView
 
 
 def colocated_problems(
-    cfg: GenRMConfig,
+    judge: JudgeConfig,
+    resources: ResourcesConfig,
     bundle_specs: Sequence[Mapping[str, float]],
     *,
     free: Sequence[Mapping[str, float]] | None = None,
@@ -199,7 +200,8 @@ def colocated_problems(
     """Layout problems of a colocated judge inside a group (no Ray needed).
 
     Args:
-        cfg: The validated config (``resources.placement: colocated``).
+        judge: The judge section.
+        resources: The resources section (``placement: colocated``).
         bundle_specs: The joined group's bundles (``pg.bundle_specs``).
         free: Per bundle, the resources still free in it (``None``: not checked).
         policy_gpu_fraction: Share of each GPU the policy's workers hold, when the caller knows.
@@ -207,8 +209,8 @@ def colocated_problems(
     Returns:
         One line per problem, each saying what to change.
     """
-    res = cfg.resources
-    tp = _ranks_per_replica(cfg)
+    res = resources
+    tp = judge.tensor_parallel_size
     problems = []
     gpu_bundles = [i for i, b in enumerate(bundle_specs) if b.get("GPU", 0.0) > 0]
     needed = res.num_replicas * tp
@@ -307,23 +309,30 @@ class JudgeResources:
         self.owned_groups = []
 
 
+# How long the groups may take to be scheduled when the caller does not say: the default of
+# fault_tolerance.startup_timeout_s, which the environment passes.
+_STARTUP_TIMEOUT_S: float = FaultToleranceConfig.model_fields["startup_timeout_s"].default
+
+
 def acquire_resources(
-    cfg: GenRMConfig,
+    judge: JudgeConfig,
+    resources: ResourcesConfig,
     *,
     placement_group: Any = None,
     policy_gpu_fraction: float | None = None,
-    ready_timeout_s: float | None = None,
+    ready_timeout_s: float = _STARTUP_TIMEOUT_S,
     name_prefix: str = "genrm_judge",
 ) -> JudgeResources:
     """Reserve (separate) or join (colocated) the judge's resources on the connected Ray cluster.
 
     Args:
-        cfg: The validated ``env.genrm`` config.
+        judge: The judge section (its backend and tensor parallel size).
+        resources: The resources section.
         placement_group: Colocated only: the group to join, as a handle (wins over
             ``resources.colocate_with``).
         policy_gpu_fraction: Colocated only: share of each GPU the policy holds, when known.
-        ready_timeout_s: How long to wait for the groups to be scheduled (default:
-            ``fault_tolerance.startup_timeout_s``).
+        ready_timeout_s: How long to wait for the groups to be scheduled (the environment
+            passes ``fault_tolerance.startup_timeout_s``; its default otherwise).
         name_prefix: Prefix of the names of the created groups.
 
     Returns:
@@ -334,25 +343,25 @@ def acquire_resources(
             over 1, TP not dividing the GPUs, no group to join, a group that does not exist), or
             groups that could not be scheduled in time.
     """
-    if cfg.judge.backend == "http":
+    if judge.backend == "http":
         # The judge is a remote server: nothing to reserve on this cluster.
         return JudgeResources(Placement(), layout="none")
-    if ready_timeout_s is None:
-        ready_timeout_s = cfg.fault_tolerance.startup_timeout_s
-    if cfg.resources.placement == "colocated":
-        return _join(cfg, placement_group, policy_gpu_fraction, ready_timeout_s)
+    if resources.placement == "colocated":
+        return _join(judge, resources, placement_group, policy_gpu_fraction, ready_timeout_s)
     if placement_group is not None:
         logger.warning("a placement group was passed but resources.placement is 'separate'; ignoring it")
-    return _reserve(cfg, ready_timeout_s, name_prefix)
+    return _reserve(judge, resources, ready_timeout_s, name_prefix)
 
 
-def _reserve(cfg: GenRMConfig, ready_timeout_s: float, name_prefix: str) -> JudgeResources:
+def _reserve(
+    judge: JudgeConfig, resources: ResourcesConfig, ready_timeout_s: float, name_prefix: str
+) -> JudgeResources:
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    plan = plan_separate(cfg)
+    plan = plan_separate(judge, resources)
     suffix = uuid.uuid4().hex[:8]
-    problems = separate_problems(cfg, plan, ClusterView.current())
+    problems = separate_problems(judge, resources, plan, ClusterView.current())
     if problems:
         raise ConfigError(problems, source="env.genrm.resources")
     groups = [
@@ -385,12 +394,16 @@ def _reserve(cfg: GenRMConfig, ready_timeout_s: float, name_prefix: str) -> Judg
 
 
 def _join(
-    cfg: GenRMConfig, handle: Any, policy_gpu_fraction: float | None, ready_timeout_s: float
+    judge: JudgeConfig,
+    resources: ResourcesConfig,
+    handle: Any,
+    policy_gpu_fraction: float | None,
+    ready_timeout_s: float,
 ) -> JudgeResources:
     import ray
     import ray.exceptions
 
-    res = cfg.resources
+    res = resources
     group = handle
     if group is None:
         if not res.colocate_with:
@@ -425,10 +438,10 @@ def _join(
         ) from None
     specs = group.bundle_specs
     free = _bundle_free(group.id.hex(), len(specs))
-    problems = colocated_problems(cfg, specs, free=free, policy_gpu_fraction=policy_gpu_fraction)
+    problems = colocated_problems(judge, resources, specs, free=free, policy_gpu_fraction=policy_gpu_fraction)
     if problems:
         raise ConfigError(problems, source="env.genrm.resources")
-    tp = _ranks_per_replica(cfg)
+    tp = judge.tensor_parallel_size
     gpu_bundles = [i for i, b in enumerate(specs) if b.get("GPU", 0.0) > 0]
     replicas = tuple(
         ReplicaPlacement(group, tuple(gpu_bundles[r * tp : (r + 1) * tp]), res.gpu_fraction, res.cpus_per_replica)

@@ -6,7 +6,7 @@ Run it::
         judge.model_name=/path/to/judge serve.port=8001
 
 The YAML has a ``judge:`` section (:class:`nemo_genrm.config.JudgeConfig`, any backend) and a
-``serve:`` section (:class:`ServeConfig`). Point a trainer at the service with
+``serve:`` section (:class:`nemo_genrm.serve_config.ServeConfig`). Point a trainer at the service with
 ``judge.backend: http`` and ``judge.http.base_url`` set to the URL this prints. The endpoints
 and their rules are in :mod:`nemo_genrm.serve_app` and ``docs/serving.md``.
 """
@@ -18,273 +18,35 @@ import contextlib
 import logging
 import time
 import urllib.request
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
-
-from nemo_genrm.config import ConfigError, JudgeConfig, StrictModel, load_config, validate
-from nemo_genrm.metrics import percentile
+from nemo_genrm.config import ConfigError, load_config, validate
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, prepare_job_environment
+
+# The config and the metrics live in modules of their own, which the Ray Serve application
+# (serve_app) imports too: importing them from here would make the two modules import each other.
+from nemo_genrm.serve_config import ServeConfig, ServiceConfig
+from nemo_genrm.serve_metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
+
+__all__ = [
+    "LATENCY_WINDOW",
+    "METRICS_NAMESPACE",
+    "MetricsStore",
+    "ServeConfig",
+    "ServiceConfig",
+    "load_service_config",
+    "prometheus_text",
+    "start_judge_service",
+    "stop_judge_service",
+    "wait_until_healthy",
+]
 
 logger = logging.getLogger(__name__)
 
 METRICS_NAMESPACE = "nemo_genrm"
 """Ray namespace of the service's metrics actor."""
-LATENCY_WINDOW = 10_000
-"""Requests the latency percentiles are computed over."""
-
-
-class ServeConfig(StrictModel):
-    """The ``serve:`` section: where the service listens and how it batches."""
-
-    host: str = Field(
-        "127.0.0.1",
-        description="Address the HTTP proxy binds; 0.0.0.0 exposes it (then an API key is required).",
-    )
-    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the proxy.")
-    app_name: str = Field("genrm-judge", min_length=1, description="Ray Serve application name.")
-    route_prefix: str = Field(
-        "/",
-        pattern=r"^/",
-        description="URL prefix of this service; several judges can share one port.",
-    )
-    served_model_name: str | None = Field(
-        None, description="Name clients send as `model`; defaults to judge.model_name."
-    )
-    num_replicas: int = Field(1, ge=1, description="Serve replicas, each with its own engine.")
-    max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica holds at once.")
-    max_batch_size: int = Field(32, ge=1, description="Requests merged into one engine call.")
-    batch_wait_timeout_s: float = Field(
-        0.01, ge=0.0, description="How long a batch waits to fill before it runs."
-    )
-    num_cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per replica.")
-    num_gpus_per_replica: float = Field(
-        0.0,
-        ge=0.0,
-        description="GPUs per replica (0 on CPU, or when the engine starts its own workers).",
-    )
-    startup_timeout_s: float = Field(
-        600.0, gt=0.0, description="Longest wait for /health at start."
-    )
-    api_key_env: str | None = Field(
-        None,
-        description="Environment variable holding the API key clients must send as a Bearer token.",
-    )
-    api_key_file: str | None = Field(
-        None, description="File whose first line is the API key (instead of api_key_env)."
-    )
-    require_api_key: bool | None = Field(
-        None,
-        description=(
-            "null: a key is required when host is not a loopback address; true: always; "
-            "false: never (an exposed service without authentication)."
-        ),
-    )
-    max_body_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413."
-    )
-    body_timeout_s: float = Field(
-        30.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
-    )
-    max_json_depth: int = Field(
-        32, ge=4, description="Deepest nesting of a request's JSON (else 400)."
-    )
-    health_probe_interval_s: float = Field(
-        10.0,
-        gt=0.0,
-        description="/health probes the engine with a one-line request when idle this long.",
-    )
-    engine_in_replica: bool | None = Field(
-        None,
-        description=(
-            "Run the engine inside the replica process (dtensor with tensor_parallel_size 1 only; "
-            "reserve its GPU with num_gpus_per_replica). false: the engine starts its own Ray "
-            "workers (any backend). null: in the replica when possible."
-        ),
-    )
-
-
-class ServiceConfig(StrictModel):
-    """A judge service config: the engine and how it is served."""
-
-    judge: JudgeConfig
-    serve: ServeConfig = Field(default_factory=ServeConfig)
-
-    @property
-    def model_id(self) -> str:
-        """The model name clients use."""
-        return self.serve.served_model_name or self.judge.model_name
-
-    @property
-    def in_replica(self) -> bool:
-        """Whether replicas run the engine in their own process (``engine_in_replica`` resolved)."""
-        possible = self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
-        return possible if self.serve.engine_in_replica is None else self.serve.engine_in_replica
-
-    @property
-    def api_key_required(self) -> bool:
-        """Whether clients must send the API key (``require_api_key`` resolved)."""
-        from nemo_genrm.serve_guard import is_loopback
-
-        required = self.serve.require_api_key
-        return not is_loopback(self.serve.host) if required is None else required
-
-    @model_validator(mode="after")
-    def _check(self) -> ServiceConfig:
-        problems = []
-        if self.serve.engine_in_replica and not (
-            self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
-        ):
-            problems.append(
-                "serve.engine_in_replica: true needs judge.backend dtensor with "
-                f"tensor_parallel_size 1 (got {self.judge.backend}, tp "
-                f"{self.judge.tensor_parallel_size}); set "
-                "engine_in_replica: false or null so the engine starts its own workers"
-            )
-        has_key = bool(self.serve.api_key_env or self.serve.api_key_file)
-        if self.serve.api_key_env and self.serve.api_key_file:
-            problems.append("serve.api_key_env and serve.api_key_file are both set: keep one")
-        if self.api_key_required and not has_key:
-            problems.append(
-                f"serve.host {self.serve.host!r} is reachable from other machines, so the service "
-                "needs an API key: set serve.api_key_env (an environment variable holding it) or "
-                "serve.api_key_file, or serve.require_api_key: false to serve without "
-                "authentication"
-                if self.serve.require_api_key is None
-                else "serve.require_api_key is true: set serve.api_key_env or serve.api_key_file"
-            )
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-
-class MetricsStore:
-    """Request counters and a latency window of one service, shared by all its replicas.
-
-    One Ray actor holds it (created by :func:`start_judge_service`); kept in this light module so
-    the actor's process does not import Ray Serve or FastAPI.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Zero every counter."""
-        self.requests = 0
-        self.errors = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.batches = 0
-        self.batched_requests = 0
-        self.max_batch_size = 0
-        self.rejected: dict[str, int] = {}
-        self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
-
-    def record(
-        self,
-        ok: bool,
-        latency_s: float,
-        prompt_tokens: int,
-        completion_tokens: int,
-        rejected: str | None = None,
-    ) -> None:
-        """Count one answered request; ``rejected`` is the error code of one refused before it
-        reached the engine (e.g. ``unauthorized``, ``body_too_large``, ``invalid_text``)."""
-        self.requests += 1
-        self.errors += 0 if ok else 1
-        if rejected is not None:
-            self.rejected[rejected] = self.rejected.get(rejected, 0) + 1
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-        self.latencies.append(latency_s)
-
-    def record_batch(self, size: int) -> None:
-        """Count one engine call that served ``size`` requests."""
-        self.batches += 1
-        self.batched_requests += size
-        self.max_batch_size = max(self.max_batch_size, size)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Counters, latency p50/p95 over the last requests, and engine batch sizes."""
-        # Same definition of p50/p95 as the environment's genrm/ metrics; 0.0 (not NaN) before
-        # the first request, since the JSON endpoint cannot carry NaN.
-        latencies = list(self.latencies)
-        return {
-            "requests": self.requests,
-            "errors": self.errors,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "latency_p50_s": percentile(latencies, 50) if latencies else 0.0,
-            "latency_p95_s": percentile(latencies, 95) if latencies else 0.0,
-            "engine_batches": self.batches,
-            "mean_batch_size": self.batched_requests / self.batches if self.batches else 0.0,
-            "max_batch_size": self.max_batch_size,
-            "rejected": sum(self.rejected.values()),
-            "rejected_by_code": dict(self.rejected),
-        }
-
-
-def prometheus_text(snapshot: dict[str, Any]) -> str:
-    """The metrics snapshot in Prometheus' text exposition format."""
-    rows = [
-        (
-            "genrm_serve_requests_total",
-            "counter",
-            "Chat completion requests answered.",
-            snapshot["requests"],
-        ),
-        (
-            "genrm_serve_errors_total",
-            "counter",
-            "Requests answered with an error.",
-            snapshot["errors"],
-        ),
-        (
-            "genrm_serve_prompt_tokens_total",
-            "counter",
-            "Prompt tokens processed.",
-            snapshot["prompt_tokens"],
-        ),
-        (
-            "genrm_serve_completion_tokens_total",
-            "counter",
-            "Tokens generated.",
-            snapshot["completion_tokens"],
-        ),
-        (
-            "genrm_serve_engine_batches_total",
-            "counter",
-            "Engine calls.",
-            snapshot["engine_batches"],
-        ),
-        (
-            "genrm_serve_mean_batch_size",
-            "gauge",
-            "Requests per engine call.",
-            snapshot["mean_batch_size"],
-        ),
-    ]
-    lines = []
-    for name, kind, help_text, value in rows:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    lines += [
-        "# HELP genrm_serve_rejected_total Requests refused before reaching the engine.",
-        "# TYPE genrm_serve_rejected_total counter",
-    ]
-    by_code = snapshot.get("rejected_by_code") or {}
-    lines += [f'genrm_serve_rejected_total{{code="{code}"}} {n}' for code, n in sorted(by_code.items())]
-    lines += [
-        "# HELP genrm_serve_latency_seconds Request latency over the last requests.",
-        "# TYPE genrm_serve_latency_seconds summary",
-        f'genrm_serve_latency_seconds{{quantile="0.5"}} {snapshot["latency_p50_s"]}',
-        f'genrm_serve_latency_seconds{{quantile="0.95"}} {snapshot["latency_p95_s"]}',
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> ServiceConfig:
     """Load and validate a service YAML (``defaults:`` and ``key=value`` overrides honoured).
 
@@ -298,7 +60,7 @@ def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> Serv
     Raises:
         ConfigError: The file is missing or invalid (every problem listed).
     """
-    return validate(ServiceConfig, load_config(path, overrides))
+    return validate(ServiceConfig, load_config(path, overrides, schema=ServiceConfig))
 
 
 def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: bool = True) -> str:

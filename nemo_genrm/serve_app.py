@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
-from nemo_genrm.serve import ServiceConfig, prometheus_text
+from nemo_genrm.serve_config import ServiceConfig
+from nemo_genrm.serve_metrics import prometheus_text
 from nemo_genrm.serve_guard import (
     EngineHealth,
     RequestError,

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.config import ConfigError
+from nemo_genrm.config_loading import ConfigError  # not nemo_genrm.config, which imports this module
 
 logger = logging.getLogger(__name__)
 

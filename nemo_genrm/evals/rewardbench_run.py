@@ -64,13 +64,11 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
     elif judge_cfg.backend != "http":
         import ray
 
-        from nemo_genrm.config import GenRMConfig
         from nemo_genrm.resources import acquire_resources
 
         if not ray.is_initialized():
             ray.init(log_to_driver=False, configure_logging=False)
-        # The resource planner reads only the judge and resources sections.
-        held = acquire_resources(GenRMConfig(judge=judge_cfg, resources=res), name_prefix="reward_bench_judge")
+        held = acquire_resources(judge_cfg, res, name_prefix="reward_bench_judge")
         placement = held.placement
     try:
         judge = create_judge(judge_cfg, placement)

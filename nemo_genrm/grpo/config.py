@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from nemo_genrm.config import GenRMConfig, StrictModel
-from nemo_genrm.config_loading import load_config, to_container, validate
+from nemo_genrm.config_loading import load_config, report_problems, to_container, validate
 
 __all__ = [
     "AdamWKwargs",
@@ -252,10 +252,7 @@ class GRPOMasterConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOMasterConfig:
-        problems = _batch_problems(self) + _placement_problems(self)
-        if problems:
-            # pydantic reports a ValueError as a located problem; validate() splits on '; '.
-            raise ValueError("; ".join(problems))
+        report_problems(self, _batch_problems(self) + _placement_problems(self))
         return self
 
 
@@ -325,5 +322,5 @@ def load_grpo_config(path: str | Path, overrides: Iterable[str] = ()) -> GRPOMas
         ConfigError: The file cannot be read, an override is invalid, or any value is wrong
             (every problem listed).
     """
-    raw = load_config(path, overrides)
+    raw = load_config(path, overrides, schema=GRPOMasterConfig)
     return validate(GRPOMasterConfig, to_container(raw))

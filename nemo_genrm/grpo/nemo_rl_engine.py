@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, create_model
+
 from nemo_genrm.config import ConfigError, GenRMConfig, load_config, to_container, validate
 from nemo_genrm.grpo.config import DataConfig
 from nemo_genrm.grpo.data import PromptBuilder, QAExample, load_splits
@@ -93,6 +95,15 @@ def resolve_tiny_names(value: Any) -> Any:
     return value
 
 
+def _free_form(name: str, **sections: Any) -> type[BaseModel]:
+    return create_model(name, __config__=ConfigDict(extra="allow"), **sections)
+
+
+# What overrides know of a NeMo-RL config: env.genrm is this package's schema (so any key it
+# defines is set with key=value); the rest is NeMo-RL's, free-form here (new keys need '+').
+_OVERRIDE_SCHEMA = _free_form("NemoRLConfigKeys", env=(_free_form("NemoRLEnvKeys", genrm=(GenRMConfig, ...)), ...))
+
+
 def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
     """Load the YAML, validate ``env.genrm``, read the questions and shape NeMo-RL's config.
 
@@ -100,7 +111,7 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
         ConfigError: ``env.genrm`` is invalid, or the YAML is not a full NeMo-RL GRPO config.
     """
     _register_nemo_rl_resolvers()
-    raw = to_container(load_config(config_path, overrides))
+    raw = to_container(load_config(config_path, overrides, schema=_OVERRIDE_SCHEMA))
     genrm_raw = copy.deepcopy(raw.get("env", {}).get("genrm"))
     if genrm_raw is None:
         raise ConfigError(["env.genrm: required; add the GenRM environment section"])

@@ -48,16 +48,17 @@ _RAY_START_ATTEMPTS = 3
 
 def resolve_models(cfg: GRPOMasterConfig) -> GRPOMasterConfig:
     """A copy of ``cfg`` with every ``tiny://`` name replaced by the folder of its built model."""
-    data = cfg.model_dump()
-    pol, judge = data["policy"], data["env"]["genrm"]["judge"]
-    pol["model_name"] = resolve_model_name(pol["model_name"])
-    if pol["tokenizer"]["name"]:
-        pol["tokenizer"]["name"] = resolve_model_name(pol["tokenizer"]["name"])
-    if judge["backend"] != "http":
-        judge["model_name"] = resolve_model_name(judge["model_name"])
-        if judge["tokenizer"]:
-            judge["tokenizer"] = resolve_model_name(judge["tokenizer"])
-    return GRPOMasterConfig.model_validate(data)
+    pol, tok, judge = cfg.policy, cfg.policy.tokenizer, cfg.env.genrm.judge
+    if tok.name:
+        tok = tok.model_copy(update={"name": resolve_model_name(tok.name)})
+    pol = pol.model_copy(update={"model_name": resolve_model_name(pol.model_name), "tokenizer": tok})
+    if judge.backend != "http":
+        names = {"model_name": resolve_model_name(judge.model_name)}
+        if judge.tokenizer:
+            names["tokenizer"] = resolve_model_name(judge.tokenizer)
+        judge = judge.model_copy(update=names)
+    env = cfg.env.model_copy(update={"genrm": cfg.env.genrm.model_copy(update={"judge": judge})})
+    return cfg.model_copy(update={"policy": pol, "env": env})
 
 
 def _start_ray(cfg: GRPOMasterConfig) -> bool:
@@ -205,10 +206,11 @@ def _start_policy(cfg: GRPOMasterConfig) -> tuple[Any, Any, float | None]:
 def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) -> Any:
     from nemo_genrm.environment import GenRMEnvironment
 
-    genrm = cfg.env.genrm.model_dump()
+    genrm = cfg.env.genrm
     kwargs: dict[str, Any] = {}
-    if cfg.env.genrm.resources.placement == "colocated":
-        genrm["resources"]["colocate_with"] = POLICY_GROUP
+    if genrm.resources.placement == "colocated":
+        resources = genrm.resources.model_copy(update={"colocate_with": POLICY_GROUP})
+        genrm = genrm.model_copy(update={"resources": resources})
         kwargs = {"placement_group": group, "policy_gpu_fraction": policy_share}
     return GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(genrm, **kwargs)
 

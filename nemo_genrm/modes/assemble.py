@@ -1,44 +1,15 @@
-"""From a mode's per-sample results to NeMo-RL's ``EnvironmentReturn``, and the mode metrics."""
+"""From a mode's per-sample results to NeMo-RL's ``EnvironmentReturn``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from nemo_genrm.env_inputs import PreparedSample
 from nemo_genrm.env_types import JUDGED, PARSE_FAILURE, EnvironmentReturn
-from nemo_genrm.metrics import PREFIX, StepTally
+from nemo_genrm.metrics import StepTally
 from nemo_genrm.modes.base import SampleResult
-
-# Rates derived from the mode counters: metric -> (numerator, denominator).
-RATES: dict[str, tuple[str, str]] = {
-    "votes/agreement": ("votes/agreement_sum", "votes/requests"),
-    "votes/tie_rate": ("votes/ties", "votes/requests"),
-    "swap/disagreement_rate": ("swap/disagreements", "swap/pairs"),
-    "pairwise/order_disagreement_rate": ("pairwise/order_disagreements", "pairwise/pairs"),
-    "pairwise/failed_pair_rate": ("pairwise/failed_pairs", "pairwise/pairs"),
-    "rubric/met_rate": ("rubric/items_met", "rubric/items"),
-    "rubric/item_failure_rate": ("rubric/item_failures", "rubric/items"),
-}
-
-
-def mode_metrics(counters: Mapping[str, float]) -> dict[str, float]:
-    """The ``genrm/<mode>/*`` metrics: every counter, and the rates of :data:`RATES` it allows.
-
-    ``pairwise/order_disagreement_rate`` is over the pairs judged in both orders (failed pairs
-    left out); every other rate is over its counter's total.
-    """
-    out = {PREFIX + name: float(value) for name, value in counters.items()}
-    for name, (num, den) in RATES.items():
-        total = counters.get(den, 0.0)
-        if name == "pairwise/order_disagreement_rate":
-            total -= counters.get("pairwise/failed_pairs", 0.0)
-        if den in counters:
-            out[PREFIX + name] = counters.get(num, 0.0) / total if total else 0.0
-    return out
-
 
 def assemble(
     samples: list[PreparedSample],

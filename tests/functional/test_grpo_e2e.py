@@ -39,6 +39,29 @@ def _run(tmp_path: Path, env: dict[str, str], steps: int) -> subprocess.Complete
     return proc
 
 
+# The first two steps' figures, computed once by this run on CPU and read from metrics.jsonl
+# (torch 2.13.0 from uv.lock; everything seeded: the demo models are trained from seed 0 by
+# nemo_genrm.demo, bit-identical on every build; grpo.seed 42 of grpo_genrm_tiny.yaml seeds the
+# question order and the policy's sampling; the judge decodes greedily). A reward is a count of
+# 64 samples (0.703125 = 45/64, 0.84375 = 54/64), so it is exact; the losses hold to 1e-4.
+PINNED: dict[int, dict[str, float]] = {
+    1: {
+        "train/reward_mean": 0.703125,
+        "genrm/count/judged": 63,  # one sample ended at once (no_answer)
+        "train/loss": 0.0861714,
+        "train/kl": 0.0006472,
+    },
+    2: {
+        "train/reward_mean": 0.84375,
+        "genrm/count/judged": 64,
+        "train/loss": 0.1539387,
+        "train/kl": 0.0041013,
+        "val/exact_match": 0.4375,  # 14 of the 32 held-out samples
+        "val/reward_mean": 0.6875,
+    },
+}
+
+
 def _records(tmp_path: Path) -> list[dict]:
     lines = (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
@@ -54,6 +77,9 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     first = _run(tmp_path, env, steps=2)
     records = _records(tmp_path)
     assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        pinned = PINNED[record["step"]]
+        assert {key: record[key] for key in pinned} == pytest.approx(pinned, abs=1e-4), record["step"]
     for r in records:
         assert 0.0 <= r["train/reward_mean"] <= 1.0
         assert r["genrm/num_samples"] == 64  # 8 prompts x 8 generations

@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from nemo_genrm.config import (
     ConfigError,
@@ -196,10 +197,13 @@ def test_judge_checks(judge: dict, fragment: str) -> None:
 @pytest.mark.parametrize(
     "verdict, fragment",
     [
-        ({"positive": "1", "negative": "1"}, "make them differ"),
-        ({"choice_markers": ["[[A]]"]}, "two different strings"),
+        ({"positive": "1", "negative": "1"}, "labels are both '1'"),
+        ({"choice_markers": ["[[A]]"]}, "need two non-empty strings"),
         ({"rating_min": 5, "rating_max": 5}, "must be below"),
         ({"synonyms": {"yes": ["y"]}}, "is not a label"),
+        # the parser's rules hold for every parser: markers that overlap fail here, not later
+        ({"parser": "lenient", "choice_markers": ["A", "AB"]}, "'A' and 'AB' overlap"),
+        ({"positive": " 1"}, "without surrounding whitespace"),
     ],
 )
 def test_verdict_checks(verdict: dict, fragment: str) -> None:
@@ -261,8 +265,8 @@ def test_tail_chars_zero_is_valid() -> None:
 @pytest.mark.parametrize(
     "verdict, fragment",
     [
-        ({"positive": "Yes", "negative": "yes"}, "ignoring case"),
-        ({"positive": "Yes", "negative": " yes"}, "ignoring case"),
+        ({"positive": "Yes", "negative": "yes"}, "labels are both 'Yes'"),
+        ({"positive": "Yes", "negative": "YES"}, "labels are both 'Yes'"),
         ({"synonyms": {"1": ["Correct"], "0": ["correct "]}}, "would mean both"),
         ({"positive": "yes", "negative": "no", "synonyms": {"yes": ["NO"]}}, "would mean both"),
     ],
@@ -293,3 +297,157 @@ def test_custom_template_checked_at_validation(tmp_path: Path) -> None:
         validate(RewardBenchConfig, {"judge": {"model_name": "m"}, "prompt": {"template": str(good)}})
     with pytest.raises(ConfigError, match="does not exist"):
         validate(RewardBenchConfig, {"judge": {"model_name": "m"}, "prompt": {"template": str(missing)}})
+
+
+def test_field_and_cross_field_problems_reported_in_one_pass() -> None:
+    # Three problems at three depths: a bound (a field), a judge check (http needs a URL) and an
+    # environment check (probability rewards need logprobs). Each check runs although the
+    # others' sections are invalid, so one run lists all three.
+    bad = {
+        "judge": {"model_name": "m", "backend": "http", "sampling": {"temperature": -1}},
+        "reward": {"kind": "probability"},
+    }
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, bad, prefix="env.genrm")
+    assert info.value.problems == [
+        "env.genrm.judge.sampling.temperature: Input should be greater than or equal to 0 (got -1)",
+        "env.genrm.judge: http.base_url is required when backend is 'http' (e.g. http://localhost:8000/v1)",
+        "env.genrm: reward.kind 'probability' needs judge.verdict_from: logprobs (the probability of the "
+        "positive label comes from one forward pass)",
+    ]
+
+
+def test_cross_field_checks_run_with_a_required_key_missing() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, {"judge": {"backend": "http"}, "verdict": {"parser": "choice"}}, prefix="env.genrm")
+    assert len(info.value.problems) == 3, info.value.problems
+    assert info.value.problems[0] == "env.genrm.judge.model_name: required but missing; add it to the config"
+    assert "env.genrm.judge: http.base_url is required" in info.value.problems[1]
+    assert "needs strict or lenient" in info.value.problems[2]
+
+
+def test_a_check_on_a_field_set_aside_is_not_reported() -> None:
+    # max_model_len is invalid: the check comparing it with max_new_tokens would judge the
+    # default that stands in for it, so only the field's own problem is reported.
+    with pytest.raises(ConfigError) as info:
+        validate(JudgeConfig, {"model_name": "m", "max_model_len": 8, "sampling": {"max_new_tokens": 9000}})
+    assert len(info.value.problems) == 1 and "max_model_len" in info.value.problems[0]
+
+
+def test_cross_field_checks_inside_lists_are_located() -> None:
+    bad = {
+        "judges": [{"model_name": "a", "sampling": {"top_p": 0}}, {"model_name": "b", "backend": "http"}],
+        "votes": 0,
+    }
+    with pytest.raises(ConfigError) as info:
+        validate(RewardBenchConfig, bad)
+    problems = info.value.problems
+    assert any(p.startswith("judges.0.sampling.top_p:") for p in problems), problems
+    assert any(p.startswith("votes:") for p in problems), problems
+    assert any(p.startswith("judges.1: http.base_url is required") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        ({"judge": {"model_name": "m", "sampling": {"max_new_tokens": True}}}, "judge.sampling.max_new_tokens"),
+        ({"judge": {"model_name": "m", "max_model_len": False}}, "judge.max_model_len"),
+        ({"judge": {"model_name": "m"}, "resources": {"num_replicas": True}}, "resources.num_replicas"),
+        ({"judge": {"model_name": "m", "sampling": {"temperature": True}}}, "judge.sampling.temperature"),
+    ],
+)
+def test_a_boolean_is_not_a_number(section: dict, path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, section)
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith(f"{path}: must be a")  # an integer / a number
+    assert "got the boolean" in info.value.problems[0]
+
+
+def test_booleans_stay_booleans_and_numbers_numbers() -> None:
+    cfg = validate(GenRMConfig, {"judge": {"model_name": "m", "vllm": {"enable_sleep_mode": True}}, "reward": {"dedup": False}})
+    assert cfg.judge.vllm.enable_sleep_mode is True and cfg.reward.dedup is False
+    assert validate(JudgeConfig, {"model_name": "m", "sampling": {"temperature": 1}}).sampling.temperature == 1.0
+    with pytest.raises(ValidationError, match="got the boolean"):
+        JudgeConfig(model_name="m").sampling.max_new_tokens = True  # assignment is validated too
+
+
+# ------------------------------------------------------------------ overrides and the schema
+@pytest.fixture
+def judge_yaml(tmp_path: Path) -> Path:
+    """A RewardBench YAML that spells out neither judge.http nor judge.vllm."""
+    return _write(tmp_path / "rb.yaml", "judge: {model_name: m, sampling: {max_new_tokens: 8}}\n")
+
+
+def test_override_sets_a_schema_key_the_yaml_does_not_spell_out(judge_yaml: Path) -> None:
+    overrides = ["judge.backend=http", "judge.http.base_url=http://127.0.0.1:9/v1", "judge.http.max_retries=0"]
+    cfg = validate(RewardBenchConfig, load_config(judge_yaml, overrides, schema=RewardBenchConfig))
+    assert cfg.judge.http.base_url == "http://127.0.0.1:9/v1" and cfg.judge.http.max_retries == 0
+    # the schema's defaults are not written into the config: the section knows what was set
+    assert cfg.judge.sampling.model_fields_set == {"max_new_tokens"}
+    assert cfg.judge.http.model_fields_set == {"base_url", "max_retries"}
+
+
+def test_without_the_schema_an_absent_key_needs_plus(judge_yaml: Path) -> None:
+    with pytest.raises(ConfigError, match=r"write '\+judge.http.base_url=http://h/v1'"):
+        load_config(judge_yaml, ["judge.http.base_url=http://h/v1"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # a typo in a section the schema defines: the closest keys, and no '+' advice
+        ("judge.htp.base_url=x", "'judge.htp' does not exist (did you mean 'http'?); valid keys: backend,"),
+        ("judge.sampling.temprature=1", "(did you mean 'temperature'?); valid keys: max_new_tokens, seed, temperature, top_p"),
+        # a free-form section: its keys are the user's, so '+' adds one
+        ("judge.vllm.extra_kwargs.enforce_eager=true", "write '+judge.vllm.extra_kwargs.enforce_eager=true' to add it"),
+    ],
+)
+def test_override_of_a_key_no_one_defines_is_refused(judge_yaml: Path, override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(judge_yaml, [override], schema=RewardBenchConfig)
+    assert len(info.value.problems) == 1
+    assert message in info.value.problems[0]
+
+
+def test_plus_forms_keep_nemo_rl_meaning_with_a_schema(judge_yaml: Path) -> None:
+    added = ["+judge.vllm.extra_kwargs.enforce_eager=true", "+judge.http.timeout_s=5", "++judge.sampling.max_new_tokens=4"]
+    cfg = validate(RewardBenchConfig, load_config(judge_yaml, added, schema=RewardBenchConfig))
+    assert cfg.judge.vllm.extra_kwargs == {"enforce_eager": True}
+    assert cfg.judge.http.timeout_s == 5.0 and cfg.judge.sampling.max_new_tokens == 4
+    with pytest.raises(ConfigError, match="already at 'judge.sampling.max_new_tokens'"):
+        load_config(judge_yaml, ["+judge.sampling.max_new_tokens=4"], schema=RewardBenchConfig)
+
+
+def test_entry_point_loaders_know_their_schema(tmp_path: Path) -> None:
+    from nemo_genrm.grpo.config import load_grpo_config
+    from nemo_genrm.serve import load_service_config
+
+    grpo = Path(__file__).resolve().parents[2] / "examples" / "configs" / "grpo_genrm_tiny.yaml"
+    cfg = load_grpo_config(grpo, ["env.genrm.judge.vllm.gpu_memory_utilization=0.2"])
+    assert cfg.env.genrm.judge.vllm.gpu_memory_utilization == 0.2
+    serve = _write(tmp_path / "s.yaml", "judge: {model_name: m}\n")
+    assert load_service_config(serve, ["serve.port=8123"]).serve.port == 8123
+
+
+def test_nemo_rl_engine_overrides_know_the_genrm_section_only(tmp_path: Path) -> None:
+    from nemo_genrm.grpo.nemo_rl_engine import _OVERRIDE_SCHEMA
+
+    path = _write(tmp_path / "nr.yaml", "grpo: {max_num_steps: 3}\nenv: {genrm: {judge: {model_name: m}}}\n")
+    cfg = to_container(load_config(path, ["env.genrm.judge.http.timeout_s=5", "+grpo.extra=1"], schema=_OVERRIDE_SCHEMA))
+    assert cfg["env"]["genrm"]["judge"]["http"] == {"timeout_s": 5} and cfg["grpo"]["extra"] == 1
+    with pytest.raises(ConfigError, match=r"write '\+grpo.extra=1'"):  # NeMo-RL's own sections: as NeMo-RL
+        load_config(path, ["grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
+
+
+@pytest.mark.nemo_rl
+def test_overrides_read_as_nemo_rl_reads_them(cfg_dir: Path) -> None:
+    # Same file, same overrides: NeMo-RL's own parser gives the same config (keys the file has;
+    # the schema only widens what key=value may set).
+    from nemo_rl.utils.config import parse_hydra_overrides
+
+    overrides = ["a.x=7", "+a.new=hello", "++a.y=9", "++a.w=[1,2]", "~b", "name=null"]
+    ours = to_container(load_config(cfg_dir / "child.yaml", overrides))
+    theirs = to_container(parse_hydra_overrides(load_config(cfg_dir / "child.yaml"), overrides))
+    assert ours == theirs
+    assert ours["a"] == {"x": 7, "y": 9, "z": 3, "new": "hello", "w": [1, 2]} and ours["derived"] == 7

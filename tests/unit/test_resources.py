@@ -27,6 +27,10 @@ def _cfg(tp: int = 1, backend: str = "dtensor", **resources) -> GenRMConfig:
     )
 
 
+def _plan(cfg: GenRMConfig):
+    return plan_separate(cfg.judge, cfg.resources)
+
+
 # ------------------------------------------------------------------------------- separate plans
 @pytest.mark.parametrize(
     ("tp", "resources", "strategies", "slots", "bundle"),
@@ -45,7 +49,7 @@ def _cfg(tp: int = 1, backend: str = "dtensor", **resources) -> GenRMConfig:
     ],
 )
 def test_plan_separate(tp, resources, strategies, slots, bundle):
-    plan = plan_separate(_cfg(tp=tp, **resources))
+    plan = _plan(_cfg(tp=tp, **resources))
     assert [g.strategy for g in plan.groups] == strategies
     assert [tuple(s) for s in plan.replica_slots] == slots
     assert all(b == bundle for g in plan.groups for b in g.bundles)
@@ -54,13 +58,13 @@ def test_plan_separate(tp, resources, strategies, slots, bundle):
 
 def test_separate_fits_returns_no_problem():
     cfg = _cfg(num_replicas=2, gpus_per_replica=2)
-    assert separate_problems(cfg, plan_separate(cfg), ONE_NODE_4GPU) == []
+    assert separate_problems(cfg.judge, cfg.resources, _plan(cfg), ONE_NODE_4GPU) == []
 
 
 def test_separate_reports_every_problem_with_a_fix():
     # 3 x 2 GPUs on a 4-GPU cluster, 3 nodes asked of 1, 3 x 8 CPUs of 16: three problems at once.
     cfg = _cfg(num_replicas=3, gpus_per_replica=2, num_nodes=3, cpus_per_replica=8.0)
-    problems = separate_problems(cfg, plan_separate(cfg), ONE_NODE_4GPU)
+    problems = separate_problems(cfg.judge, cfg.resources, _plan(cfg), ONE_NODE_4GPU)
     assert len(problems) == 3, problems
     assert "needs 6 GPUs" in problems[0] and "has 4" in problems[0] and "lower num_replicas" in problems[0]
     assert "needs 24 CPUs" in problems[1]
@@ -70,13 +74,13 @@ def test_separate_reports_every_problem_with_a_fix():
 def test_separate_one_node_must_fit_on_the_largest_node():
     # 10 GPUs exist over two nodes of 8, but num_nodes 1 keeps the judge on one node.
     cfg = _cfg(num_replicas=5, gpus_per_replica=2)
-    problems = separate_problems(cfg, plan_separate(cfg), TWO_NODES_8GPU)
+    problems = separate_problems(cfg.judge, cfg.resources, _plan(cfg), TWO_NODES_8GPU)
     assert len(problems) == 1 and "largest node has 8" in problems[0] and "raise num_nodes" in problems[0]
 
 
 def test_separate_tp_replica_must_fit_on_a_node():
     cfg = _cfg(tp=16, num_replicas=1, gpus_per_replica=16, num_nodes=2)
-    problems = separate_problems(cfg, plan_separate(cfg), TWO_NODES_8GPU)
+    problems = separate_problems(cfg.judge, cfg.resources, _plan(cfg), TWO_NODES_8GPU)
     assert any("one replica needs 16 GPUs on one node" in p for p in problems), problems
 
 
@@ -93,12 +97,12 @@ POLICY_GROUP = [{"CPU": 2.0, "GPU": 1.0}] * 4
 def test_colocated_fits():
     cfg = _cfg(placement="colocated", num_replicas=2, gpu_fraction=0.3)
     free = [{"GPU": 0.5, "CPU": 1.0}] * 4
-    assert colocated_problems(cfg, POLICY_GROUP, free=free, policy_gpu_fraction=0.5) == []
+    assert colocated_problems(cfg.judge, cfg.resources, POLICY_GROUP, free=free, policy_gpu_fraction=0.5) == []
 
 
 def test_colocated_fractions_over_one():
     cfg = _cfg(placement="colocated", gpu_fraction=0.6)
-    problems = colocated_problems(cfg, POLICY_GROUP, policy_gpu_fraction=0.5)
+    problems = colocated_problems(cfg.judge, cfg.resources, POLICY_GROUP, policy_gpu_fraction=0.5)
     assert len(problems) == 1
     assert "0.6 + policy fraction 0.5 = 1.1 > 1" in problems[0] and "at most 0.5" in problems[0]
 
@@ -107,7 +111,7 @@ def test_colocated_bundle_free_share_too_small():
     # The policy already holds 0.8 of bundle 0: only 0.2 left for a judge asking 0.3.
     cfg = _cfg(placement="colocated", gpu_fraction=0.3, cpus_per_replica=1.0)
     free = [{"GPU": 0.2, "CPU": 0.5}] + [{"GPU": 1.0, "CPU": 2.0}] * 3
-    problems = colocated_problems(cfg, POLICY_GROUP, free=free)
+    problems = colocated_problems(cfg.judge, cfg.resources, POLICY_GROUP, free=free)
     assert len(problems) == 2, problems
     assert "bundle 0 has 0.2 GPU free" in problems[0] and "at most 0.2" in problems[0]
     assert "bundle 0 has 0.5 CPU free" in problems[1] and "cpus_per_replica to at most 0.5" in problems[1]
@@ -116,13 +120,13 @@ def test_colocated_bundle_free_share_too_small():
 def test_colocated_more_ranks_than_gpu_bundles():
     # 2 replicas x TP 4 = 8 ranks, the policy group has 4 GPU bundles (and CPU-only bundles do not count).
     cfg = _cfg(tp=4, placement="colocated", num_replicas=2, gpus_per_replica=4)
-    problems = colocated_problems(cfg, [*POLICY_GROUP, {"CPU": 4.0}])
+    problems = colocated_problems(cfg.judge, cfg.resources, [*POLICY_GROUP, {"CPU": 4.0}])
     assert len(problems) == 1 and "needs 8 GPU bundle(s)" in problems[0] and "has 4" in problems[0]
 
 
 def test_colocated_gpus_per_replica_must_equal_tp():
     cfg = _cfg(placement="colocated", gpus_per_replica=2)
-    problems = colocated_problems(cfg, POLICY_GROUP)
+    problems = colocated_problems(cfg.judge, cfg.resources, POLICY_GROUP)
     assert len(problems) == 1 and "must equal the tensor parallel size (1)" in problems[0]
 
 

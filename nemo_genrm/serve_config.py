@@ -1,0 +1,137 @@
+"""The judge service's config: the ``judge:`` engine and the ``serve:`` section.
+
+Read by :mod:`nemo_genrm.serve` (which starts the service) and by the Ray Serve application in
+:mod:`nemo_genrm.serve_app`; see ``docs/serving.md``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from nemo_genrm.config import JudgeConfig, StrictModel
+from nemo_genrm.config_loading import report_problems
+
+__all__ = ["ServeConfig", "ServiceConfig"]
+
+
+class ServeConfig(StrictModel):
+    """The ``serve:`` section: where the service listens and how it batches."""
+
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the HTTP proxy binds; 0.0.0.0 exposes it (then an API key is required).",
+    )
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the proxy.")
+    app_name: str = Field("genrm-judge", min_length=1, description="Ray Serve application name.")
+    route_prefix: str = Field(
+        "/",
+        pattern=r"^/",
+        description="URL prefix of this service; several judges can share one port.",
+    )
+    served_model_name: str | None = Field(
+        None, description="Name clients send as `model`; defaults to judge.model_name."
+    )
+    num_replicas: int = Field(1, ge=1, description="Serve replicas, each with its own engine.")
+    max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica holds at once.")
+    max_batch_size: int = Field(32, ge=1, description="Requests merged into one engine call.")
+    batch_wait_timeout_s: float = Field(
+        0.01, ge=0.0, description="How long a batch waits to fill before it runs."
+    )
+    num_cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per replica.")
+    num_gpus_per_replica: float = Field(
+        0.0,
+        ge=0.0,
+        description="GPUs per replica (0 on CPU, or when the engine starts its own workers).",
+    )
+    startup_timeout_s: float = Field(
+        600.0, gt=0.0, description="Longest wait for /health at start."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the API key clients must send as a Bearer token.",
+    )
+    api_key_file: str | None = Field(
+        None, description="File whose first line is the API key (instead of api_key_env)."
+    )
+    require_api_key: bool | None = Field(
+        None,
+        description=(
+            "null: a key is required when host is not a loopback address; true: always; "
+            "false: never (an exposed service without authentication)."
+        ),
+    )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413."
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
+    )
+    max_json_depth: int = Field(
+        32, ge=4, description="Deepest nesting of a request's JSON (else 400)."
+    )
+    health_probe_interval_s: float = Field(
+        10.0,
+        gt=0.0,
+        description="/health probes the engine with a one-line request when idle this long.",
+    )
+    engine_in_replica: bool | None = Field(
+        None,
+        description=(
+            "Run the engine inside the replica process (dtensor with tensor_parallel_size 1 only; "
+            "reserve its GPU with num_gpus_per_replica). false: the engine starts its own Ray "
+            "workers (any backend). null: in the replica when possible."
+        ),
+    )
+
+
+class ServiceConfig(StrictModel):
+    """A judge service config: the engine and how it is served."""
+
+    judge: JudgeConfig
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+
+    @property
+    def model_id(self) -> str:
+        """The model name clients use."""
+        return self.serve.served_model_name or self.judge.model_name
+
+    @property
+    def in_replica(self) -> bool:
+        """Whether replicas run the engine in their own process (``engine_in_replica`` resolved)."""
+        possible = self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
+        return possible if self.serve.engine_in_replica is None else self.serve.engine_in_replica
+
+    @property
+    def api_key_required(self) -> bool:
+        """Whether clients must send the API key (``require_api_key`` resolved)."""
+        from nemo_genrm.serve_guard import is_loopback
+
+        required = self.serve.require_api_key
+        return not is_loopback(self.serve.host) if required is None else required
+
+    @model_validator(mode="after")
+    def _check(self) -> ServiceConfig:
+        problems = []
+        if self.serve.engine_in_replica and not (
+            self.judge.backend == "dtensor" and self.judge.tensor_parallel_size == 1
+        ):
+            problems.append(
+                "serve.engine_in_replica: true needs judge.backend dtensor with "
+                f"tensor_parallel_size 1 (got {self.judge.backend}, tp "
+                f"{self.judge.tensor_parallel_size}); set "
+                "engine_in_replica: false or null so the engine starts its own workers"
+            )
+        has_key = bool(self.serve.api_key_env or self.serve.api_key_file)
+        if self.serve.api_key_env and self.serve.api_key_file:
+            problems.append("serve.api_key_env and serve.api_key_file are both set: keep one")
+        if self.api_key_required and not has_key:
+            problems.append(
+                f"serve.host {self.serve.host!r} is reachable from other machines, so the service "
+                "needs an API key: set serve.api_key_env (an environment variable holding it) or "
+                "serve.api_key_file, or serve.require_api_key: false to serve without "
+                "authentication"
+                if self.serve.require_api_key is None
+                else "serve.require_api_key is true: set serve.api_key_env or serve.api_key_file"
+            )
+        report_problems(self, problems)
+        return self
