@@ -23,8 +23,7 @@ even if a label appears inside the unfinished thought.
 A reply without a verdict is ``Verdict(None, reason)``; this module never turns ``None`` into a
 number. What a missing verdict costs (reward 0, masked) is decided by the caller.
 
-The same vocabulary is kept out of the answers being judged: :func:`neutralise` defangs labels,
-markers, think tags and chat tokens inside a candidate answer (re-exported by ``prompts``).
+The same vocabulary is kept out of the answers being judged: see :mod:`nemo_genrm.injection`.
 """
 
 from __future__ import annotations
@@ -364,72 +363,3 @@ def parse_verdict_from_config(text: object, cfg: Any) -> Verdict:
         ConfigError: Invalid options.
     """
     return VerdictParser.from_config(cfg).parse(text)
-
-
-# ------------------------------------------------- keeping verdicts out of the judged answer
-_THINK_TAG = re.compile(r"<(/?)(think)>", re.IGNORECASE)
-# <|im_start|>, <|eot_id|>, DeepSeek's full-width <｜end▁of▁sentence｜> ...
-_CHAT_TOKEN = re.compile(r"<([|｜])([^\s<>|｜]{1,64})([|｜])>")
-_FIXED_TOKENS = ("<s>", "</s>", "[INST]", "[/INST]", "<start_of_turn>", "<end_of_turn>")
-
-
-def _label_line(labels: Iterable[str]) -> re.Pattern[str] | None:
-    """A line holding only a label, maybe after a verdict prefix and inside markdown emphasis."""
-    alts = sorted({lab.strip() for lab in labels if lab and lab.strip()}, key=len, reverse=True)
-    if not alts:
-        return None
-    label = "|".join(re.escape(a) for a in alts)
-    return re.compile(
-        rf"^(?P<indent>[ \t]*)(?P<body>[*_#>`]*[ \t]*"
-        rf"(?P<prefix>{_VERDICT_WORDS}[ \t]*[*_`]*[ \t]*[:=\-][ \t]*)?"
-        rf"[*_`]*(?:{label})[*_`]*[ \t]*[.!]?)[ \t]*$",
-        re.IGNORECASE | re.MULTILINE,
-    )
-
-
-def neutralise(
-    answer: str,
-    *,
-    labels: Iterable[str] = (),
-    markers: Iterable[str] = (),
-    special_tokens: Iterable[str] = (),
-) -> str:
-    """Defang judge-format text inside an answer, so it cannot dictate its own verdict.
-
-    Choice markers are spread out (``[[A]]`` -> ``[ [A] ]``, any case); ``<think>`` tags, chat
-    tokens (``<|im_end|>`` -> ``<| im_end |>``), ``<s>``, ``[INST]``, Gemma's turn tokens and any
-    ``special_tokens`` are broken up. A line holding only a label after a verdict prefix
-    (``Verdict: 1``) is wrapped in double quotes; so is a bare label line (``1``, ``**YES**``)
-    unless it is the whole answer (an answer ``1`` is the answer, not an injected verdict, and
-    quoting it would only make it differ from a reference ``1``). Ordinary answers are returned
-    unchanged, and the function is idempotent.
-
-    Args:
-        answer: The extracted answer.
-        labels: Verdict labels and their synonyms.
-        markers: Choice markers (ones shorter than 2 characters cannot be spread; skipped).
-        special_tokens: Extra tokens to break, e.g. the judge tokenizer's special tokens.
-
-    Returns:
-        The neutralised answer.
-    """
-    for marker in markers:
-        if len(marker) >= 2:
-            spread = lambda m: f"{m[0][0]} {m[0][1:-1]} {m[0][-1]}"  # noqa: E731
-            answer = re.sub(re.escape(marker), spread, answer, flags=re.IGNORECASE)
-    answer = _THINK_TAG.sub(r"< \1\2>", answer)
-    answer = _CHAT_TOKEN.sub(r"<\1 \2 \3>", answer)
-    for token in (*_FIXED_TOKENS, *special_tokens):
-        if len(token) >= 2 and token in answer:
-            answer = answer.replace(token, f"{token[0]} {token[1:]}")
-    pattern = _label_line(labels)
-    if pattern is None:
-        return answer
-    several_lines = sum(1 for line in answer.splitlines() if line.strip()) > 1
-
-    def quote(m: re.Match[str]) -> str:
-        if m["prefix"] is None and not several_lines:
-            return m[0]
-        return f'{m["indent"]}"{m["body"].strip()}"'
-
-    return pattern.sub(quote, answer)
