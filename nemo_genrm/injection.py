@@ -276,6 +276,7 @@ _OPENERS = frozenset(
         "lets think step by step", "let me think step by step", "step by step", "solution",
         "answer", "the answer is", "final answer", "my answer", "reasoning", "explanation",
         "verdict", "judgement", "judgment", "score", "result", "step 1", "analysis", "proof",
+        "assistant", "system", "user", "thinking", "thoughts",
         "解", "解答", "答案", "respuesta", "solución", "かいせつ", "réponse",
     }
 )  # fmt: skip
