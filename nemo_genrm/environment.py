@@ -53,12 +53,12 @@ from nemo_genrm.env_types import (
     EnvironmentInterface,
     EnvironmentReturn,
 )
-from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.judges.base import Generation, Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
-from nemo_genrm.verdicts import VerdictParser
+from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +89,13 @@ class JudgeOutcome:
         reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
         verdict: 1 or 0 when judged, else ``None``.
         prob: P(positive label) when the verdict came from logprobs, else ``None``.
+        truncated: A parse failure because the judge ran out of tokens before its verdict.
     """
 
     reason: str
     verdict: int | None = None
     prob: float | None = None
+    truncated: bool = False
 
 
 class GenRMEnvironmentImpl(EnvironmentInterface):
@@ -330,14 +332,16 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             return [self._from_probs(s.probs, s.error) for s in scores]
         generations = judge.generate(requests)
         _check_count(generations, requests)
-        return [self._from_text(g.text, g.error) for g in generations]
+        return [self._from_text(g, r.shrinkable) for g, r in zip(generations, requests, strict=True)]
 
-    def _from_text(self, text: str | None, error: str | None) -> JudgeOutcome:
-        if error is not None or text is None:
-            return JudgeOutcome(_error_reason(error))
-        verdict = self._parser.parse(text)
+    def _from_text(self, generation: Generation, candidate: str | None) -> JudgeOutcome:
+        if generation.error is not None or generation.text is None:
+            return JudgeOutcome(_error_reason(generation.error))
+        # A copy of the candidate quoted in the reply is not read (it may hold a verdict).
+        verdict = self._parser.parse(generation.text, candidate=candidate)
         if verdict.value is None:
-            return JudgeOutcome(PARSE_FAILURE)
+            out_of_tokens = generation.output_tokens >= self.cfg.judge.sampling.max_new_tokens
+            return JudgeOutcome(PARSE_FAILURE, truncated=out_of_tokens or verdict.reason == TRUNCATED)
         return JudgeOutcome(JUDGED, verdict=int(verdict.value))
 
     def _from_probs(self, probs: dict[str, float] | None, error: str | None) -> JudgeOutcome:
@@ -370,6 +374,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             reward = self._reward(outcome)
             masked = mask_failures and outcome.reason == PARSE_FAILURE
             tally.counts[outcome.reason] += 1
+            tally.truncated_replies += int(outcome.truncated)
             if masked:
                 tally.masked += 1
             else:
