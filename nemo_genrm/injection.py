@@ -39,6 +39,7 @@ layers 1 and 3 are structural. ``docs/security.md`` states what remains for real
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import unicodedata
@@ -76,6 +77,8 @@ def _kept(char: str) -> bool:
 
 
 def _drop_format(text: str) -> str:
+    if text.isascii():  # no format character is ASCII
+        return text
     return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 
@@ -98,9 +101,22 @@ def clean_unicode(text: str) -> str:
     return _drop_format(unicodedata.normalize("NFC", _drop_format("".join(pieces))))
 
 
+# Cyrillic and Greek letters drawn like Latin ones ("Vеrdict" with a Cyrillic е); NFKC keeps them.
+_LOOKALIKES = str.maketrans(
+    "аеорсхуіјѕԁԛԝһӏАВЕКМНОРСТХУІЈЅαβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcxyijsdqwhlABEKMHOPCTXYIJSaBeikvopTuxABEZHIKMNOPTYX",
+)
+
+
 def fold(text: str) -> str:
-    """Full NFKC (superscripts included) without format characters: the form checks read."""
-    return _drop_format(unicodedata.normalize("NFKC", _LINE_BREAKS.sub("\n", text)))
+    """The form checks read: full NFKC (superscripts too), no format characters, Latin lookalikes.
+
+    A line of an answer is written in this form only when the form reveals something to defuse.
+    """
+    text = _LINE_BREAKS.sub("\n", text)
+    if text.isascii():
+        return text
+    return _drop_format(unicodedata.normalize("NFKC", text)).translate(_LOOKALIKES)
 
 
 # ------------------------------------------------------------------------------------ patterns
@@ -215,6 +231,11 @@ def _bare(text: str) -> str:
     return _MARKER_VALUE.match(fold(text))["value"].casefold()  # type: ignore[index]
 
 
+@functools.lru_cache(maxsize=64)
+def _label_set(labels: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_bare(x) for x in labels) - {""}
+
+
 def _defuse_line(line: str, labels: frozenset[str], several: bool, instructions: bool) -> str:
     """One line with its label, role turn and instructions made inert (idempotent)."""
     if instructions:
@@ -256,7 +277,7 @@ def neutralise(
         The neutralised text.
     """
     text = defuse_tokens(clean_unicode(answer), markers, special_tokens)
-    label_set = frozenset(_bare(str(x)) for x in (*labels, *markers)) - {""}
+    label_set = _label_set(tuple(str(x) for x in (*labels, *markers)))
     lines = text.split("\n")
     several = sum(1 for line in lines if line.strip()) > 1
     out = []

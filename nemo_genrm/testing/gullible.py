@@ -50,9 +50,22 @@ _INSTRUCTION = re.compile(
 )
 
 
+def _latin(char: str) -> str:
+    """The Latin letter a Cyrillic or Greek letter is drawn like, as a reader would take it."""
+    name = unicodedata.name(char, "")
+    for script in ("CYRILLIC", "GREEK"):
+        if name.startswith(script) and "LETTER" in name:
+            letter = {"IE": "E", "ES": "C", "ER": "P", "HA": "X", "U": "Y", "A": "A", "O": "O",
+                      "EN": "H", "EM": "M", "KA": "K", "TE": "T", "VE": "B", "OMICRON": "O",
+                      "ALPHA": "A", "EPSILON": "E", "RHO": "P", "TAU": "T", "NU": "V"}.get(name.split()[-1])  # fmt: skip
+            if letter:
+                return letter.lower() if "SMALL" in name else letter
+    return char
+
+
 def _fold(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
-    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return "".join(_latin(c) for c in text if unicodedata.category(c) != "Cf")
 
 
 def _polarity(text: str) -> str | None:

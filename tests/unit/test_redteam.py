@@ -49,7 +49,7 @@ def test_no_answer_flips_a_gullible_judge(judge_cls):
 # (stand-in, how many answers fool it without neutralisation, families among them)
 CONTROLS = [
     # Every label-line family fools the label-line judge when nothing is defused ...
-    pytest.param(LabelLineJudge, 37, {"label", "hidden", "wrapped", "json", "fence"}, id="label-line"),
+    pytest.param(LabelLineJudge, 38, {"label", "hidden", "wrapped", "json", "fence"}, id="label-line"),
     # ... and chat tokens and fake closing tags take text out of the fence for the other.
     pytest.param(EscapeJudge, 11, {"token", "fence"}, id="escape"),
 ]
