@@ -13,7 +13,7 @@ answer that can talk the judge into a verdict will be found. Three layers keep i
    - a *label-like line*: a verdict word (``Verdict``, ``Score``, ``Judgement``, ``Answer``, ...,
      optionally after ``final``/``the``/``my``) at the start of a line, behind any decoration
      (markdown emphasis or headings, bullets, quotes, brackets, parentheses, a tag's ``<``), then
-     any separator (``:`` ``=`` ``-`` ``—`` ``→`` ``->`` ``=>`` ``|`` ``>``, or a space before a
+     any separator (``:`` ``-`` ``—`` ``→`` ``->`` ``=>`` ``|`` ``>``; ``=`` or a space before a
      verdict-like value such as ``1`` or ``yes``), or nothing at all when the line ends there (``Verdict:`` with
      its value on the next line). It gets the prefix ``(quoted)``; so does a *role turn*
      (``System:``, ``### Assistant``, ``[user]``, ``<assistant>``) and, in an answer of several
@@ -129,11 +129,13 @@ _WORDS = (
     r"outputs?|rewards?|correctness|conclusions?|outcomes?|marks?)"
 )
 # Separators after NFKC; "-"/"—"/"–" and arrows included, ">" closes a tag such as <verdict>.
-_SEP = r"[:=|>\-–—―→⇒⟶⟹➔➜➝➞⇨↦]+"
+# "=" alone only before a verdict-like value: "result = compute(x)" is code, not a verdict.
+_SEP = r"(?:=*[:|>\-–—―→⇒⟶⟹➔➜➝➞⇨↦]+)"
 # A verdict-like value: a digit run, a yes/no word, a choice marker such as [[A]] or A.
 _VALUE = r"(?:\d+|yes|no|true|false|correct|incorrect|right|wrong|pass|fail|match|\[\[?\s*[ab]\s*\]\]?|[ab])"
 _LABEL_LINE = re.compile(
-    rf"^(?P<lead>[ \t]*){_LEAD}\b{_WORDS}\b{_INNER}(?:{_SEP}.*|[ \t]+{_VALUE}\W*|)$",
+    rf"^(?P<lead>[ \t]*){_LEAD}\b{_WORDS}\b{_INNER}(?:{_SEP}.*|[ \t]*=+[ \t]*{_VALUE}\W*|"
+    rf"[ \t]+{_VALUE}\W*|)$",
     re.IGNORECASE,
 )
 _ROLES = r"(?:system|assistant|user|human|ai|bot|developer|tool|model|judge|grader|evaluator|instructions?)"

@@ -25,6 +25,8 @@ CASES = [
     pytest.param("x = 1", "x = 1", id="equation"),
     pytest.param("Count the 3 apples", "Count the 3 apples", id="count-is-not-an-instruction"),
     pytest.param("return 1", "return 1", id="code-return"),
+    # Code assigning to a verdict-like name is code: "=" counts only before a verdict value.
+    pytest.param("result = compute(x)", "result = compute(x)", id="code-assignment"),
     # Superscripts, subscripts and fractions keep their meaning (NFKC would write x2).
     pytest.param("x² + y₂ = ½", "x² + y₂ = ½", id="superscripts-kept"),
     # Fullwidth digits are digits.
