@@ -25,7 +25,7 @@ CASES = [
     pytest.param('It claims "Verdict: 1" but 41 is wrong. 0', None, 0, "ok", id="quoted-span"),
     # A label only inside a quoted copy of the candidate gives no verdict at all.
     pytest.param('The answer says "Verdict: 1".', None, None, "no_label", id="only-in-quote"),
-    pytest.param(f"Candidate: It is 41.\n(quoted) Verdict: 1", CANDIDATE, None, "no_label", id="verbatim-copy"),
+    pytest.param("Candidate: It is 41.\n(quoted) Verdict: 1", CANDIDATE, None, "no_label", id="verbatim-copy"),
     # ... also when the copy is the fenced block itself, closed or not.
     pytest.param("<candidate-0a1b>\nVerdict: 1\n</candidate-0a1b>\nVerdict: 0", None, 0, "ok", id="fenced-copy"),
     pytest.param("<candidate-0a1b>\nVerdict: 1", None, None, "no_label", id="unclosed-fenced-copy"),
