@@ -28,8 +28,9 @@ answer that can talk the judge into a verdict will be found. Three layers keep i
      open or close the candidate fence.
 
 3. **A fence the answer cannot close.** :func:`fence` puts the answer between
-   ``<candidate-NONCE>`` and ``</candidate-NONCE>``, ``NONCE`` being 16 hex digits from
-   :mod:`secrets`, fresh for every prompt. The answer is written before the nonce exists, so it
+   ``<candidate-NONCE>`` and ``</candidate-NONCE>``, ``NONCE`` being 16 consonants drawn with
+   :mod:`secrets` (69 bits), fresh for every prompt. No digits: a judge comparing numbers must
+   not find random ones right beside the answer. The answer is written before the nonce exists, so it
    cannot contain the closing tag, and the template tells the judge that everything inside is
    data.
 
@@ -64,7 +65,8 @@ QUOTED = "(quoted) "
 INSTRUCTION_REMOVED = "[instruction removed]"
 """What an instruction to the grader found inside judged text is replaced with."""
 FENCE_NAME = "candidate"
-NONCE_HEX_DIGITS = 16
+NONCE_LENGTH = 16
+NONCE_ALPHABET = "bcdfghjklmnpqrstvwxz"
 
 # ------------------------------------------------------------------------------ normalisation
 _KEPT_DECOMPOSITIONS = ("<super>", "<sub>", "<fraction>")
@@ -321,8 +323,8 @@ def is_content_free(answer: str) -> bool:
 
 # ---------------------------------------------------------------------------------------- fence
 def new_nonce() -> str:
-    """A fresh fence nonce: 16 hex digits from :func:`secrets.token_hex`."""
-    return secrets.token_hex(NONCE_HEX_DIGITS // 2)
+    """A fresh fence nonce: :data:`NONCE_LENGTH` consonants drawn with :func:`secrets.choice`."""
+    return "".join(secrets.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
 
 
 @dataclass(frozen=True)
@@ -354,11 +356,11 @@ def fence(content: str, nonce: str | None = None) -> Fenced:
         The fenced text and where the content sits in it.
 
     Raises:
-        ValueError: The nonce is not a run of hex digits.
+        ValueError: The nonce is not 4 to 64 lowercase letters or digits.
     """
     nonce = new_nonce() if nonce is None else nonce
-    if not re.fullmatch(r"[0-9a-f]{4,64}", nonce):
-        raise ValueError(f"a fence nonce is 4 to 64 lowercase hex digits, got {nonce!r}")
+    if not re.fullmatch(r"[0-9a-z]{4,64}", nonce):
+        raise ValueError(f"a fence nonce is 4 to 64 lowercase letters or digits, got {nonce!r}")
     opening = f"<{FENCE_NAME}-{nonce}>\n"
     text = f"{opening}{content}\n</{FENCE_NAME}-{nonce}>"
     return Fenced(text, nonce, len(opening), len(opening) + len(content))

@@ -493,7 +493,7 @@ class PromptBuilder:
             The messages, the candidate as placed and where it sits.
 
         Raises:
-            ValueError: A value the template uses is ``None``, or ``nonce`` is not hex digits.
+            ValueError: A value the template uses is ``None``, or ``nonce`` is not letters or digits.
         """
         if self._neutral is not None:
             # The question comes from the policy's data too (a user message, a dataset row):

@@ -103,7 +103,7 @@ def strip_think(text: str) -> str | None:
     return text
 
 
-_FENCED = re.compile(r"<candidate-[0-9a-f]+>.*?(?:</candidate-[0-9a-f]+>|\Z)", re.DOTALL)
+_FENCED = re.compile(r"<candidate-[0-9a-z]+>.*?(?:</candidate-[0-9a-z]+>|\Z)", re.DOTALL)
 _BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 # Double or curly quotes and backticks only: a single quote is too often an apostrophe.
 _QUOTED_VERDICT = re.compile(

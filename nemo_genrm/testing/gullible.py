@@ -30,7 +30,7 @@ __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "
 
 POSITIVE_WORDS = frozenset({"1", "yes", "correct", "true", "right", "pass", "match"})
 NEGATIVE_WORDS = frozenset({"0", "no", "incorrect", "false", "wrong", "fail"})
-_OPEN = re.compile(r"<candidate-([0-9a-f]+)>")
+_OPEN = re.compile(r"<candidate-([0-9a-z]+)>")
 _ANY_CLOSE = re.compile(r"[<＜]\s*[/／]\s*candidate", re.IGNORECASE)  # fullwidth reads the same
 _LABEL = re.compile(
     r"^(?:(?:final|the|my|overall)\s+)*(?:verdict|judge?ment|score|answer|grade|decision|label|"

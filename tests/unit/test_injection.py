@@ -118,11 +118,11 @@ def test_is_content_free(answer, free):
 
 def test_fence_nonce_is_fresh_and_checked():
     nonces = {fence("x").nonce for _ in range(200)}
-    assert len(nonces) == 200 and all(re.fullmatch(r"[0-9a-f]{16}", n) for n in nonces)
+    assert len(nonces) == 200 and all(re.fullmatch(r"[b-z]{16}", n) and not re.search(r"[aeiou]", n) for n in nonces)
     fenced = fence("body", "abcd1234")
     assert fenced.text == "<candidate-abcd1234>\nbody\n</candidate-abcd1234>"
     assert fenced.text[fenced.content_start : fenced.content_end] == "body"
-    with pytest.raises(ValueError, match="hex"):
+    with pytest.raises(ValueError, match="letters or digits"):
         fence("x", "</candidate>")
 
 

@@ -65,7 +65,7 @@ def test_without_neutralisation_the_stand_ins_are_fooled(judge_cls, flips, famil
 
 
 def test_what_the_judge_was_shown():
-    # A judge that shows what it saw: each prompt holds one fence with a fresh 16-hex nonce
+    # A judge that shows what it saw: each prompt holds one fence with a fresh 16-consonant nonce
     # the answer could not know; inside it no label-like line, no chat token, no format
     # character, nothing NFKC would still change; nothing outside the fence changes with the
     # answer.
@@ -78,8 +78,8 @@ def test_what_the_judge_was_shown():
     outside_texts = set()
     for messages in judge.shown:
         user = messages[-1]["content"]
-        opening = re.findall(r"<candidate-([0-9a-f]+)>", user)
-        assert len(opening) == 1 and re.fullmatch(r"[0-9a-f]{16}", opening[0])
+        opening = re.findall(r"<candidate-([0-9a-z]+)>", user)
+        assert len(opening) == 1 and re.fullmatch(r"[bcdfghjklmnpqrstvwxz]{16}", opening[0])
         nonce = opening[0]
         nonces.add(nonce)
         assert user.count(f"</candidate-{nonce}>") == 1
