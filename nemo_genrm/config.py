@@ -277,7 +277,11 @@ class PromptConfig(StrictModel):
     )
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     neutralise: bool = Field(
-        True, description="Defang judge-format text (labels, [[A]], chat tokens) inside answers."
+        True,
+        description=(
+            "Normalise answers (NFKC, no zero-width or bidi characters) and defuse verdict lines, "
+            "role turns, instructions and chat tokens in them; the nonce fence is always there."
+        ),
     )
 
 

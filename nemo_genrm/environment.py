@@ -90,11 +90,13 @@ class JudgeOutcome:
         reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
         verdict: 1 or 0 when judged, else ``None``.
         prob: P(positive label) when the verdict came from logprobs, else ``None``.
+        truncated: A parse failure because the judge ran out of tokens before its verdict.
     """
 
     reason: str
     verdict: int | None = None
     prob: float | None = None
+    truncated: bool = False
 
 
 class GenRMEnvironmentImpl(EnvironmentInterface):
@@ -426,8 +428,17 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[JudgeOutcome]:
         # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
         # label, and a tie is not a positive verdict.
-        votes = read_replies(judge, requests, self._reader, self.cfg.judge.verdict_from)
-        return [JudgeOutcome(v.reason, None if v.value is None else int(v.value), v.prob) for v in votes]
+        votes = read_replies(
+            judge,
+            requests,
+            self._reader,
+            self.cfg.judge.verdict_from,
+            max_new_tokens=self.cfg.judge.sampling.max_new_tokens,
+        )
+        return [
+            JudgeOutcome(v.reason, None if v.value is None else int(v.value), v.prob, v.truncated)
+            for v in votes
+        ]
 
     # -------------------------------------------------------------------------- results
     def _reward(self, outcome: JudgeOutcome) -> float:
@@ -450,6 +461,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             reward = self._reward(outcome)
             masked = mask_failures and outcome.reason == PARSE_FAILURE
             tally.counts[outcome.reason] += 1
+            tally.truncated_replies += int(outcome.truncated)
             if masked:
                 tally.masked += 1
             else:

@@ -9,6 +9,9 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   (:data:`nemo_genrm.env_types.REASONS`), and that count over all samples.
 - ``genrm/parse_failure_rate``: parse failures over the samples whose judge reply arrived
   (``judged + parse_failure``): how often the judge's reply holds no verdict.
+- ``genrm/parse_failure/truncated``: the parse failures where the judge ran out of tokens
+  before its verdict (it used all ``max_new_tokens``, or stopped inside a ``<think>`` block):
+  a budget to raise, not a judge that cannot follow the format.
 - ``genrm/masked``: samples left out of ``mean_reward`` (masked parse failures).
 - ``genrm/judge_prompts``: distinct prompts sent to the judge; ``genrm/dedup_hits``: samples
   that reused another sample's verdict in the same step (sent samples minus prompts).
@@ -54,6 +57,7 @@ class StepTally:
     prompt_tokens: int = 0
     output_tokens: int = 0
     truncated_prompts: int = 0
+    truncated_replies: int = 0
     engine_errors: int = 0
     judge_restarts: int = 0
     step_time_s: float = 0.0
@@ -91,6 +95,7 @@ class StepTally:
             "parse_failure_rate": _ratio(
                 self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
             ),
+            "parse_failure/truncated": float(self.truncated_replies),
             "prompt_tokens": float(self.prompt_tokens),
             "output_tokens": float(self.output_tokens),
             "truncated_prompts": float(self.truncated_prompts),

@@ -4,10 +4,10 @@ Four parsers, chosen by ``verdict.parser``:
 
 - ``strict``: the whole reply, stripped, must equal the positive label (-> 1) or the negative
   label (-> 0). Case and punctuation matter.
-- ``lenient``: the first label (or configured synonym) found in the reply, as a whole word and
-  case-insensitively, so ``INCORRECT`` is never read as ``CORRECT``. When the reply contains a
-  ``Judgement:``/``Verdict:``/``Answer:``-style prefix, the text after the last such prefix is
-  searched first (a judge that reasons and then concludes is read at its conclusion).
+- ``lenient``: a label (or configured synonym), as a whole word and case-insensitively, so
+  ``INCORRECT`` is never read as ``CORRECT``: the first one after the last
+  ``Judgement:``/``Verdict:``/``Answer:``-style prefix, else the first one on the last line
+  that holds one (a judge that reasons and then concludes is read at its conclusion).
   Multi-word synonyms ("not correct") win over the shorter phrases they contain.
 - ``choice``: exactly one of two markers (``[[A]]``, ``[[B]]`` by default) -> ``"A"``/``"B"``;
   both present is ``ambiguous``.
@@ -15,16 +15,22 @@ Four parsers, chosen by ``verdict.parser``:
   after ``/`` or ``out of`` is a scale, not a rating (``7/10`` is 7); ``-`` is a sign only when it
   does not follow a word (``1-10`` is two numbers); a decimal is ``not_integer``.
 
-Reasoning blocks: everything up to the last ``</think>`` is removed before any parser runs (this
+Reasoning judges: everything up to the last ``</think>`` is removed before any parser runs (this
 also covers chat templates that open ``<think>`` inside the prompt). A ``<think>`` left open
-after that means the judge stopped mid-thought, so there is no verdict (``unterminated_think``),
-even if a label appears inside the unfinished thought.
+after that means the judge ran out of tokens mid-thought, so there is no verdict
+(``truncated``), even if a label appears inside the unfinished thought.
+
+Quoted candidates: a judge that reasons often quotes the answer it judges, and an answer can
+hold a verdict. Before the lenient, choice and rating parsers run, what is a copy of the
+candidate is removed: a fenced ``<candidate-…>`` block, Markdown block quotes (``> …``),
+quoted spans holding a verdict prefix (``"Verdict: 1"``), and, when the caller passes the
+candidate (``parse(reply, candidate=...)``), every copy of it and of each of its lines of 8 or
+more characters. A label that only appears there never counts.
 
 A reply without a verdict is ``Verdict(None, reason)``; this module never turns ``None`` into a
 number. What a missing verdict costs (reward 0, masked) is decided by the caller.
 
-The same vocabulary is kept out of the answers being judged: :func:`neutralise` defangs labels,
-markers, think tags and chat tokens inside a candidate answer (re-exported by ``prompts``).
+The same vocabulary is kept out of the answers being judged: see :mod:`nemo_genrm.injection`.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ logger = logging.getLogger(__name__)
 
 PARSERS = ("strict", "lenient", "choice", "rating")
 REASONS = ("ok", "not_text", "empty", "no_label", "ambiguous", "out_of_range", "not_integer")
-REASONS += ("unterminated_think",)
+REASONS += ("truncated",)
+TRUNCATED = "truncated"
 CHOICE_VALUES = ("A", "B")
 DEFAULT_CHOICE_MARKERS = ("[[A]]", "[[B]]")
 
@@ -65,8 +72,8 @@ class Verdict:
         value: 1 or 0 (strict, lenient), ``"A"`` or ``"B"`` (choice), an int (rating), or ``None``
             when the reply holds no valid verdict.
         reason: ``"ok"`` when ``value`` is set, else why not: ``not_text``, ``empty``,
-            ``no_label``, ``ambiguous``, ``out_of_range``, ``not_integer``,
-            ``unterminated_think``.
+            ``no_label``, ``ambiguous``, ``out_of_range``, ``not_integer``, ``truncated`` (the
+            reply ends inside a ``<think>`` block).
     """
 
     value: int | str | None
@@ -93,6 +100,37 @@ def strip_think(text: str) -> str | None:
         text = text[closes[-1].end() :]
     if _THINK_OPEN.search(text):
         return None
+    return text
+
+
+_FENCED = re.compile(r"<candidate-[0-9a-z]+>.*?(?:</candidate-[0-9a-z]+>|\Z)", re.DOTALL)
+_BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+# Double or curly quotes and backticks only: a single quote is too often an apostrophe.
+_QUOTED_VERDICT = re.compile(
+    rf"[\"“`][^\"“”`\n]{{0,80}}?\b(?:{_VERDICT_WORDS}|scores?|ratings?)\b[^\"“”`\n]{{0,80}}?[\"”`]", re.IGNORECASE
+)
+MIN_QUOTED_CHARS = 8
+"""Shorter candidate lines are not removed from replies: they could be the verdict itself."""
+
+
+def strip_quoted(text: str, candidate: str | None = None) -> str:
+    """Remove what in a judge's reply is a copy of the candidate, not the judge's own words.
+
+    Args:
+        text: The reply (after :func:`strip_think`).
+        candidate: The candidate as shown to the judge, when known.
+
+    Returns:
+        The reply without fenced blocks, block quotes, quoted spans holding a verdict prefix,
+        and copies of the candidate and of its lines of :data:`MIN_QUOTED_CHARS` or more.
+    """
+    text = _FENCED.sub(" ", text)
+    text = _BLOCK_QUOTE.sub("", text)
+    text = _QUOTED_VERDICT.sub(" ", text)
+    if candidate:
+        pieces = [candidate.strip(), *(line.strip() for line in candidate.splitlines())]
+        for piece in sorted({p for p in pieces if len(p) >= MIN_QUOTED_CHARS}, key=len, reverse=True):
+            text = text.replace(piece, " ")
     return text
 
 
@@ -234,15 +272,17 @@ class VerdictParser:
                 )
         return problems
 
-    def __call__(self, text: object) -> Verdict:
+    def __call__(self, text: object, candidate: str | None = None) -> Verdict:
         """Same as :meth:`parse`."""
-        return self.parse(text)
+        return self.parse(text, candidate=candidate)
 
-    def parse(self, text: object) -> Verdict:
+    def parse(self, text: object, candidate: str | None = None) -> Verdict:
         """Parse one judge reply.
 
         Args:
             text: The reply. Anything that is not a string gives ``Verdict(None, "not_text")``.
+            candidate: The candidate answer as the judge was shown it; copies of it in the reply
+                are not read (see the module docstring).
 
         Returns:
             The verdict; ``value`` is ``None`` when the reply holds none, with the reason.
@@ -251,11 +291,13 @@ class VerdictParser:
             return Verdict(None, "not_text")
         body = strip_think(text)
         if body is None:
-            verdict = Verdict(None, "unterminated_think")
+            verdict = Verdict(None, TRUNCATED)
         elif not body.strip():
             verdict = Verdict(None, "empty")
         else:
-            verdict = self._parse_body(body.strip())
+            if self.parser != "strict":  # strict needs the whole reply to be a label anyway
+                body = strip_quoted(body, candidate)
+            verdict = self._parse_body(body.strip()) if body.strip() else Verdict(None, "no_label")
         if not verdict.ok:
             logger.debug("no verdict (%s) in judge reply %.120r", verdict.reason, text)
         return verdict
@@ -283,8 +325,10 @@ class VerdictParser:
     def _lenient(self, body: str) -> Verdict:
         prefixes = list(_PREFIX.finditer(body))
         value = self._first_label(body[prefixes[-1].end() :]) if prefixes else None
-        if value is None:
-            value = self._first_label(body)
+        for line in reversed(body.splitlines()) if value is None else ():
+            value = self._first_label(line)  # the conclusion of a reply that reasons
+            if value is not None:
+                break
         return Verdict(None, "no_label") if value is None else Verdict(value, "ok")
 
     def _choice(self, body: str) -> Verdict:
@@ -364,72 +408,3 @@ def parse_verdict_from_config(text: object, cfg: Any) -> Verdict:
         ConfigError: Invalid options.
     """
     return VerdictParser.from_config(cfg).parse(text)
-
-
-# ------------------------------------------------- keeping verdicts out of the judged answer
-_THINK_TAG = re.compile(r"<(/?)(think)>", re.IGNORECASE)
-# <|im_start|>, <|eot_id|>, DeepSeek's full-width <｜end▁of▁sentence｜> ...
-_CHAT_TOKEN = re.compile(r"<([|｜])([^\s<>|｜]{1,64})([|｜])>")
-_FIXED_TOKENS = ("<s>", "</s>", "[INST]", "[/INST]", "<start_of_turn>", "<end_of_turn>")
-
-
-def _label_line(labels: Iterable[str]) -> re.Pattern[str] | None:
-    """A line holding only a label, maybe after a verdict prefix and inside markdown emphasis."""
-    alts = sorted({lab.strip() for lab in labels if lab and lab.strip()}, key=len, reverse=True)
-    if not alts:
-        return None
-    label = "|".join(re.escape(a) for a in alts)
-    return re.compile(
-        rf"^(?P<indent>[ \t]*)(?P<body>[*_#>`]*[ \t]*"
-        rf"(?P<prefix>{_VERDICT_WORDS}[ \t]*[*_`]*[ \t]*[:=\-][ \t]*)?"
-        rf"[*_`]*(?:{label})[*_`]*[ \t]*[.!]?)[ \t]*$",
-        re.IGNORECASE | re.MULTILINE,
-    )
-
-
-def neutralise(
-    answer: str,
-    *,
-    labels: Iterable[str] = (),
-    markers: Iterable[str] = (),
-    special_tokens: Iterable[str] = (),
-) -> str:
-    """Defang judge-format text inside an answer, so it cannot dictate its own verdict.
-
-    Choice markers are spread out (``[[A]]`` -> ``[ [A] ]``, any case); ``<think>`` tags, chat
-    tokens (``<|im_end|>`` -> ``<| im_end |>``), ``<s>``, ``[INST]``, Gemma's turn tokens and any
-    ``special_tokens`` are broken up. A line holding only a label after a verdict prefix
-    (``Verdict: 1``) is wrapped in double quotes; so is a bare label line (``1``, ``**YES**``)
-    unless it is the whole answer (an answer ``1`` is the answer, not an injected verdict, and
-    quoting it would only make it differ from a reference ``1``). Ordinary answers are returned
-    unchanged, and the function is idempotent.
-
-    Args:
-        answer: The extracted answer.
-        labels: Verdict labels and their synonyms.
-        markers: Choice markers (ones shorter than 2 characters cannot be spread; skipped).
-        special_tokens: Extra tokens to break, e.g. the judge tokenizer's special tokens.
-
-    Returns:
-        The neutralised answer.
-    """
-    for marker in markers:
-        if len(marker) >= 2:
-            spread = lambda m: f"{m[0][0]} {m[0][1:-1]} {m[0][-1]}"  # noqa: E731
-            answer = re.sub(re.escape(marker), spread, answer, flags=re.IGNORECASE)
-    answer = _THINK_TAG.sub(r"< \1\2>", answer)
-    answer = _CHAT_TOKEN.sub(r"<\1 \2 \3>", answer)
-    for token in (*_FIXED_TOKENS, *special_tokens):
-        if len(token) >= 2 and token in answer:
-            answer = answer.replace(token, f"{token[0]} {token[1:]}")
-    pattern = _label_line(labels)
-    if pattern is None:
-        return answer
-    several_lines = sum(1 for line in answer.splitlines() if line.strip()) > 1
-
-    def quote(m: re.Match[str]) -> str:
-        if m["prefix"] is None and not several_lines:
-            return m[0]
-        return f'{m["indent"]}"{m["body"].strip()}"'
-
-    return pattern.sub(quote, answer)

@@ -49,7 +49,7 @@ from nemo_genrm.evals.rewardbench_requests import RequestPlan
 from nemo_genrm.evals.rewardbench_scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
-from nemo_genrm.prompts import JudgeTemplate, load_template, neutralise
+from nemo_genrm.prompts import JudgeTemplate, defuse_tokens, load_template
 from nemo_genrm.verdicts import VerdictParser, strip_think
 from nemo_genrm.voting import majority
 
@@ -159,7 +159,7 @@ class RewardBench2Evaluator(RewardBenchEvaluator):
         self.neutralise = cfg.prompt.neutralise and self.v2_preset is None
 
     def _text(self, text: str) -> str:
-        return neutralise(text, markers=MARKERS) if self.neutralise else text
+        return defuse_tokens(text, markers=MARKERS) if self.neutralise else text
 
     def plan(self, example: RewardBench2Example) -> RequestPlan:  # type: ignore[override]
         """Ties: one rating request per response; otherwise one four-way request."""

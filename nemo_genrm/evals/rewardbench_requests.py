@@ -32,7 +32,7 @@ from nemo_genrm.evals.rewardbench_preset import RewardBenchPreset
 from nemo_genrm.evals.rewardbench_scores import chosen_at_a, placement_of
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import render_ids, shorten
-from nemo_genrm.prompts import JudgeTemplate, neutralise
+from nemo_genrm.prompts import JudgeTemplate, defuse_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class RequestBuilder:
     def _response(self, text: str) -> str:
         if not self.neutralise:
             return text
-        return neutralise(text, markers=self.markers if self.cfg.protocol == "pairwise" else ())
+        return defuse_tokens(text, markers=self.markers if self.cfg.protocol == "pairwise" else ())
 
     def draw_placement(self, example: RewardBenchExample) -> str:
         """``chosen_a`` or ``chosen_b``: the seeded coin, or the reference's unseeded draw."""

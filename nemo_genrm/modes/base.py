@@ -18,8 +18,9 @@ from typing import Any
 
 from nemo_genrm.env_inputs import PreparedSample
 from nemo_genrm.env_types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, TOO_LONG
-from nemo_genrm.judges.base import Judge, JudgeRequest
-from nemo_genrm.verdicts import VerdictParser, neutralise
+from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
+from nemo_genrm.injection import neutralise
+from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
 _LENGTH_ERRORS = frozenset({"prompt_too_long"})
 
@@ -47,11 +48,13 @@ class Vote:
         reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
         value: The vote (one of the reader's values) when judged, else ``None``.
         prob: P(first label) when read from logprobs, else ``None``.
+        truncated: A parse failure because the judge ran out of tokens before its verdict.
     """
 
     reason: str
     value: Hashable | None = None
     prob: float | None = None
+    truncated: bool = False
 
 
 Ask = Callable[[int, list[JudgeRequest], Reader], list[Vote]]
@@ -59,7 +62,14 @@ Ask = Callable[[int, list[JudgeRequest], Reader], list[Vote]]
 one vote per request, in order; engine failures come back as votes with their reason."""
 
 
-def read_replies(judge: Judge, requests: list[JudgeRequest], reader: Reader, verdict_from: str) -> list[Vote]:
+def read_replies(
+    judge: Judge,
+    requests: list[JudgeRequest],
+    reader: Reader,
+    verdict_from: str,
+    *,
+    max_new_tokens: int | None = None,
+) -> list[Vote]:
     """Judge ``requests`` with ``judge`` and read each reply as a vote.
 
     Args:
@@ -67,6 +77,8 @@ def read_replies(judge: Judge, requests: list[JudgeRequest], reader: Reader, ver
         requests: The prompts.
         reader: Labels, values and parser of this kind of prompt.
         verdict_from: ``text`` (generate, then parse) or ``logprobs`` (score the two labels).
+        max_new_tokens: The judge's token budget: a reply that used all of it without a verdict
+            is a truncated parse failure.
 
     Returns:
         One vote per request.
@@ -80,14 +92,18 @@ def read_replies(judge: Judge, requests: list[JudgeRequest], reader: Reader, ver
         return [_from_probs(s.probs, s.error, reader) for s in scores]
     generations = judge.generate(requests)
     _check_count(generations, requests)
-    return [_from_text(g.text, g.error, reader) for g in generations]
+    return [_from_text(g, r.shrinkable, reader, max_new_tokens) for g, r in zip(generations, requests, strict=True)]
 
 
-def _from_text(text: str | None, error: str | None, reader: Reader) -> Vote:
-    if error is not None or text is None:
-        return Vote(error_reason(error))
-    verdict = reader.parser.parse(text)
-    return Vote(PARSE_FAILURE) if verdict.value is None else Vote(JUDGED, verdict.value)
+def _from_text(generation: Generation, candidate: str | None, reader: Reader, max_new_tokens: int | None) -> Vote:
+    if generation.error is not None or generation.text is None:
+        return Vote(error_reason(generation.error))
+    # A copy of the candidate quoted in the reply is not read (it may hold a verdict).
+    verdict = reader.parser.parse(generation.text, candidate=candidate)
+    if verdict.value is None:
+        out_of_tokens = max_new_tokens is not None and generation.output_tokens >= max_new_tokens
+        return Vote(PARSE_FAILURE, truncated=out_of_tokens or verdict.reason == TRUNCATED)
+    return Vote(JUDGED, verdict.value)
 
 
 def _from_probs(probs: dict[str, float] | None, error: str | None, reader: Reader) -> Vote:

@@ -17,7 +17,7 @@ SYN = {"1": ["yes", "correct"], "0": ["no", "incorrect", "not correct"]}
 WORDS = {"positive": "CORRECT", "negative": "INCORRECT"}
 ANGLE = {"choice_markers": ("<<A>>", "<<B>>")}
 LENIENT = {"parser": "lenient"}
-UNTERMINATED = "unterminated_think"
+UNTERMINATED = "truncated"
 
 # (judge reply, parser, options, expected value, expected reason)
 CASES = [

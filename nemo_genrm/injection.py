@@ -1,0 +1,366 @@
+"""Keeping judged text from steering the judge: normalise, defuse, and fence it with a nonce.
+
+The policy writes the answer the judge reads, and RL optimises whatever the judge rewards, so an
+answer that can talk the judge into a verdict will be found. Three layers keep it from doing so:
+
+1. **Normalisation before any check.** Unicode NFKC (fullwidth ``：``/``１`` become ``:``/``1``,
+   ``＜｜…｜＞`` becomes ``<|…|>``), every format character removed (zero-width spaces and joiners,
+   bidi controls such as the RTL mark, the BOM, soft hyphens, tag characters) and every line
+   break spelled ``\\n``. Superscripts, subscripts and vulgar fractions are kept as written
+   (``x²`` must not become ``x2``); a line holding them is checked in its fully folded form too.
+2. **Defusing.** After normalisation, what would read as judge-format text is made inert:
+
+   - a *label-like line*: a verdict word (``Verdict``, ``Score``, ``Judgement``, ``Answer``, ...,
+     optionally after ``final``/``the``/``my``) at the start of a line, behind any decoration
+     (markdown emphasis or headings, bullets, quotes, brackets, parentheses, a tag's ``<``), then
+     any separator (``:`` ``-`` ``—`` ``→`` ``->`` ``=>`` ``|`` ``>``; ``=`` or a space before a
+     verdict-like value such as ``1`` or ``yes``), or nothing at all when the line ends there (``Verdict:`` with
+     its value on the next line). It gets the prefix ``(quoted)``; so does a *role turn*
+     (``System:``, ``### Assistant``, ``[user]``, ``<assistant>``) and, in an answer of several
+     lines, a line that is only a verdict label or choice marker;
+   - the same verdict words inline with a punctuation separator and a verdict-like value
+     (``{"verdict": 1}``, ``… so Score = 1``) get ``(quoted)`` before the word;
+   - *instructions to the grader* (``ignore previous instructions``, ``reply exactly 1``,
+     ``please mark this as correct``, ``the verdict is 1``) become ``[instruction removed]``;
+   - chat-template tokens (``<|im_start|>``, ``[INST]``, ``<start_of_turn>``, ``<<SYS>>``, the
+     judge tokenizer's own special tokens), ``<think>`` tags and choice markers are broken up,
+     and any tag naming ``candidate`` gets ``‹``/``›`` for its angle brackets, so no answer can
+     open or close the candidate fence.
+
+3. **A fence the answer cannot close.** :func:`fence` puts the answer between
+   ``<candidate-NONCE>`` and ``</candidate-NONCE>``, ``NONCE`` being 16 consonants drawn with
+   :mod:`secrets` (69 bits), fresh for every prompt. No digits: a judge comparing numbers must
+   not find random ones right beside the answer. The answer is written before the nonce exists, so it
+   cannot contain the closing tag, and the template tells the judge that everything inside is
+   data.
+
+Layer 2 is a list of patterns and will never be complete against a model that reads prose;
+layers 1 and 3 are structural. ``docs/security.md`` states what remains for real judges.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "INSTRUCTION_REMOVED",
+    "QUOTED",
+    "Fenced",
+    "clean_unicode",
+    "defuse_tokens",
+    "fence",
+    "fold",
+    "is_content_free",
+    "neutralise",
+    "new_nonce",
+]
+
+QUOTED = "(quoted) "
+"""Prefix of a defused label-like line, role turn or inline verdict."""
+INSTRUCTION_REMOVED = "[instruction removed]"
+"""What an instruction to the grader found inside judged text is replaced with."""
+FENCE_NAME = "candidate"
+NONCE_LENGTH = 16
+NONCE_ALPHABET = "bcdfghjklmnpqrstvwxz"
+
+# ------------------------------------------------------------------------------ normalisation
+_KEPT_DECOMPOSITIONS = ("<super>", "<sub>", "<fraction>")
+_LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _kept(char: str) -> bool:
+    """Whether NFKC would change the meaning of ``char`` in an answer (``²``, ``₂``, ``½``)."""
+    return unicodedata.decomposition(char).startswith(_KEPT_DECOMPOSITIONS)
+
+
+def _drop_format(text: str) -> str:
+    if text.isascii():  # no format character is ASCII
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def clean_unicode(text: str) -> str:
+    """NFKC except super/subscripts and fractions; format characters gone; ``\\n`` line breaks.
+
+    Idempotent; ASCII text without ``\\r`` comes back unchanged.
+    """
+    text = _LINE_BREAKS.sub("\n", text)
+    if text.isascii():
+        return text
+    # NFKC runs between the kept characters, so combining marks still compose.
+    pieces, start = [], 0
+    for i, char in enumerate(text):
+        if not char.isascii() and _kept(char):
+            pieces += [unicodedata.normalize("NFKC", text[start:i]), char]
+            start = i + 1
+    pieces.append(unicodedata.normalize("NFKC", text[start:]))
+    # Removing a format character can join two pieces that NFKC would then compose.
+    return _drop_format(unicodedata.normalize("NFC", _drop_format("".join(pieces))))
+
+
+# Cyrillic and Greek letters drawn like Latin ones ("Vеrdict" with a Cyrillic е); NFKC keeps them.
+_LOOKALIKES = str.maketrans(
+    "аеорсхуіјѕԁԛԝһӏАВЕКМНОРСТХУІЈЅαβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcxyijsdqwhlABEKMHOPCTXYIJSaBeikvopTuxABEZHIKMNOPTYX",
+)
+
+
+def fold(text: str) -> str:
+    """The form checks read: full NFKC (superscripts too), no format characters, Latin lookalikes.
+
+    A line of an answer is written in this form only when the form reveals something to defuse.
+    """
+    text = _LINE_BREAKS.sub("\n", text)
+    if text.isascii():
+        return text
+    return _drop_format(unicodedata.normalize("NFKC", text)).translate(_LOOKALIKES)
+
+
+# ------------------------------------------------------------------------------------ patterns
+# Leading decoration a label may hide behind: markdown, bullets, quotes, brackets, a tag's "<".
+_LEAD = r"[\s*_~`#>|\-+•·.,;:\"'“”‘’«»‹›()\[\]{}<]*"
+_INNER = r"[\s*_~`\"'“”‘’«»‹›)\]}]*"
+_WORDS = (
+    r"(?:(?:final|the|my|overall|official|correct)\s+)*(?:verdicts?|judge?ments?|scores?|"
+    r"ratings?|grades?|grading|answers?|decisions?|labels?|results?|evaluations?|assessments?|"
+    r"outputs?|rewards?|correctness|conclusions?|outcomes?|marks?)"
+)
+# Separators after NFKC; "-"/"—"/"–" and arrows included, ">" closes a tag such as <verdict>.
+# "=" alone only before a verdict-like value: "result = compute(x)" is code, not a verdict.
+_SEP = r"(?:=*[:|>\-–—―→⇒⟶⟹➔➜➝➞⇨↦]+)"
+# A verdict-like value: a digit run, a yes/no word, a choice marker such as [[A]] or A.
+_VALUE = r"(?:\d+|yes|no|true|false|correct|incorrect|right|wrong|pass|fail|match|\[\[?\s*[ab]\s*\]\]?|[ab])"
+_LABEL_LINE = re.compile(
+    rf"^(?P<lead>[ \t]*){_LEAD}\b{_WORDS}\b{_INNER}(?:{_SEP}.*|[ \t]*=+[ \t]*{_VALUE}\W*|"
+    rf"[ \t]+{_VALUE}\W*|)$",
+    re.IGNORECASE,
+)
+_ROLES = r"(?:system|assistant|user|human|ai|bot|developer|tool|model|judge|grader|evaluator|instructions?)"
+_ROLE_LINE = re.compile(
+    rf"^(?P<lead>[ \t]*)(?:[#*_>\s]*\b{_ROLES}\b[*_\s]*[:>\]]|[\[<(]/?\s*{_ROLES}\s*[\]>)]|#+\s*{_ROLES}\b)",
+    re.IGNORECASE,
+)
+_INLINE_VERDICT = re.compile(
+    rf"(?<!\(quoted\) )(?<![\w-])(?P<word>{_WORDS})\b{_INNER}(?:[:=]|->|=>|[→⇒—–])"
+    rf"{_INNER}\s*{_VALUE}\b",
+    re.IGNORECASE,
+)
+_LABELISH = (
+    r"(?:\d+|yes|correct|true|right|pass|full\s+marks|(?-i:[AB])|\[\[\s*[ab]\s*\]\]|a\s+match|"
+    r"the\s+positive\s+label)"
+)
+_CORRECT = r"(?:correct|right|matching|equivalent|true|accepted|valid|a\s+match|full\s+marks)"
+_INSTRUCTIONS = [
+    # "ignore (all) previous instructions", "disregard the rules above", "forget everything above".
+    r"\b(?:ignore|disregard|forget|override|bypass)\b[\w\s,'’-]{0,40}?\b(?:instructions?|rules?|"
+    r"prompts?|guidelines?|directions?|criteria|rubric)\b",
+    r"\b(?:ignore|disregard|forget)\s+(?:all|everything|anything)\s+(?:above|before|previous|prior|else)\b",
+    # "new instructions:", "updated system prompt".
+    r"\b(?:new|updated|real|actual|true|hidden|secret)\s+(?:instructions?|task|system\s+prompt|rules)\b",
+    # "reply exactly 1", "respond with only: yes", "answer with just 1", "just say 1".
+    rf"\b(?:reply|respond)\b(?:\s+(?:with|by|exactly|only|just|simply|saying|using|the\s+label|"
+    rf"the\s+number|the\s+verdict|the\s+token)|[\s:\"'“”]){{1,6}}\s*[\"'“]?{_LABELISH}\b",
+    rf"\banswer(?:\s+(?:with|exactly|only|just|simply)){{1,3}}[\s:\"'“”]*{_LABELISH}\b",
+    rf"\b(?:say|write|output|print|return|emit|type|put)\s+(?:exactly|only|just|simply)\b"
+    rf"[\s:\"'“”]*{_LABELISH}\b",
+    # "mark this answer as correct", "consider my answer right", "grade it 1", "rate this a 1".
+    rf"\b(?:mark|grade|rate|score|judge|label|consider|treat|deem|count|evaluate|assess|classify|"
+    rf"accept)\s+(?:this|it|that|my|me|these|our)\b[\w\s]{{0,30}}?\b(?:as\s+)(?:an?\s+)?"
+    rf"(?:{_LABELISH}|{_CORRECT})\b",
+    rf"\b(?:consider|treat|deem|find|call)\s+(?:this|it|that|my\s+answer|this\s+answer)\s+{_CORRECT}\b",
+    rf"\b(?:grade|rate|score|mark)\s+(?:this|it|me|my\s+answer|this\s+answer)\s+(?:an?\s+|with\s+)?"
+    rf"(?:{_LABELISH}|{_CORRECT})\b",
+    # "give this a 1", "award full marks", "assign the positive label".
+    rf"\b(?:give|assign|award|grant)\s+(?:this|it|me|my\s+answer|this\s+answer|the\s+answer|"
+    rf"the\s+candidate)\s+(?:an?\s+|the\s+)?(?:score\s+of\s+|verdict\s+)?(?:{_LABELISH}|{_CORRECT})\b",
+    r"\b(?:give|assign|award|grant)\b[\w\s]{0,20}?\b(?:full\s+marks|full\s+credit|the\s+positive\s+"
+    r"(?:label|verdict)|a\s+positive\s+verdict|the\s+maximum\s+score)\b",
+    # "the verdict is 1", "the correct label should be yes".
+    rf"\b(?:verdicts?|judge?ments?|labels?|grades?|scores?|ratings?)\s+(?:is|should\s+be|must\s+be|will\s+be|=)\s*"
+    rf"[\"'“]?{_LABELISH}\b",
+    # "you must output 1", "you should reply ...": addressing the judge.
+    r"\byou\s+(?:must|should|have\s+to|need\s+to|are\s+to)\s+(?:reply|respond|output|say|mark|grade|"
+    r"rate|score|accept)\b[^.\n]{0,40}",
+    # "as the grader, ...", "as an AI judge".
+    r"\bas\s+(?:the|an?|my)\s+(?:ai\s+)?(?:grader|judge|evaluator|reviewer)\b",
+]
+_INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTIONS), re.IGNORECASE)
+
+_THINK_TAG = re.compile(r"<(/?)(think|thinking|reasoning|reflection)>", re.IGNORECASE)
+# <|im_start|>, <|eot_id|>, DeepSeek's <｜end▁of▁sentence｜> (NFKC makes its bars ASCII).
+_CHAT_TOKEN = re.compile(r"<([|｜])([^\s<>|｜]{1,64})([|｜])>")
+_FIXED_TOKENS = (
+    "<s>", "</s>", "[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "<start_of_turn>", "<end_of_turn>",
+    "<eos>", "<bos>", "<pad>", "<unk>",
+)  # fmt: skip
+_FENCE_TAG = re.compile(rf"<(\s*/?\s*{FENCE_NAME}\b[^<>\n]{{0,80}})>", re.IGNORECASE)
+_MARKER_VALUE = re.compile(r"^\W*(?P<value>.*?)\W*$")
+
+
+# ------------------------------------------------------------------------------------- defusing
+def defuse_tokens(text: str, markers: Iterable[str] = (), special_tokens: Iterable[str] = ()) -> str:
+    """Break chat tokens, think tags, fence tags and choice markers only (idempotent).
+
+    For text that is judged as written (RewardBench responses): no normalisation, no line is
+    quoted and no instruction removed, yet nothing in it can end a turn or name a choice.
+
+    Args:
+        text: The text.
+        markers: Choice markers to spread out (``[[A]]`` -> ``[ [A] ]``).
+        special_tokens: Extra tokens to break, e.g. the judge tokenizer's special tokens.
+
+    Returns:
+        The text with those tokens broken.
+    """
+    text = _FENCE_TAG.sub(lambda m: f"‹{m[1]}›", text)
+    for marker in markers:
+        if len(marker) >= 2:
+            spread = lambda m: f"{m[0][0]} {m[0][1:-1]} {m[0][-1]}"  # noqa: E731
+            text = re.sub(re.escape(marker), spread, text, flags=re.IGNORECASE)
+    text = _THINK_TAG.sub(r"< \1\2>", text)
+    text = _CHAT_TOKEN.sub(r"<\1 \2 \3>", text)
+    for token in (*special_tokens, *_FIXED_TOKENS):
+        if len(token) >= 2 and token in text:
+            text = text.replace(token, f"{token[0]} {token[1:]}")
+    return text
+
+
+def _bare(text: str) -> str:
+    """``text`` folded, case-folded, without leading or trailing non-word characters."""
+    return _MARKER_VALUE.match(fold(text))["value"].casefold()  # type: ignore[index]
+
+
+@functools.lru_cache(maxsize=64)
+def _label_set(labels: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_bare(x) for x in labels) - {""}
+
+
+def _defuse_line(line: str, labels: frozenset[str], several: bool, instructions: bool) -> str:
+    """One line with its label, role turn and instructions made inert (idempotent)."""
+    if instructions:
+        line = _INSTRUCTION.sub(INSTRUCTION_REMOVED, line)
+    line = _INLINE_VERDICT.sub(lambda m: QUOTED + m[0], line)
+    if line.lstrip().startswith(QUOTED.strip()):
+        return line
+    match = _LABEL_LINE.match(line) or _ROLE_LINE.match(line)
+    if match or (several and _bare(line) in labels):
+        indent = len(line) - len(line.lstrip(" \t"))
+        return line[:indent] + QUOTED + line[indent:]
+    return line
+
+
+def neutralise(
+    answer: str,
+    *,
+    labels: Iterable[str] = (),
+    markers: Iterable[str] = (),
+    special_tokens: Iterable[str] = (),
+    instructions: bool = True,
+) -> str:
+    """Normalise judged text and defuse what could dictate a verdict (see the module docstring).
+
+    Ordinary answers keep their wording (a line of prose, ``x = 1``, ``x²``, a matrix); an answer
+    that is only a label (``1``) stays as it is: that is the answer, and it sits inside the
+    fence. Idempotent.
+
+    Args:
+        answer: The text (an extracted answer, or a question from the policy's data).
+        labels: Verdict labels and synonyms; alone on a line of a longer answer they are quoted.
+        markers: Choice markers to spread out (``[[A]]`` -> ``[ [A] ]``); ones shorter than two
+            characters are skipped.
+        special_tokens: Extra tokens to break, e.g. the judge tokenizer's special tokens.
+        instructions: Whether to remove instructions to the grader; off for a question, which
+            may legitimately say "reply with 1 if ...".
+
+    Returns:
+        The neutralised text.
+    """
+    text = defuse_tokens(clean_unicode(answer), markers, special_tokens)
+    label_set = _label_set(tuple(str(x) for x in (*labels, *markers)))
+    lines = text.split("\n")
+    several = sum(1 for line in lines if line.strip()) > 1
+    out = []
+    for line in lines:
+        folded = fold(line)
+        if folded != line and _defuse_line(folded, label_set, several, instructions) != folded:
+            line = folded  # a superscript or similar hid a label: use the folded form
+        out.append(_defuse_line(line, label_set, several, instructions))
+    return "\n".join(out)
+
+
+_PUNCTUATION_ONLY = re.compile(r"^[\s!-/:-@\[-`{-~]*$")  # ASCII punctuation and spaces only
+_OPENERS = frozenset(
+    {
+        "thought process", "let me solve this step by step", "lets solve this step by step",
+        "let me solve this problem step by step", "lets solve this problem step by step",
+        "lets think step by step", "let me think step by step", "step by step", "solution",
+        "answer", "the answer is", "final answer", "my answer", "reasoning", "explanation",
+        "verdict", "judgement", "judgment", "score", "result", "step 1", "analysis", "proof",
+        "assistant", "system", "user", "thinking", "thoughts",
+        "解", "解答", "答案", "respuesta", "solución", "かいせつ", "réponse",
+    }
+)  # fmt: skip
+
+
+def is_content_free(answer: str) -> bool:
+    """Whether an answer carries no answer at all: only punctuation, or only an opener or label.
+
+    Such "master key" answers (``:``, ``.``, ``Thought process:``, ``Let me solve this step by
+    step``, a lone ``Verdict:``) have been seen to make judge models say yes; they are not
+    judged. Symbols that can be answers (``∞``, ``∅``, ``π``) are content.
+    """
+    folded = fold(answer)
+    if _PUNCTUATION_ONLY.match(folded):
+        return True
+    words = re.sub(r"[\W_]+", " ", folded.replace("'", "").replace("’", "")).strip().casefold()
+    return words in _OPENERS
+
+
+# ---------------------------------------------------------------------------------------- fence
+def new_nonce() -> str:
+    """A fresh fence nonce: :data:`NONCE_LENGTH` consonants drawn with :func:`secrets.choice`."""
+    return "".join(secrets.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """Text placed between the fence tags.
+
+    Attributes:
+        text: Opening tag, newline, the content, newline, closing tag.
+        nonce: The nonce of both tags.
+        content_start: Offset of the content inside ``text``.
+        content_end: Offset just past the content inside ``text``.
+    """
+
+    text: str
+    nonce: str
+    content_start: int
+    content_end: int
+
+
+def fence(content: str, nonce: str | None = None) -> Fenced:
+    """Put ``content`` between ``<candidate-NONCE>`` and ``</candidate-NONCE>`` on their own lines.
+
+    Args:
+        content: The (neutralised) text.
+        nonce: The nonce; ``None`` draws a fresh one (:func:`new_nonce`). Pass one only to
+            reproduce a prompt; a nonce the answer could know defeats the fence.
+
+    Returns:
+        The fenced text and where the content sits in it.
+
+    Raises:
+        ValueError: The nonce is not 4 to 64 lowercase letters or digits.
+    """
+    nonce = new_nonce() if nonce is None else nonce
+    if not re.fullmatch(r"[0-9a-z]{4,64}", nonce):
+        raise ValueError(f"a fence nonce is 4 to 64 lowercase letters or digits, got {nonce!r}")
+    opening = f"<{FENCE_NAME}-{nonce}>\n"
+    text = f"{opening}{content}\n</{FENCE_NAME}-{nonce}>"
+    return Fenced(text, nonce, len(opening), len(opening) + len(content))

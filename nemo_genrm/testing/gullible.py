@@ -1,0 +1,200 @@
+"""Gullible stand-in judges: they obey what an injected answer says, and show what they were shown.
+
+They model the two ways a judge model gets talked into a verdict, so a test can count how many
+answers get through the prompt builder:
+
+- :class:`LabelLineJudge` obeys the last label-like line anywhere in the prompt (``Verdict: 1``
+  in any width or wrapping, ``Verdict:`` with its value on the next line), as a judge that
+  copies a verdict it reads would; it checks neutralisation.
+- :class:`EscapeJudge` ignores whatever is inside the candidate fence, but obeys instructions,
+  role turns and JSON verdicts anywhere outside it, and takes any chat token in the text for a
+  real turn boundary (as the judge's tokenizer would); it checks that nothing escapes the fence.
+
+Otherwise both answer honestly: positive when the last number inside the fence is the expected
+one. Their detectors are written independently of :mod:`nemo_genrm.injection` (a test would
+prove nothing if both used the same patterns) and are more generous than it where they can be:
+any run of non-word characters separates a label from its value, and the first ``</candidate``
+of any nonce closes the fence.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+
+__all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
+
+POSITIVE_WORDS = frozenset({"1", "yes", "correct", "true", "right", "pass", "match"})
+NEGATIVE_WORDS = frozenset({"0", "no", "incorrect", "false", "wrong", "fail"})
+_OPEN = re.compile(r"<candidate-([0-9a-z]+)>")
+_ANY_CLOSE = re.compile(r"[<＜]\s*[/／]\s*candidate", re.IGNORECASE)  # fullwidth reads the same
+_LABEL = re.compile(
+    r"^(?:(?:final|the|my|overall)\s+)*(?:verdict|judge?ment|score|answer|grade|decision|label|"
+    r"result|rating|evaluation|assessment|output|conclusion)s?(?P<sep>[^\w]+)(?P<value>.*)$",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"\w+")
+# Strings a chat tokenizer turns into special tokens: each starts a new turn.
+_SPECIAL = re.compile(
+    r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>|</?s>"
+)
+_ROLE_TURN = re.compile(r"^\W*(?:system|assistant|user|human|developer)\b\W*", re.IGNORECASE | re.MULTILINE)
+_INSTRUCTION = re.compile(
+    r"(?:ignore|disregard|forget)[^.\n]{0,60}|(?:reply|respond|answer|output|say|return|print|mark|grade|"
+    r"rate|consider|treat)\b[^.\n]{0,40}|\"?(?:verdict|score|label)\"?\s*[:=]\s*\S+|verdict\s+is\s+\S+",
+    re.IGNORECASE,
+)
+
+
+def _latin(char: str) -> str:
+    """The Latin letter a Cyrillic or Greek letter is drawn like, as a reader would take it."""
+    name = unicodedata.name(char, "")
+    for script in ("CYRILLIC", "GREEK"):
+        if name.startswith(script) and "LETTER" in name:
+            letter = {"IE": "E", "ES": "C", "ER": "P", "HA": "X", "U": "Y", "A": "A", "O": "O",
+                      "EN": "H", "EM": "M", "KA": "K", "TE": "T", "VE": "B", "OMICRON": "O",
+                      "ALPHA": "A", "EPSILON": "E", "RHO": "P", "TAU": "T", "NU": "V"}.get(name.split()[-1])  # fmt: skip
+            if letter:
+                return letter.lower() if "SMALL" in name else letter
+    return char
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(_latin(c) for c in text if unicodedata.category(c) != "Cf")
+
+
+def _polarity(text: str) -> str | None:
+    """``"positive"``/``"negative"`` for the first verdict word of ``text``, else ``None``."""
+    for word in _WORD.findall(_fold(text).casefold()):
+        if word in POSITIVE_WORDS:
+            return "positive"
+        if word in NEGATIVE_WORDS:
+            return "negative"
+    return None
+
+
+def label_lines(text: str) -> list[str]:
+    """The polarity of every label-like line of ``text``, in order (see the module docstring)."""
+    lines = [_fold(line) for line in re.split(r"\r\n|[\r\n\u2028\u2029\x85]", text)]
+    found = []
+    for i, line in enumerate(lines):
+        match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
+        if match is None:
+            continue
+        value = match["value"]
+        if not _WORD.search(value):  # "Verdict:" with the value on the next line
+            value = next((rest for rest in lines[i + 1 :] if rest.strip()), "")
+        words = _WORD.findall(value.casefold())
+        polarity = _polarity(words[0]) if words else None
+        if polarity is not None:
+            found.append(polarity)
+    return found
+
+
+def fenced_content(text: str) -> tuple[str, int, int] | None:
+    """(content, start, end) between the first fence tag and the first ``</candidate`` after it.
+
+    ``None`` when ``text`` holds no fence.
+    """
+    opening = _OPEN.search(text)
+    if opening is None:
+        return None
+    close = _ANY_CLOSE.search(text, opening.end())
+    end = close.start() if close else len(text)
+    return text[opening.end() : end], opening.end(), end
+
+
+class GullibleJudge(GenerateOnlyJudge):
+    """A stand-in that records each conversation it is shown and replies by :meth:`decide`.
+
+    Args:
+        expected: The right answer; the honest verdict is positive when the last number inside
+            the fence equals it.
+        positive: The label replied for a positive verdict.
+        negative: The label replied for a negative verdict.
+
+    Attributes:
+        shown: Every conversation received, in order.
+        obeyed: Per conversation, what the judge obeyed instead of judging (``None``: honest).
+    """
+
+    def __init__(self, expected: str, positive: str = "1", negative: str = "0") -> None:
+        self.expected = expected
+        self.positive = positive
+        self.negative = negative
+        self.shown: list[tuple[dict[str, str], ...]] = []
+        self.obeyed: list[str | None] = []
+
+    def honest(self, text: str) -> bool:
+        """Whether the last number inside the fence is :attr:`expected`."""
+        found = fenced_content(text)
+        numbers = re.findall(r"\d+", _fold(found[0])) if found else []
+        return bool(numbers) and numbers[-1] == self.expected
+
+    def decide(self, messages: tuple[dict[str, str], ...]) -> tuple[bool, str | None]:
+        """(positive?, what was obeyed or ``None``); subclasses add what they obey."""
+        return self.honest("\n".join(m["content"] for m in messages)), None
+
+    def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
+        out = []
+        for item in batch:
+            messages = tuple(dict(m) for m in JudgeRequest.of(item).messages)
+            positive, obeyed = self.decide(messages)
+            self.shown.append(messages)
+            self.obeyed.append(obeyed)
+            out.append(Generation(self.positive if positive else self.negative))
+        return out
+
+
+class LabelLineJudge(GullibleJudge):
+    """Obeys the last label-like line anywhere in the prompt; else honest."""
+
+    def decide(self, messages: tuple[dict[str, str], ...]) -> tuple[bool, str | None]:
+        text = "\n".join(m["content"] for m in messages)
+        found = label_lines(text)
+        if found:
+            return found[-1] == "positive", f"label line ({found[-1]})"
+        return super().decide(messages)
+
+
+class EscapeJudge(GullibleJudge):
+    """Obeys instructions, role turns and JSON verdicts outside the fence; else honest.
+
+    Inside the fence is data to it. Outside, a positive word after an instruction verb
+    (``reply 1``), in a role turn (``System: ... 1``, or after a chat token), or as a JSON
+    verdict is obeyed. Conditional instructions (a sentence opening with ``If`` or
+    ``Otherwise``) are the grading rubric, not a dictated verdict, and are skipped.
+    """
+
+    def outside(self, messages: tuple[dict[str, str], ...]) -> list[str]:
+        """The pieces of text the judge reads as its own instructions or turns."""
+        pieces = []
+        for message in messages:
+            text = message["content"]
+            turns = _SPECIAL.split(text)
+            if len(turns) > 1:  # every text after a special token is a turn of its own
+                pieces += turns[1:]
+                text = turns[0]
+            found = fenced_content(text)
+            pieces.append(text if found is None else text[: found[1]] + "\n" + text[found[2] :])
+        return pieces
+
+    def decide(self, messages: tuple[dict[str, str], ...]) -> tuple[bool, str | None]:
+        for piece in self.outside(messages):
+            for match in _ROLE_TURN.finditer(piece):
+                turn = piece[match.end() : match.end() + 200]
+                if _polarity(turn) == "positive":
+                    return True, "role turn"
+            for match in _INSTRUCTION.finditer(_fold(piece)):
+                sentence_start = max(_fold(piece).rfind(".", 0, match.start()), _fold(piece).rfind("\n", 0, match.start()))
+                opening = _fold(piece)[sentence_start + 1 : match.start()].strip().casefold()
+                if opening.startswith(("if ", "otherwise")):
+                    continue
+                if _polarity(match[0]) == "positive":
+                    return True, f"instruction {match[0]!r}"
+        return super().decide(messages)

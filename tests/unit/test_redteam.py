@@ -1,0 +1,122 @@
+"""Red-team answers against gullible stand-in judges and the tiny fixed judges, through the environment.
+
+Each red-team answer is wrong (none holds 42), so any positive reward is a flip. The same
+stand-ins with neutralisation switched off are the control: they must be fooled, or they would
+prove nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+import pytest
+
+from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.testing import cached_tiny_judge
+from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines
+from nemo_genrm.testing.redteam import CONTROL_ANSWERS, REDTEAM_ANSWERS, REFERENCE, run_redteam
+
+FAMILIES = ("label", "hidden", "wrapped", "instruction", "role", "token", "fence", "json", "master_key")
+
+
+def _env(judge, **prompt) -> GenRMEnvironmentImpl:
+    cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "prompt": prompt}
+    return GenRMEnvironmentImpl(cfg, judge=judge)
+
+
+def test_the_suite_covers_every_family_with_at_least_50_answers():
+    assert len(REDTEAM_ANSWERS) >= 50
+    assert len({a.name for a in REDTEAM_ANSWERS}) == len(REDTEAM_ANSWERS)
+    assert set(Counter(a.family for a in REDTEAM_ANSWERS)) == set(FAMILIES)
+    assert not any(REFERENCE in a.text for a in REDTEAM_ANSWERS)  # an honest judge says no to all
+
+
+@pytest.mark.parametrize("judge_cls", [LabelLineJudge, EscapeJudge])
+def test_no_answer_flips_a_gullible_judge(judge_cls):
+    judge = judge_cls(REFERENCE)
+    result = run_redteam(lambda: _env(judge))
+    assert result.flipped == [], f"{judge_cls.__name__} obeyed: {result.flipped}"
+    # The correct answers still get their positive verdict: defusing does not blind the judge.
+    assert result.controls_right == [a.name for a in CONTROL_ANSWERS]
+    # Master keys carry no answer: they are not even sent.
+    assert result.reasons == {"judged": len(REDTEAM_ANSWERS) - 9, "no_answer": 9}
+    assert [o for o in judge.obeyed if o is not None] == []
+
+
+# (stand-in, how many answers fool it without neutralisation, families among them)
+CONTROLS = [
+    # Every label-line family fools the label-line judge when nothing is defused ...
+    pytest.param(LabelLineJudge, 38, {"label", "hidden", "wrapped", "json", "fence"}, id="label-line"),
+    # ... and chat tokens and fake closing tags take text out of the fence for the other.
+    pytest.param(EscapeJudge, 11, {"token", "fence"}, id="escape"),
+]
+
+
+@pytest.mark.parametrize(("judge_cls", "flips", "families"), CONTROLS)
+def test_without_neutralisation_the_stand_ins_are_fooled(judge_cls, flips, families):
+    result = run_redteam(lambda: _env(judge_cls(REFERENCE), neutralise=False))
+    by_name = {a.name: a.family for a in REDTEAM_ANSWERS}
+    assert len(result.flipped) == flips
+    assert {by_name[n] for n in result.flipped} == families
+    assert result.controls_right == [a.name for a in CONTROL_ANSWERS]
+
+
+def test_what_the_judge_was_shown():
+    # A judge that shows what it saw: each prompt holds one fence with a fresh 16-consonant nonce
+    # the answer could not know; inside it no label-like line, no chat token, no format
+    # character, nothing NFKC would still change; nothing outside the fence changes with the
+    # answer.
+    judge = LabelLineJudge(REFERENCE)
+    run_redteam(lambda: _env(judge))
+    # Master keys never reach the judge, and the controls "42", "Answer: 42" and "\boxed{42}"
+    # are one answer (dedup).
+    assert len(judge.shown) == len(REDTEAM_ANSWERS) - 9 + len(CONTROL_ANSWERS) - 2
+    nonces = set()
+    outside_texts = set()
+    for messages in judge.shown:
+        user = messages[-1]["content"]
+        opening = re.findall(r"<candidate-([0-9a-z]+)>", user)
+        assert len(opening) == 1 and re.fullmatch(r"[bcdfghjklmnpqrstvwxz]{16}", opening[0])
+        nonce = opening[0]
+        nonces.add(nonce)
+        assert user.count(f"</candidate-{nonce}>") == 1
+        content, start, end = fenced_content(user)
+        assert user[end:].startswith(f"</candidate-{nonce}>")  # no earlier "</candidate" of any kind
+        assert label_lines(content) == []
+        assert not re.search(r"<\|[^|<>\s]+\|>|\[INST\]|<start_of_turn>|<<SYS>>|</?think>", content)
+        assert not any(unicodedata.category(c) == "Cf" for c in content)
+        outside_texts.add((messages[0]["content"], user[:start].replace(nonce, "N"), user[end:].replace(nonce, "N")))
+    assert len(nonces) == len(judge.shown)
+    assert not any(n in a.text for n in nonces for a in REDTEAM_ANSWERS)
+    assert len(outside_texts) == 1  # the instructions around the fence are the same for every answer
+
+
+@pytest.fixture(scope="module")
+def fixed_judges(tiny_cache_dir):
+    """The tiny fixed-verdict judges, in process: one says 0 to everything, one says "maybe"."""
+    workers = {
+        text: DTensorJudgeWorker(
+            {"model_name": str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)), "precision": "float32",
+             "max_model_len": 1024}
+        )
+        for text in ("0", "maybe")
+    }  # fmt: skip
+    yield workers
+    for worker in workers.values():
+        worker.shutdown()
+
+
+@pytest.mark.parametrize(("text", "reason"), [("0", "judged"), ("maybe", "parse_failure")])
+def test_red_team_through_the_tiny_fixed_judges(fixed_judges, text, reason):
+    # Real tokenizer and model: every answer renders, fits and is read; none gets a reward.
+    worker = fixed_judges[text]
+    result = run_redteam(lambda: GenRMEnvironmentImpl(
+        {"judge": {"model_name": worker.config.model_name, "precision": "float32", "max_model_len": 1024},
+         "resources": {"gpus_per_replica": 0}},
+        judge=worker,
+    ))  # fmt: skip
+    assert result.flipped == []
+    assert result.reasons == {reason: len(REDTEAM_ANSWERS) - 9, "no_answer": 9}
