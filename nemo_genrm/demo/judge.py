@@ -15,8 +15,14 @@ A randomly initialised model spreads its attention over the whole prompt, so the
 decide the verdict (the reference and the end of the candidate) reach the last position diluted
 several hundred times, and learning stalls. Training therefore warms up on the prompts with
 their shared prefix cut to its last few tokens (the part after it, and so every distance between
-the tokens that matter, is unchanged under rotary positions), then trains on the full prompts.
+the tokens that matter, is unchanged under rotary positions) and lets the kept prefix grow
+geometrically to the whole prompt over the warm-up, so attention learns to skip the prefix a
+little at a time instead of meeting all of it at once; then it trains on the full prompts.
 The accuracy reported is always that on full prompts.
+
+The training prompts come from the package's prompt builder at run time, never from a copy of
+the template, so a change to the consistency prompt retrains the judge on the new text (the
+cache key holds the rendered prompt of a fixed case, see :mod:`nemo_genrm.demo.models`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,12 @@ from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "render_case", "train_demo_judge"]
+__all__ = [
+    "JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "prompt_fingerprint", "render_case", "train_demo_judge",
+]  # fmt: skip
+
+_PREFIX_CEILING = 400
+"""Where the warm-up's kept prefix grows towards: above the shared prefix (about 330 tokens)."""
 
 JUDGE_REPORT = "demo_judge.json"
 """File in the judge's folder holding its training settings and held-out accuracy."""
@@ -55,19 +66,27 @@ class JudgeTraining:
         lr: Peak learning rate (one-cycle schedule).
         seed: Seeds the weights and the training cases.
         held_out: Size of the held-out test set (drawn with another seed).
-        warmup_steps: First steps that see only the tail of the shared prompt prefix.
-        warmup_prefix: Tokens of the shared prefix kept during the warm-up.
+        warmup_steps: First steps that see only part of the shared prompt prefix.
+        warmup_prefix: Tokens of the shared prefix kept at the first step; the kept part grows
+            geometrically to the whole prefix by the end of the warm-up.
     """
 
     hidden_size: int = 64
-    num_layers: int = 2
-    steps: int = 800
+    num_layers: int = 3
+    steps: int = 700
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 0
     held_out: int = 400
-    warmup_steps: int = 400
+    warmup_steps: int = 350
     warmup_prefix: int = 4
+
+    def kept_prefix(self, step: int) -> int | None:
+        """Tokens of the shared prefix kept at ``step`` (``None``: the whole prompt)."""
+        if step >= self.warmup_steps:
+            return None
+        growth = (_PREFIX_CEILING / self.warmup_prefix) ** (step / self.warmup_steps)
+        return int(self.warmup_prefix * growth)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""
@@ -92,6 +111,22 @@ def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer) -> list[int]
     prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
     text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def prompt_fingerprint() -> str:
+    """A hash of the judge prompt the package renders today for a fixed case (and its tokens).
+
+    Part of the demo judge's cache key: a judge trained on another prompt text is not reused.
+    """
+    import hashlib
+
+    from nemo_genrm.testing.models import TinyModelSpec
+    from nemo_genrm.testing.tokenizer import make_tiny_tokenizer
+
+    tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
+    case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
+    ids = render_case(case, _builder(tokenizer), tokenizer)
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
 
 
 def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[tuple[list[int], bool]]:
@@ -189,8 +224,7 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     for step in range(training.steps):
         batch = _cases(rng, training.batch_size, builder, tokenizer)
         targets = [[labels[label], eos] for _, label in batch]
-        keep = training.warmup_prefix if step < training.warmup_steps else None
-        hidden = _label_hidden(model, [ids for ids, _ in batch], targets, keep)  # [B, 3, H]
+        hidden = _label_hidden(model, [ids for ids, _ in batch], targets, training.kept_prefix(step))  # [B, 3, H]
         logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
         loss.backward()
