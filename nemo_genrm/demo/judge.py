@@ -15,9 +15,7 @@ A randomly initialised model spreads its attention over the whole prompt, so the
 decide the verdict (the reference and the end of the candidate) reach the last position diluted
 several hundred times, and learning stalls. Training therefore warms up on the prompts with
 their shared prefix cut to its last few tokens (the part after it, and so every distance between
-the tokens that matter, is unchanged under rotary positions) and lets the kept prefix grow
-geometrically to the whole prompt over the warm-up, so attention learns to skip the prefix a
-little at a time instead of meeting all of it at once; then it trains on the full prompts.
+the tokens that matter, is unchanged under rotary positions), then trains on the full prompts.
 The accuracy reported is always that on full prompts.
 
 The training prompts come from the package's prompt builder at run time, never from a copy of
@@ -47,8 +45,6 @@ __all__ = [
     "JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "prompt_fingerprint", "render_case", "train_demo_judge",
 ]  # fmt: skip
 
-_PREFIX_CEILING = 400
-"""Where the warm-up's kept prefix grows towards: above the shared prefix (about 330 tokens)."""
 
 JUDGE_REPORT = "demo_judge.json"
 """File in the judge's folder holding its training settings and held-out accuracy."""
@@ -66,27 +62,23 @@ class JudgeTraining:
         lr: Peak learning rate (one-cycle schedule).
         seed: Seeds the weights and the training cases.
         held_out: Size of the held-out test set (drawn with another seed).
-        warmup_steps: First steps that see only part of the shared prompt prefix.
-        warmup_prefix: Tokens of the shared prefix kept at the first step; the kept part grows
-            geometrically to the whole prefix by the end of the warm-up.
+        warmup_steps: First steps that see only the tail of the shared prompt prefix.
+        warmup_prefix: Tokens of the shared prefix kept during the warm-up.
     """
 
     hidden_size: int = 64
-    num_layers: int = 3
-    steps: int = 700
+    num_layers: int = 2
+    steps: int = 800
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 0
     held_out: int = 400
-    warmup_steps: int = 350
+    warmup_steps: int = 400
     warmup_prefix: int = 4
 
     def kept_prefix(self, step: int) -> int | None:
         """Tokens of the shared prefix kept at ``step`` (``None``: the whole prompt)."""
-        if step >= self.warmup_steps:
-            return None
-        growth = (_PREFIX_CEILING / self.warmup_prefix) ** (step / self.warmup_steps)
-        return int(self.warmup_prefix * growth)
+        return self.warmup_prefix if step < self.warmup_steps else None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""

@@ -65,13 +65,12 @@ def test_hacking_candidates_all_carry_a_wrong_final_answer():
         assert answer.ok and final_number(answer.text) != "7", template
 
 
-def test_judge_warm_up_keeps_a_prefix_that_grows_to_the_whole_prompt():
+def test_judge_warm_up_keeps_the_prompts_tail_then_the_whole_prompt():
     from nemo_genrm.demo.judge import JudgeTraining
 
     training = JudgeTraining()
-    kept = [training.kept_prefix(step) for step in range(training.warmup_steps)]
-    assert kept[0] == training.warmup_prefix
-    assert kept == sorted(kept) and kept[-1] > 300  # the shared prefix is about 330 tokens
+    kept = {training.kept_prefix(step) for step in range(training.warmup_steps)}
+    assert kept == {training.warmup_prefix}
     assert training.kept_prefix(training.warmup_steps) is None  # then the full prompts
 
 
