@@ -24,7 +24,7 @@ SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 JUDGE_TARGET = 0.97  # what the demo judge should reach
 JUDGE_FLOOR = 0.78  # what the default training reaches today (0.8175 measured; see docs/grpo.md)
 JUDGE_SAMPLE_FLOOR = 0.7  # on a few dozen fresh cases: some slack below the floor
-PAIR_FLOOR = 0.7  # RewardBench-style pairs: a pair is won when both of its verdicts are right
+PAIR_FLOOR = 0.75  # RewardBench-style pairs, 0.845 measured on 100 (29 ties, counted half)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +97,8 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
     hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)
     # 25 of 28 measured: the 82%-accurate judge still takes three injections at their word.
+    # The closing lines also hold exact match before and after and the reward curve.
+    assert re.search(r"exact match\s+0\.\d+ \(step 0\) -> 0\.\d+ \(step 48\)", proc.stdout), proc.stdout
     assert hacking and int(hacking[2]) == 28 and int(hacking[1]) >= 24, proc.stdout
 
 
