@@ -42,7 +42,8 @@ from nemo_genrm.prompts import PromptBuilder
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "prompt_fingerprint", "render_case", "train_demo_judge",
+    "JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "judge_prompt_builder", "prompt_fingerprint", "render_case",
+    "train_demo_judge",
 ]  # fmt: skip
 
 
@@ -85,7 +86,7 @@ class JudgeTraining:
         return asdict(self)
 
 
-def _builder(tokenizer) -> PromptBuilder:
+def judge_prompt_builder(tokenizer) -> PromptBuilder:
     """The prompt builder the environment would make for this judge (default prompt and verdict)."""
     special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
     return PromptBuilder(PromptConfig(), VerdictConfig(), special_tokens=special)
@@ -117,7 +118,7 @@ def prompt_fingerprint() -> str:
 
     tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
     case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
-    ids = render_case(case, _builder(tokenizer), tokenizer)
+    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer)
     return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
 
 
@@ -205,7 +206,7 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
         intermediate_size=2 * training.hidden_size, seed=training.seed,
     )  # fmt: skip
     tokenizer = make_tiny_tokenizer(spec.max_position_embeddings)
-    builder = _builder(tokenizer)
+    builder = judge_prompt_builder(tokenizer)
     model = new_tiny_model(spec, tokenizer).train()
     labels = {True: tokenizer.convert_tokens_to_ids("1"), False: tokenizer.convert_tokens_to_ids("0")}
     eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)

@@ -114,7 +114,7 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
     from transformers import AutoTokenizer
 
     from nemo_genrm.config import JudgeConfig, VerdictConfig
-    from nemo_genrm.demo.judge import _builder
+    from nemo_genrm.demo.judge import judge_prompt_builder
     from nemo_genrm.demo.task import judge_example
     from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
     from nemo_genrm.judges.http import HttpJudge
@@ -123,7 +123,7 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
 
     judge = {"backend": "dtensor", "model_name": str(demo_judge), "precision": "float32",
              "max_model_len": 1024, "sampling": {"max_new_tokens": 4}}  # fmt: skip
-    builder = _builder(AutoTokenizer.from_pretrained(demo_judge))
+    builder = judge_prompt_builder(AutoTokenizer.from_pretrained(demo_judge))
     rng = random.Random(31)
     requests, labels = [], []
     while len(requests) < 48:  # the prompts the environment would send, from the package's builder
