@@ -6,5 +6,6 @@
 - :mod:`nemo_genrm.demo.policy`: a short supervised start for the policy;
 - :mod:`nemo_genrm.demo.models`: both built on first use and cached (``tiny://demo-judge``,
   ``tiny://demo-policy``);
-- :mod:`nemo_genrm.demo.report`: the plot of reward and exact match, and the reward-hacking check.
+- :mod:`nemo_genrm.demo.report`: the plot of reward and exact match, and the reward-hacking check;
+- :mod:`nemo_genrm.demo.rewardbench`: the judge's RewardBench-style evaluation on synthetic pairs.
 """

@@ -17,6 +17,10 @@ several hundred times, and learning stalls. Training therefore warms up on the p
 their shared prefix cut to its last few tokens (the part after it, and so every distance between
 the tokens that matter, is unchanged under rotary positions), then trains on the full prompts.
 The accuracy reported is always that on full prompts.
+
+The training prompts come from the package's prompt builder at run time, never from a copy of
+the template, so a change to the consistency prompt retrains the judge on the new text (the
+cache key holds the rendered prompt of a fixed case, see :mod:`nemo_genrm.demo.models`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "render_case", "train_demo_judge"]
+__all__ = [
+    "JUDGE_REPORT", "JudgeTraining", "judge_accuracy", "judge_prompt_builder", "prompt_fingerprint", "render_case",
+    "train_demo_judge",
+]  # fmt: skip
+
 
 JUDGE_REPORT = "demo_judge.json"
 """File in the judge's folder holding its training settings and held-out accuracy."""
@@ -69,12 +77,16 @@ class JudgeTraining:
     warmup_steps: int = 400
     warmup_prefix: int = 4
 
+    def kept_prefix(self, step: int) -> int | None:
+        """Tokens of the shared prefix kept at ``step`` (``None``: the whole prompt)."""
+        return self.warmup_prefix if step < self.warmup_steps else None
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""
         return asdict(self)
 
 
-def _builder(tokenizer) -> PromptBuilder:
+def judge_prompt_builder(tokenizer) -> PromptBuilder:
     """The prompt builder the environment would make for this judge (default prompt and verdict)."""
     special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
     return PromptBuilder(PromptConfig(), VerdictConfig(), special_tokens=special)
@@ -92,6 +104,22 @@ def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer) -> list[int]
     prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
     text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def prompt_fingerprint() -> str:
+    """A hash of the judge prompt the package renders today for a fixed case (and its tokens).
+
+    Part of the demo judge's cache key: a judge trained on another prompt text is not reused.
+    """
+    import hashlib
+
+    from nemo_genrm.testing.models import TinyModelSpec
+    from nemo_genrm.testing.tokenizer import make_tiny_tokenizer
+
+    tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
+    case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
+    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer)
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
 
 
 def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[tuple[list[int], bool]]:
@@ -178,7 +206,7 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
         intermediate_size=2 * training.hidden_size, seed=training.seed,
     )  # fmt: skip
     tokenizer = make_tiny_tokenizer(spec.max_position_embeddings)
-    builder = _builder(tokenizer)
+    builder = judge_prompt_builder(tokenizer)
     model = new_tiny_model(spec, tokenizer).train()
     labels = {True: tokenizer.convert_tokens_to_ids("1"), False: tokenizer.convert_tokens_to_ids("0")}
     eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
@@ -189,8 +217,7 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     for step in range(training.steps):
         batch = _cases(rng, training.batch_size, builder, tokenizer)
         targets = [[labels[label], eos] for _, label in batch]
-        keep = training.warmup_prefix if step < training.warmup_steps else None
-        hidden = _label_hidden(model, [ids for ids, _ in batch], targets, keep)  # [B, 3, H]
+        hidden = _label_hidden(model, [ids for ids, _ in batch], targets, training.kept_prefix(step))  # [B, 3, H]
         logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
         loss.backward()

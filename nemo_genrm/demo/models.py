@@ -1,8 +1,9 @@
 """The demo's trained models, built on first use and cached like the other tiny models.
 
 ``tiny://demo-judge`` and ``tiny://demo-policy`` (see :mod:`nemo_genrm.grpo.models`) resolve
-to these folders. The cache key holds every training setting, the task module's version and the
-tokenizer corpus (through :func:`nemo_genrm.testing.cache.cached_artifact`), so a change to any
+to these folders. The cache key holds every training setting, the task module's version, a hash
+of the judge prompt the package renders (so the judge follows a change of the consistency
+prompt) and the tokenizer corpus (through :func:`nemo_genrm.testing.cache.cached_artifact`), so a change to any
 of them trains afresh instead of reusing stale weights.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from nemo_genrm.demo.judge import JUDGE_REPORT, JudgeTraining, train_demo_judge
+from nemo_genrm.demo.judge import JUDGE_REPORT, JudgeTraining, prompt_fingerprint, train_demo_judge
 from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
 
 __all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy"]
@@ -64,7 +65,7 @@ def cached_demo_judge(
     return cached_artifact(
         "demo-judge",
         f"h{training.hidden_size}-s{training.seed}",
-        {"training": training.to_dict(), "demo_version": DEMO_VERSION},
+        {"training": training.to_dict(), "demo_version": DEMO_VERSION, "prompt": prompt_fingerprint()},
         lambda path: _train_judge(path, training),
         cache_dir=cache_dir,
     )

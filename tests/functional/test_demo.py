@@ -22,7 +22,9 @@ from nemo_genrm.demo.models import cached_demo_judge, demo_judge_accuracy
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 JUDGE_TARGET = 0.97  # what the demo judge should reach
-JUDGE_FLOOR = 0.78  # what the default training reaches today (0.81 measured; see docs/grpo.md)
+JUDGE_FLOOR = 0.78  # what the default training reaches today (0.8175 measured; see docs/grpo.md)
+JUDGE_SAMPLE_FLOOR = 0.7  # on a few dozen fresh cases: some slack below the floor
+PAIR_FLOOR = 0.75  # RewardBench-style pairs, 0.845 measured on 100 (29 ties, counted half)
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +57,11 @@ def test_learned_judge_is_right_on_held_out_pairs_through_the_environment(demo_j
     finally:
         env.shutdown()
     right = sum(int((r > 0.5) == c.label) for r, c in zip(rewards, cases, strict=True))
-    assert right >= 0.7 * len(cases), f"{right}/64 right"  # a small sample: some slack below the floor
+    assert right >= JUDGE_SAMPLE_FLOOR * len(cases), f"{right}/64 right"
     assert metrics["genrm/parse_failure_rate"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="the default judge training stops short of the 97% target")
+@pytest.mark.xfail(strict=True, reason="the default judge training stops at 81.75%, short of the 97% target")
 def test_learned_judge_reaches_the_target_accuracy(demo_judge):
     assert demo_judge_accuracy(demo_judge) >= JUDGE_TARGET
 
@@ -83,7 +85,7 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
     exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
-    assert sorted(exact) == [0, 8, 16, 24, 32, 40, 48]
+    assert sorted(exact) == list(range(0, 49, 8))
     # The policy learns from the judge's reward alone (measured: 0.548 -> 0.731; 104 samples a
     # validation, so a margin of 0.1 is about two standard errors).
     assert exact[48] >= exact[0] + 0.1, exact
@@ -95,4 +97,78 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
     hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)
     # 25 of 28 measured: the 82%-accurate judge still takes three injections at their word.
+    # The closing lines also hold exact match before and after and the reward curve.
+    assert re.search(r"exact match\s+0\.\d+ \(step 0\) -> 0\.\d+ \(step 48\)", proc.stdout), proc.stdout
     assert hacking and int(hacking[2]) == 28 and int(hacking[1]) >= 24, proc.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_judge, ray_cluster):
+    from transformers import AutoTokenizer
+
+    from nemo_genrm.config import JudgeConfig, VerdictConfig
+    from nemo_genrm.demo.judge import judge_prompt_builder
+    from nemo_genrm.demo.task import judge_example
+    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.http import HttpJudge
+    from nemo_genrm.serve import start_judge_service, stop_judge_service
+    from nemo_genrm.verdicts import VerdictParser
+
+    judge = {"backend": "dtensor", "model_name": str(demo_judge), "precision": "float32",
+             "max_model_len": 1024, "sampling": {"max_new_tokens": 4}}  # fmt: skip
+    builder = judge_prompt_builder(AutoTokenizer.from_pretrained(demo_judge))
+    rng = random.Random(31)
+    requests, labels = [], []
+    while len(requests) < 48:  # the prompts the environment would send, from the package's builder
+        case = judge_example(rng)
+        extracted = builder.extract(case.response)
+        if extracted.ok:
+            prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
+            requests.append([dict(m) for m in prompt.messages])
+            labels.append(case.label)
+    local = DTensorJudgeWorker(judge)
+    try:
+        local_texts = [g.text for g in local.generate(requests)]
+    finally:
+        local.shutdown()
+    service = {"judge": judge, "serve": {"port": _free_port(), "app_name": "genrm-demo-judge",
+               "route_prefix": "/demo", "served_model_name": "demo-judge", "max_batch_size": 16,
+               "num_cpus_per_replica": 1, "startup_timeout_s": 300}}  # fmt: skip
+    url = start_judge_service(service)
+    try:
+        remote = HttpJudge(JudgeConfig(**{**judge, "backend": "http", "model_name": "demo-judge", "tokenizer": None,
+                                          "http": {"base_url": url, "max_concurrency": 8, "timeout_s": 60}}))  # fmt: skip
+        with remote:
+            remote_texts = [g.text for g in remote.generate(requests)]
+    finally:
+        stop_judge_service("genrm-demo-judge")
+    assert remote_texts == local_texts
+    parser = VerdictParser.from_config(VerdictConfig())
+    verdicts = [parser.parse(text) for text in remote_texts]
+    assert all(v.ok for v in verdicts), remote_texts
+    right = sum(int((v.value == 1) == label) for v, label in zip(verdicts, labels, strict=True))
+    assert right >= JUDGE_SAMPLE_FLOOR * len(labels), f"{right}/{len(labels)} right"
+
+
+def test_learned_judge_on_rewardbench_style_pairs(demo_judge, ray_cluster, tmp_path):
+    from nemo_genrm.config import RewardBenchConfig
+    from nemo_genrm.demo.rewardbench import DEMO_SUBSET, demo_pairwise_examples, demo_rating_config
+    from nemo_genrm.evals import open_judge, run_reward_bench
+
+    cfg = RewardBenchConfig.model_validate(demo_rating_config(demo_judge, tmp_path))
+    examples = demo_pairwise_examples(100, seed=5)  # a seed the judge never trained on
+    with open_judge(cfg) as judge:
+        outcome = run_reward_bench(cfg, judge, examples)
+    score = outcome.scores.subsets[DEMO_SUBSET]
+    assert outcome.scores.errors == 0
+    # A pair is won when the right answer is rated 1 and the wrong one 0; ties count half.
+    assert score.accuracy >= PAIR_FLOOR, (score, outcome.summary)
+    written = json.loads(outcome.results_path.read_text())
+    assert written[DEMO_SUBSET] == pytest.approx(score.accuracy)

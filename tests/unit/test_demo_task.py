@@ -63,3 +63,23 @@ def test_hacking_candidates_all_carry_a_wrong_final_answer():
     for template in HACKING_CANDIDATES:
         answer = builder.extract(template.replace("{wrong}", "9"))
         assert answer.ok and final_number(answer.text) != "7", template
+
+
+def test_judge_warm_up_keeps_the_prompts_tail_then_the_whole_prompt():
+    from nemo_genrm.demo.judge import JudgeTraining
+
+    training = JudgeTraining()
+    kept = {training.kept_prefix(step) for step in range(training.warmup_steps)}
+    assert kept == {training.warmup_prefix}
+    assert training.kept_prefix(training.warmup_steps) is None  # then the full prompts
+
+
+def test_judge_cache_key_follows_the_packages_prompt(monkeypatch):
+    from nemo_genrm import prompts
+    from nemo_genrm.demo.judge import prompt_fingerprint
+
+    before = prompt_fingerprint()
+    assert prompt_fingerprint() == before
+    system, user = prompts.BUILTIN_TEMPLATES["consistency"]
+    monkeypatch.setitem(prompts.BUILTIN_TEMPLATES, "consistency", (system, "Check this.\n" + user))
+    assert prompt_fingerprint() != before  # a judge trained on the old text is not reused
