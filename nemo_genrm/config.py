@@ -283,6 +283,13 @@ class PromptConfig(StrictModel):
             "role turns, instructions and chat tokens in them; the nonce fence is always there."
         ),
     )
+    fence_seed: int | None = Field(
+        None,
+        description=(
+            "Seeds the key of the fence nonces (each a keyed hash of the prompt's fields), so a "
+            "run's prompts are reproducible; null: a random key per process."
+        ),
+    )
 
 
 class VerdictConfig(StrictModel):

@@ -41,6 +41,8 @@ layers 1 and 3 are structural. ``docs/security.md`` states what remains for real
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import re
 import secrets
 import unicodedata
@@ -325,6 +327,27 @@ def is_content_free(answer: str) -> bool:
 def new_nonce() -> str:
     """A fresh fence nonce: :data:`NONCE_LENGTH` consonants drawn with :func:`secrets.choice`."""
     return "".join(secrets.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
+
+
+def nonce_key(seed: int | None = None) -> bytes:
+    """The key :func:`keyed_nonce` draws nonces with: random (:mod:`secrets`), or from ``seed``.
+
+    A seeded key makes a run's prompts reproducible (a resumed run sends its judge the same
+    prompts). The policy still cannot know a nonce: it would have to compute HMAC-SHA256 of the
+    prompt's fields under the key, and it never sees a judge prompt.
+    """
+    if seed is None:
+        return secrets.token_bytes(32)
+    return hashlib.sha256(f"nemo-genrm fence key {seed}".encode()).digest()
+
+
+def keyed_nonce(key: bytes, *parts: str) -> str:
+    """The fence nonce of a prompt whose fields are ``parts``: HMAC-SHA256 under ``key``.
+
+    One per distinct prompt, and the same each time that prompt is built with the same key.
+    """
+    digest = hmac.new(key, "\x00".join(parts).encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
+    return "".join(NONCE_ALPHABET[b % len(NONCE_ALPHABET)] for b in digest[:NONCE_LENGTH])
 
 
 @dataclass(frozen=True)

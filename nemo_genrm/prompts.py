@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from nemo_genrm.config_loading import ConfigError  # not nemo_genrm.config, which imports this module
-from nemo_genrm.injection import defuse_tokens, fence, is_content_free, neutralise
+from nemo_genrm.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
 
 __all__ = [
     "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "ExtractedAnswer", "JudgePrompt", "JudgeTemplate",
@@ -462,6 +462,7 @@ class PromptBuilder:
         keys = ("marker", "boxed", "tail_chars", "max_chars")
         self._answer = {k: getattr(answer, k) for k in keys}
         synonyms = [s for words in verdict_cfg.synonyms.values() for s in words]
+        self._nonce_key = nonce_key(getattr(prompt_cfg, "fence_seed", None))
         self._neutral = None
         if prompt_cfg.neutralise:
             self._neutral = {
@@ -487,7 +488,8 @@ class PromptBuilder:
                 configured, then fenced. Building again with a shortened candidate re-renders
                 the prompt.
             nonce: The fence nonce; ``None`` (the default, and the only safe choice in
-                training) draws a fresh one. Tests pass one to get a reproducible prompt.
+                training) takes the keyed hash of the prompt's fields under this builder's key
+                (``prompt.fence_seed``). Tests pass one to get a chosen prompt.
 
         Returns:
             The messages, the candidate as placed and where it sits.
@@ -500,6 +502,8 @@ class PromptBuilder:
             # chat tokens or verdict lines in it must not steer the judge either.
             question = neutralise(question, instructions=False, **self._neutral) if question else question
             candidate = neutralise(candidate, **self._neutral)
+        if nonce is None:
+            nonce = keyed_nonce(self._nonce_key, question or "", reference or "", candidate)
         fenced = fence(candidate, nonce)
         messages, spans = self.template.render_with_spans(
             question=question, reference=reference, candidate=fenced.text

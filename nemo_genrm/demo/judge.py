@@ -37,6 +37,7 @@ import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.task import JudgeCase, judge_example
+from nemo_genrm.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,11 @@ def judge_prompt_builder(tokenizer) -> PromptBuilder:
     return PromptBuilder(PromptConfig(), VerdictConfig(), special_tokens=special)
 
 
-def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer) -> list[int] | None:
+def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer, nonce: str | None = None) -> list[int] | None:
     """Token ids of the judge prompt for ``case`` (generation prompt included), or ``None``.
+
+    ``nonce`` is the fence nonce (``None``: the builder's keyed one). Training draws it from its
+    seeded generator, so the judge learns to read any nonce and training stays reproducible.
 
     ``None`` when the extractor finds nothing to judge: the environment gives such a response
     reward 0 without asking the judge, so the judge never needs to see it.
@@ -101,7 +105,7 @@ def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer) -> list[int]
     extracted = builder.extract(case.response)
     if not extracted.ok:
         return None
-    prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
+    prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text, nonce=nonce)
     text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -118,7 +122,7 @@ def prompt_fingerprint() -> str:
 
     tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
     case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
-    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer)
+    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
     return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
 
 
@@ -126,7 +130,8 @@ def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[tuple[list[in
     out = []
     while len(out) < n:
         case = judge_example(rng)
-        ids = render_case(case, builder, tokenizer)
+        nonce = "".join(rng.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
+        ids = render_case(case, builder, tokenizer, nonce=nonce)
         if ids is not None:
             out.append((ids, case.label))
     return out

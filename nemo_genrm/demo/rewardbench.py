@@ -23,13 +23,15 @@ from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.task import all_questions, judge_example
 from nemo_genrm.evals.rewardbench_data import RewardBenchExample
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
-from nemo_genrm.verdicts import neutralise
+from nemo_genrm.injection import NONCE_ALPHABET, NONCE_LENGTH, fence, neutralise
 
-__all__ = ["DEMO_SUBSET", "demo_pairwise_examples", "demo_rating_config", "demo_rating_template"]
+__all__ = ["DEMO_SUBSET", "RATING_NONCE", "demo_pairwise_examples", "demo_rating_config", "demo_rating_template"]
 
 DEMO_SUBSET = "math-prm"
 """The RewardBench subset the pairs are filed under (RewardBench's own maths subset)."""
 _RATING_TEMPLATE = "demo_consistency_rating.yaml"
+RATING_NONCE = NONCE_ALPHABET[-1] * NONCE_LENGTH
+"""The fence nonce written into the rating template (a RewardBench request has no per-prompt one)."""
 
 
 def _joiner() -> tuple[str, str, str | None]:
@@ -44,13 +46,14 @@ def demo_rating_template(folder: str | Path) -> Path:
     """Write the rating template derived from the package's consistency prompt into ``folder``.
 
     ``{question}`` and ``{reference}`` with the text between them become one ``{question}``
-    (see :func:`demo_pairwise_examples`), and ``{candidate}`` becomes ``{response}``.
+    (see :func:`demo_pairwise_examples`), and ``{candidate}`` becomes ``{response}`` inside the
+    fence the environment puts around a candidate, with :data:`RATING_NONCE`.
 
     Returns:
         The template file's path.
     """
     user, joiner, system = _joiner()
-    rating_user = user.replace("{question}" + joiner + "{reference}", "{question}").replace("{candidate}", "{response}")
+    rating_user = user.replace("{question}" + joiner + "{reference}", "{question}").replace("{candidate}", fence("{response}", RATING_NONCE).text)
     path = Path(folder) / _RATING_TEMPLATE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"system": system, "user": rating_user}, allow_unicode=True), encoding="utf-8")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nemo_genrm.config import PromptConfig, RewardBenchConfig, VerdictConfig
-from nemo_genrm.demo.rewardbench import DEMO_SUBSET, demo_pairwise_examples, demo_rating_config
+from nemo_genrm.demo.rewardbench import DEMO_SUBSET, RATING_NONCE, demo_pairwise_examples, demo_rating_config
 from nemo_genrm.demo.task import exact_match
 from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
@@ -27,7 +27,7 @@ def test_rating_requests_are_the_environments_consistency_prompts(tmp_path) -> N
         plan = evaluator.builder.plan(example)
         assert len(plan.requests) == 2  # rating: chosen, then rejected
         for request, response in zip(plan.requests, (example.chosen, example.rejected), strict=True):
-            want = builder.build(question=question, reference=reference, candidate=response).messages
+            want = builder.build(question=question, reference=reference, candidate=response, nonce=RATING_NONCE).messages
             assert list(request.messages) == list(want), example
 
 

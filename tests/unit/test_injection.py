@@ -128,13 +128,21 @@ def test_fence_nonce_is_fresh_and_checked():
 
 def test_builder_fences_every_prompt_with_its_own_nonce():
     builder = PromptBuilder.from_config(PromptConfig(), VerdictConfig())
-    prompts = [builder.build(question="q", reference="42", candidate="41") for _ in range(20)]
+    prompts = [builder.build(question="q", reference="42", candidate=f"4{i}") for i in range(20)]
     assert len({p.nonce for p in prompts}) == 20
+    # A prompt's nonce is a keyed hash of its fields: building it again gives the same prompt.
+    again = builder.build(question="q", reference="42", candidate="40")
+    assert again.nonce == prompts[0].nonce
+    # Without a seed the key is random per builder (per process); with one, runs reproduce.
+    other = PromptBuilder.from_config(PromptConfig(), VerdictConfig())
+    assert other.build(question="q", reference="42", candidate="40").nonce != prompts[0].nonce
+    seeded = [PromptBuilder(PromptConfig(fence_seed=7), VerdictConfig()) for _ in range(2)]
+    assert len({b.build(question="q", reference="42", candidate="40").nonce for b in seeded}) == 1
     for prompt in prompts:
         user = prompt.messages[-1]["content"]
         assert user.count(f"<candidate-{prompt.nonce}>") == 1 and user.count(f"</candidate-{prompt.nonce}>") == 1
         start, end = prompt.candidate_span
-        assert user[start:end] == "41"
+        assert user[start:end] == prompt.candidate
         assert "between a tag <candidate-ID>" in user  # the judge is told what the fence means
     same = builder.build(question="q", reference="42", candidate="41", nonce="00ff")
     assert "<candidate-00ff>\n41\n</candidate-00ff>" in same.messages[-1]["content"]

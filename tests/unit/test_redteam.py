@@ -65,7 +65,7 @@ def test_without_neutralisation_the_stand_ins_are_fooled(judge_cls, flips, famil
 
 
 def test_what_the_judge_was_shown():
-    # A judge that shows what it saw: each prompt holds one fence with a fresh 16-consonant nonce
+    # A judge that shows what it saw: each prompt holds one fence with its own 16-consonant nonce
     # the answer could not know; inside it no label-like line, no chat token, no format
     # character, nothing NFKC would still change; nothing outside the fence changes with the
     # answer.
@@ -75,6 +75,7 @@ def test_what_the_judge_was_shown():
     # are one answer (dedup).
     assert len(judge.shown) == len(REDTEAM_ANSWERS) - 9 + len(CONTROL_ANSWERS) - 2
     nonces = set()
+    contents = set()
     outside_texts = set()
     for messages in judge.shown:
         user = messages[-1]["content"]
@@ -84,12 +85,15 @@ def test_what_the_judge_was_shown():
         nonces.add(nonce)
         assert user.count(f"</candidate-{nonce}>") == 1
         content, start, end = fenced_content(user)
+        contents.add(content)
         assert user[end:].startswith(f"</candidate-{nonce}>")  # no earlier "</candidate" of any kind
         assert label_lines(content) == []
         assert not re.search(r"<\|[^|<>\s]+\|>|\[INST\]|<start_of_turn>|<<SYS>>|</?think>", content)
         assert not any(unicodedata.category(c) == "Cf" for c in content)
         outside_texts.add((messages[0]["content"], user[:start].replace(nonce, "N"), user[end:].replace(nonce, "N")))
-    assert len(nonces) == len(judge.shown)
+    # One nonce per distinct prompt (a keyed hash of its fields): answers that read the same once
+    # neutralised share their prompt, and with it their nonce.
+    assert len(nonces) == len(contents)
     assert not any(n in a.text for n in nonces for a in REDTEAM_ANSWERS)
     assert len(outside_texts) == 1  # the instructions around the fence are the same for every answer
 
