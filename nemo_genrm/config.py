@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nemo_genrm.config_loading import ConfigError, load_config, to_container, validate
+from nemo_genrm.config_loading import load_config, to_container, validate
+from nemo_genrm.errors import ConfigError
 
 __all__ = [
     "AnswerConfig",

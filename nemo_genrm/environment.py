@@ -24,7 +24,9 @@ Bad data never raises out of ``step``: every sample gets a reward and a reason
 (:data:`nemo_genrm.env_types.REASONS`), and a judge engine that fails at run time gives its
 samples ``judge_error``. What training must not run through raises: caller bugs (a ``metadata``
 list whose length differs from the batch, or ``metadata`` that is not a list), a judge config
-the engine refuses (:class:`~nemo_genrm.config.ConfigError`), and a judge that was shut down.
+the engine refuses (:class:`~nemo_genrm.errors.ConfigError`), a judge that was shut down
+(:class:`~nemo_genrm.errors.JudgeClosedError`) and a judge that is gone for good
+(:class:`~nemo_genrm.errors.JudgeUnavailableError`); all are told apart by type.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ import ray
 import torch
 
 from nemo_genrm.coalesce import Coalescer
-from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
+from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
 from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
+from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
@@ -193,7 +196,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             ValueError: ``metadata`` has a different length than the batch.
             TypeError: ``metadata`` is neither ``None`` nor a list.
             ConfigError: The judge refused its config (e.g. labels it cannot score).
-            RuntimeError: The environment or its judge was shut down.
+            JudgeClosedError: The environment or its judge was shut down.
+            JudgeUnavailableError: The judge has had no live worker past
+                ``fault_tolerance.unavailable_grace_s``.
         """
         start = time.perf_counter()
         logs = list(message_log_batch or [])
@@ -456,18 +461,17 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     def _require_judge(self) -> Judge:
         if self._judge is None:
-            raise RuntimeError("the GenRM environment was shut down")
+            raise JudgeClosedError("the GenRM environment was shut down")
         return self._judge
 
 
 def _is_fatal(exc: BaseException) -> bool:
     """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
 
-    A misconfiguration (:class:`ConfigError`) fails again on every step, and a judge that was
-    shut down cannot answer any more; both are raised. The engines signal shutdown with a
-    ``RuntimeError`` saying "shut down" (there is no dedicated exception type for it).
+    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
+    more, and a judge that stayed unavailable past its grace period will not come back.
     """
-    return isinstance(exc, ConfigError) or (isinstance(exc, RuntimeError) and "shut down" in str(exc))
+    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
 
 
 def _error_reason(error: str | None) -> str:

@@ -52,6 +52,7 @@ from typing import Any
 import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -394,7 +395,7 @@ class HttpJudge(Judge):
 
     def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> list[_Outcome]:
         if self._closed:
-            raise RuntimeError("HttpJudge was shut down; create a new one")
+            raise JudgeClosedError("HttpJudge was shut down; create a new one")
         sampling = self.config.sampling
         base: dict[str, Any] = {"model": self.config.model_name, "temperature": sampling.temperature, "n": 1}
         # Only what changes the reply is sent: top_p 1.0 is every server's default, and a seed

@@ -16,6 +16,7 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -28,6 +29,7 @@ from nemo_genrm.judges.base import (
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.ray_pool import ReplicaPool, WorkerSpec
 from nemo_genrm.judges.results import (
+    JUDGE_ERROR,
     Outcome,
     build_generations,
     build_scores,
@@ -118,14 +120,14 @@ class PooledJudge(Judge):
         results = self.pool.run(method, payloads, costs)
         for chunk, (values, error) in zip(chunks, results, strict=True):
             if error is None and len(values) != len(chunk):
-                error = "judge_error"
+                error = JUDGE_ERROR
             for pos, j in enumerate(chunk):
                 outcomes[index[j]] = error if error is not None else values[pos]
         return outcomes
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this judge was shut down")
+            raise JudgeClosedError("this judge was shut down")
 
     def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
         """See :meth:`Judge.generate`; chunks run on every replica."""

@@ -39,9 +39,10 @@ import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from nemo_genrm.config import ConfigError, FaultToleranceConfig
+from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.results import JUDGE_ERROR, TIMEOUT
+from nemo_genrm.errors import TIMEOUT, ConfigError
+from nemo_genrm.judges.results import JUDGE_ERROR
 from nemo_genrm.ray_env import actor_options, actor_runtime_env
 
 logger = logging.getLogger(__name__)
