@@ -45,9 +45,10 @@ import torch
 
 from nemo_genrm.coalesce import Coalescer
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
+from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
-from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
-from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
+from nemo_genrm.env_support import add_stats_delta, check_count, is_fatal, safe_stats, special_tokens, worker_facts
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
@@ -78,6 +79,7 @@ class _StepCall:
     samples: list[PreparedSample]
     metas: list[Any]
     start: float
+    deadline: float  # time.monotonic() by which this call must be answered
 
 
 class _SharedCallFailed(Exception):
@@ -201,18 +203,21 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 ``fault_tolerance.unavailable_grace_s``.
         """
         start = time.perf_counter()
+        # The deadline starts now: input checks, coalescing waits and fitting all count.
+        deadline = time.monotonic() + self.cfg.fault_tolerance.step_timeout_s
         logs = list(message_log_batch or [])
         metas = metadata_list(metadata, len(logs))
         samples = [
             prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return self._coalescer.submit(_StepCall(samples, metas, start), size=max(1, len(samples)))
+        return self._coalescer.submit(_StepCall(samples, metas, start, deadline), size=max(1, len(samples)))
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
         engine = StepTally()
-        per_call = self._judge_calls(calls, engine)
+        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
+            per_call = self._judge_calls(calls, engine)
         results: list[EnvironmentReturn | BaseException] = []
         batch = StepTally()
         batch.add(engine)
@@ -303,7 +308,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 with self._metrics_lock:
                     self._latencies.append(elapsed)
         except Exception as exc:
-            if _is_fatal(exc):
+            if is_fatal(exc):
                 raise
             if isolate:
                 raise _SharedCallFailed from exc
@@ -331,10 +336,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[JudgeOutcome]:
         if self.cfg.judge.verdict_from == "logprobs":
             scores = judge.score(requests, list(self._labels))
-            _check_count(scores, requests)
+            check_count(scores, requests)
             return [self._from_probs(s.probs, s.error) for s in scores]
         generations = judge.generate(requests)
-        _check_count(generations, requests)
+        check_count(generations, requests)
         return [self._from_text(g.text, g.error) for g in generations]
 
     def _from_text(self, text: str | None, error: str | None) -> JudgeOutcome:
@@ -465,23 +470,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return self._judge
 
 
-def _is_fatal(exc: BaseException) -> bool:
-    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
-
-    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
-    more, and a judge that stayed unavailable past its grace period will not come back.
-    """
-    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
-
-
 def _error_reason(error: str | None) -> str:
     """``too_long`` for a prompt the judge's context cannot hold, else ``judge_error``."""
     return TOO_LONG if error in _LENGTH_ERRORS else JUDGE_ERROR
-
-
-def _check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
-    if len(results) != len(requests):
-        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")
 
 
 def _observation(outcome: JudgeOutcome, reward: float) -> str:

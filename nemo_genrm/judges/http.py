@@ -52,6 +52,7 @@ from typing import Any
 import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.deadline import remaining_s
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
@@ -415,7 +416,7 @@ class HttpJudge(Judge):
             payload = {**base, "messages": prep.messages}
             return lambda: self._post(payload, breaker)
 
-        deadline = self.call_timeout_s
+        deadline = remaining_s(self.call_timeout_s)  # the step's own deadline when earlier
         coro = gather_until([job(prep) for prep in prepared], deadline)
         outcomes = self._loop.run(coro, timeout_s=deadline + RESULT_SLACK_S)
         failed = Counter(o.error for o in outcomes if o.error is not None)
