@@ -79,6 +79,7 @@ class _Replica:
     inflight: int = 0
     chunks_done: int = 0
     crashes: int = 0  # in a row, for the back-off; reset when it finishes a chunk
+    up_since: float | None = None  # when its start finished
     relaunch_at: float | None = None  # down, to be restarted then (budget allowing)
     budget_logged: bool = False
 
@@ -142,6 +143,7 @@ class ReplicaPool:
             raise RuntimeError(f"judge workers failed to start: {exc}") from exc
         for replica in self._replicas:
             replica.starting.clear()
+            replica.up_since = time.monotonic()
         logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas),
                     spec.ranks_per_replica)
 
@@ -196,7 +198,7 @@ class ReplicaPool:
         if self.asleep:  # a judge asleep stays asleep after a restart
             for host in hosts:
                 host.call.remote("sleep")
-        replica.alive, replica.inflight, replica.relaunch_at = True, 0, None
+        replica.alive, replica.inflight, replica.relaunch_at, replica.up_since = True, 0, None, None
 
     def _kill(self, replica: _Replica) -> None:
         for host in replica.hosts:
@@ -286,6 +288,8 @@ class ReplicaPool:
                 ray.get(ref)
             except Exception as exc:
                 return f"start failed: {type(exc).__name__}"
+        if not replica.starting:
+            replica.up_since = time.monotonic()
         return None
 
     @property
@@ -309,7 +313,12 @@ class ReplicaPool:
             ``judge_error`` or ``timeout``.
         """
         deadline = deadline_within(self.fault_tolerance.step_timeout_s)
+        for replica in self._replicas:  # starts that finished since the last call
+            failure = self._poll_start(replica) if replica.alive else None
+            if failure:
+                self._restart(replica, failure)
         self.check_available()
+        began = time.monotonic()
         results: list[tuple[Any, str | None]] = [(None, JUDGE_ERROR)] * len(payloads)
         pending = deque(sorted(range(len(payloads)), key=lambda c: -costs[c]))
         active: dict[int, _Call] = {}
@@ -317,12 +326,13 @@ class ReplicaPool:
         while pending or active:
             now = time.monotonic()
             if now >= deadline:
-                self._expire(pending, active, results)
+                self._expire(pending, active, results, began)
                 break
             self._revive(now)
             self._dispatch(method, payloads, pending, active, by_ref)
             relaunch = self._next_relaunch()
-            if not active:
+            starting = {ref: r for r in self._replicas if r.alive for ref in r.starting}
+            if not active and not starting:
                 if relaunch is not None and relaunch < deadline:  # a replica is due back in time
                     time.sleep(max(0.0, relaunch - now))
                     continue
@@ -331,7 +341,6 @@ class ReplicaPool:
                 self.check_available()
                 break
             wake = deadline if relaunch is None else min(deadline, relaunch)
-            starting = {ref: r for r in self._replicas if r.alive for ref in r.starting}
             ready, _ = ray.wait([*by_ref, *starting], num_returns=1, timeout=max(0.0, wake - now))
             for ref in ready:
                 if ref in starting:  # a (re)started replica finished loading, or failed to
@@ -345,14 +354,14 @@ class ReplicaPool:
         return results
 
     def _dispatch(self, method, payloads, pending, active, by_ref) -> None:
-        """Hand queued chunks to live replicas, least loaded first.
+        """Hand queued chunks to started replicas, least loaded first.
 
-        A replica still (re)starting gets work only when no started one can take it, so a
-        restart does not hold chunks back while the other replicas are free.
+        A replica still (re)starting gets no work: the chunks wait here until it is up, so a
+        call that times out meanwhile leaves nothing queued on it to run later (Ray cannot
+        cancel a task queued on an actor that is still being created without stalling the
+        actor's later tasks).
         """
         usable = [r for r in self._replicas if r.alive and not r.starting]
-        if not usable and not active:
-            usable = [r for r in self._replicas if r.alive]  # queue behind the start
         for level in range(1, self.max_inflight + 1):
             for replica in usable:
                 if not pending:
@@ -405,14 +414,27 @@ class ReplicaPool:
                        len(lost))
         self._restart(replica, why)
 
-    def _expire(self, pending, active, results) -> None:
-        """Deadline: unfinished chunks end as ``timeout``; busy replicas are replaced (not a crash)."""
-        busy = {id(call.replica): call.replica for call in active.values()}
+    def _expire(self, pending, active, results, began: float) -> None:
+        """Deadline: unfinished chunks end as ``timeout``; their work is cancelled.
+
+        A replica that was up when the call began and is still busy is stuck or too slow: it is
+        killed and replaced (not a crash, no restart spent), which ends its work. A replica that
+        came up during the call had less than the whole deadline for its chunks: it is left to
+        finish them (the next call replaces it if it is still busy then), so a deadline shorter
+        than a start plus one chunk cannot keep a replica from ever coming up.
+        """
+        busy = {
+            id(call.replica): call.replica
+            for call in active.values()
+            if call.replica.up_since is not None and call.replica.up_since <= began
+        }
         for chunk in [*active, *pending]:
             results[chunk] = (None, TIMEOUT)
         self.deadline_exceeded += 1
         logger.error("Judge call passed its deadline (step_timeout_s %.1f s): %d chunk(s) timed out",
                      self.fault_tolerance.step_timeout_s, len(active) + len(pending))
+        for call in list(active.values()):
+            call.replica.inflight -= 1
         active.clear()
         pending.clear()
         for replica in busy.values():
@@ -433,9 +455,10 @@ class ReplicaPool:
         while calls:
             remaining = deadline - time.monotonic()
             ready, _ = ray.wait(list(calls), num_returns=1, timeout=max(remaining, 0))
-            if not ready:
+            if not ready:  # a replica still loading runs the call once it is up
                 for replica in {id(r): r for r in calls.values()}.values():
-                    self._restart(replica, f"{method} passed the deadline", crash=False)
+                    if self._poll_start(replica) is None and not replica.starting:
+                        self._restart(replica, f"{method} passed the deadline", crash=False)
                 return
             replica = calls.pop(ready[0])
             try:
