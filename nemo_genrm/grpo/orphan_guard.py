@@ -124,17 +124,20 @@ def watch(driver_pid: int) -> int:
     stat = _stat(driver_pid)
     if stat is None:
         return 0
-    driver, known, last = (driver_pid, stat[3]), set(), 0.0
+    driver, known, last = (driver_pid, stat[3]), set(), None
     while _alive(driver):
         now = time.monotonic()
-        if now - last >= SNAPSHOT_S:
+        if last is None or now - last >= SNAPSHOT_S:
             known = {p for p in known if _alive(p)} | ray_descendants(driver_pid)
+            if last is None:
+                print(f"orphan guard: watching driver {driver_pid} ({len(known)} Ray process(es))",
+                      file=sys.stderr, flush=True)
             last = now
         time.sleep(POLL_S)
     stopped = stop_orphans(known)
     if stopped:
         print(f"orphan guard: driver {driver_pid} is gone; stopped {len(stopped)} Ray process(es)",
-              file=sys.stderr)
+              file=sys.stderr, flush=True)
     return 0
 
 
