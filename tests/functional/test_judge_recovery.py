@@ -81,7 +81,7 @@ def mode(tmp_path):
 
 
 def _judge_section(tokenizer_path: str) -> dict:
-    return {"model_name": tokenizer_path, "max_model_len": 256, "sampling": {"max_new_tokens": 4}}
+    return {"model_name": tokenizer_path, "max_model_len": 2048, "sampling": {"max_new_tokens": 4}}
 
 
 def _judge(tokenizer_path: str, mode_file: Path, replicas: int = 1, **fault_tolerance) -> PooledJudge:
@@ -159,8 +159,8 @@ def test_crashed_replica_restarts_back_off_and_the_budget_refills(ray_cluster, t
 
 
 def test_a_judge_gone_past_its_grace_stops_the_step_with_a_typed_error(ray_cluster, tokenizer_path, mode):
-    judge = _judge(tokenizer_path, mode, max_restarts=0, restart_budget_refill_s=0.0, step_timeout_s=5.0,
-                   unavailable_grace_s=1.0)
+    judge = _judge(tokenizer_path, mode, max_restarts=0, restart_budget_refill_s=0.0, restart_backoff_s=0.0,
+                   step_timeout_s=5.0, unavailable_grace_s=1.0)
     cfg = {"judge": _judge_section(tokenizer_path), "resources": {"gpus_per_replica": 0},
            "fault_tolerance": {"step_timeout_s": 5.0}}
     env = GenRMEnvironmentImpl(cfg, judge=judge)
