@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 

@@ -48,7 +48,6 @@ from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env_inputs import PreparedSample, metadata_list, prepare_sample
 from nemo_genrm.env_support import add_stats_delta, check_count, is_fatal, safe_stats, special_tokens, worker_facts
-from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
@@ -57,6 +56,7 @@ from nemo_genrm.env_types import (
     EnvironmentInterface,
     EnvironmentReturn,
 )
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.prompts import PromptBuilder

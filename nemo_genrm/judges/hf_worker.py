@@ -31,10 +31,10 @@ from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_id
 from nemo_genrm.judges.hf_generation import (
     Decoding,
     StaticGenerator,
-    trim_at_eos,
     activation_bytes_per_token,
     batch_limits_from_memory,
     kv_bytes_per_token,
+    trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
 from nemo_genrm.judges.results import (

@@ -62,7 +62,6 @@ from nemo_genrm.judges.base import (
     LabelScores,
     RequestLike,
 )
-
 from nemo_genrm.judges.http_replies import (
     BadReply,
     label_probs,
