@@ -69,6 +69,30 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers canno
 
 
 @pytest.fixture(scope="module")
+def ray_cluster():
+    """The session's Ray cluster when one runs, else a small one for this module (4 CPUs).
+
+    The stand-in workers take half a CPU each, so a small cluster suffices, and it starts where
+    a busy machine times out the start of a bigger one; a start that times out is tried again.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield ray
+        return
+    for attempt in range(3):
+        try:
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
 def tokenizer_path(tiny_cache_dir):
     return str(cached_tiny_model())
 
