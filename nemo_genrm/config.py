@@ -14,7 +14,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from nemo_genrm.config_loading import ConfigError, load_config, report_problems, to_container, validate
+from nemo_genrm.config_loading import load_config, report_problems, to_container, validate
+from nemo_genrm.errors import ConfigError
 from nemo_genrm.prompts import load_template, template_labels_from_config
 from nemo_genrm.verdicts import VerdictParser
 
@@ -458,11 +459,47 @@ class CoalesceConfig(StrictModel):
 
 
 class FaultToleranceConfig(StrictModel):
-    """How judge failures are survived."""
+    """How judge failures are survived, and when training stops because the judge is gone."""
 
-    max_restarts: int = Field(3, ge=0, description="Restarts of a dead judge worker per run.")
+    max_restarts: int = Field(
+        3,
+        ge=0,
+        description=(
+            "Restarts of crashed judge replicas the pool may spend at once (a budget that refills: "
+            "see restart_budget_refill_s). Replacing a replica stuck past the step deadline does "
+            "not spend it."
+        ),
+    )
+    restart_budget_refill_s: float = Field(
+        600.0,
+        ge=0.0,
+        description="One restart comes back to the budget every this many seconds, up to max_restarts; 0: never.",
+    )
+    restart_backoff_s: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Wait before restarting a crashed replica; doubles with each crash in a row of the same "
+            "replica (reset when it finishes work), up to restart_backoff_max_s."
+        ),
+    )
+    restart_backoff_max_s: float = Field(60.0, ge=0.0, description="Longest wait before a restart.")
     step_timeout_s: float = Field(
-        600.0, gt=0.0, description="A step past this returns judge_error rewards instead of hanging."
+        600.0,
+        gt=0.0,
+        description=(
+            "Deadline of a whole step, from its call to its return (coalescing waits, prompt fitting "
+            "and the judge call included); past it the unfinished samples get judge_error rewards "
+            "and busy replicas are replaced."
+        ),
+    )
+    unavailable_grace_s: float = Field(
+        300.0,
+        ge=0.0,
+        description=(
+            "How long the judge may have no live replica before step raises JudgeUnavailableError "
+            "(training stops rather than trains on zero rewards); steps within it get judge_error."
+        ),
     )
     startup_timeout_s: float = Field(
         120.0,

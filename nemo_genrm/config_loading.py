@@ -25,21 +25,11 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import BaseModel, ValidationError
 
+from nemo_genrm.errors import ConfigError
+
 M = TypeVar("M", bound=BaseModel)
 
 _OVERRIDE_MARKER = "_override_"
-
-
-class ConfigError(ValueError):
-    """A configuration is invalid. ``problems`` lists every problem found, one line each."""
-
-    def __init__(self, problems: Sequence[str] | str, *, source: str | None = None):
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
-        self.source = source
-        where = f" in {source}" if source else ""
-        count = len(self.problems)
-        header = f"{count} configuration problem{'s' if count != 1 else ''}{where}:"
-        super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
 
 
 # ------------------------------------------------------------------------------------ loading

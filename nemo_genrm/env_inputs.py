@@ -272,7 +272,7 @@ def prepare_sample(
         return PreparedSample(problem)
     extracted = builder.extract(content)
     if extracted.text is None:
-        return PreparedSample(TOO_LONG if extracted.reason == "too_long" else NO_ANSWER)
+        return PreparedSample(TOO_LONG if extracted.reason == TOO_LONG else NO_ANSWER)
     return PreparedSample(
         None,
         question=clean_text(_question(log, index, meta)),

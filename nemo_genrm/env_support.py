@@ -1,12 +1,14 @@
-"""Small helpers of the GenRM environment: judge counters, tokenizer specials, worker facts."""
+"""Small helpers of the GenRM environment: judge counters, fatal errors, tokenizer specials, worker facts."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 
+from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Judge, JudgeStats
 from nemo_genrm.metrics import StepTally
 
@@ -55,3 +57,20 @@ def add_stats_delta(tally: StepTally, before: JudgeStats | None, after: JudgeSta
     tally.truncated_prompts += max(0, after.truncated - before.truncated)
     tally.engine_errors += max(0, after.errors - before.errors)
     tally.judge_restarts += max(0, after.restarts - before.restarts)
+    tally.deadline_exceeded += max(0, after.deadline_exceeded - before.deadline_exceeded)
+    tally.judge_unavailable += max(0, after.unavailable_calls - before.unavailable_calls)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
+
+    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
+    more, and a judge that stayed unavailable past its grace period will not come back.
+    """
+    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
+
+
+def check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
+    """Raise when an engine returned a different number of results than it got prompts."""
+    if len(results) != len(requests):
+        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")

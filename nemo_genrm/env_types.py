@@ -13,40 +13,22 @@ import abc
 import logging
 from typing import Any, NamedTuple
 
+from nemo_genrm.errors import Reason
+
 logger = logging.getLogger(__name__)
 
-JUDGED = "judged"
-PARSE_FAILURE = "parse_failure"
-NO_ANSWER = "no_answer"
-TOO_LONG = "too_long"
-JUDGE_ERROR = "judge_error"
-MISSING_GROUND_TRUTH = "missing_ground_truth"
-BAD_INPUT = "bad_input"
-INCOMPLETE_GROUP = "incomplete_group"
-MISSING_RUBRIC = "missing_rubric"
+JUDGED = Reason.JUDGED
+PARSE_FAILURE = Reason.PARSE_FAILURE
+NO_ANSWER = Reason.NO_ANSWER
+TOO_LONG = Reason.TOO_LONG
+JUDGE_ERROR = Reason.JUDGE_ERROR
+MISSING_GROUND_TRUTH = Reason.MISSING_GROUND_TRUTH
+BAD_INPUT = Reason.BAD_INPUT
+INCOMPLETE_GROUP = Reason.INCOMPLETE_GROUP
+MISSING_RUBRIC = Reason.MISSING_RUBRIC
 
-REASONS: tuple[str, ...] = (
-    JUDGED,
-    PARSE_FAILURE,
-    NO_ANSWER,
-    TOO_LONG,
-    JUDGE_ERROR,
-    MISSING_GROUND_TRUTH,
-    BAD_INPUT,
-    INCOMPLETE_GROUP,
-    MISSING_RUBRIC,
-)
-"""Why a sample got its reward. ``judged``: the judge gave a verdict (the reward is that verdict
-or its probability). ``parse_failure``: the judge replied but no verdict could be read.
-``no_answer``: the response held no answer to judge (empty, or a marker followed by nothing).
-``too_long``: the answer was past ``prompt.answer.max_chars``, or the prompt could not fit the
-judge's context. ``judge_error``: the engine failed (timeout, dead worker past its restarts).
-``missing_ground_truth``: no reference answer in the metadata. ``bad_input``: the sample was
-malformed (no assistant message, content not text, metadata not a dict, ...).
-``incomplete_group`` (``reward.mode: pairwise_group``): no other response of the sample's group
-reached the judge call, so there was nothing to compare with; the sample is masked.
-``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. Every reason but
-``judged`` gives reward 0."""
+REASONS: tuple[str, ...] = tuple(Reason)
+"""Why a sample got its reward, in reporting order (see :class:`nemo_genrm.errors.Reason`)."""
 
 try:  # pragma: no cover - exercised only where NeMo-RL is installed
     from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
@@ -97,6 +79,7 @@ __all__ = [
     "NO_ANSWER",
     "PARSE_FAILURE",
     "REASONS",
+    "Reason",
     "TOO_LONG",
     "EnvironmentInterface",
     "EnvironmentReturn",

@@ -28,7 +28,9 @@ Bad data never raises out of ``step``: every sample gets a reward and a reason
 (:data:`nemo_genrm.env_types.REASONS`), and a judge engine that fails at run time gives its
 samples ``judge_error``. What training must not run through raises: caller bugs (a ``metadata``
 list whose length differs from the batch, or ``metadata`` that is not a list), a judge config
-the engine refuses (:class:`~nemo_genrm.config.ConfigError`), and a judge that was shut down.
+the engine refuses (:class:`~nemo_genrm.errors.ConfigError`), a judge that was shut down
+(:class:`~nemo_genrm.errors.JudgeClosedError`) and a judge that is gone for good
+(:class:`~nemo_genrm.errors.JudgeUnavailableError`); all are told apart by type.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ import ray
 import torch
 
 from nemo_genrm.coalesce import Coalescer
-from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
+from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
+from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env_inputs import PreparedSample, message_logs, metadata_list, prepare_sample
-from nemo_genrm.env_support import add_stats_delta, safe_stats, special_tokens, worker_facts
+from nemo_genrm.env_support import add_stats_delta, check_count, is_fatal, safe_stats, special_tokens, worker_facts
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
@@ -55,6 +58,7 @@ from nemo_genrm.env_types import (
     EnvironmentInterface,
     EnvironmentReturn,
 )
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.modes import Counters, Reader, Vote, assemble, binary_reader, build_mode, read_replies
@@ -76,6 +80,7 @@ class _StepCall:
     samples: list[PreparedSample]
     metas: list[Any]
     start: float
+    deadline: float  # time.monotonic() by which this call must be answered
 
 
 class _SharedCallFailed(Exception):
@@ -231,23 +236,28 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             TypeError: ``message_log_batch`` or ``metadata`` is a string or a mapping (or
                 ``metadata`` is neither ``None`` nor a list): a bug in the caller.
             ConfigError: The judge refused its config (e.g. labels it cannot score).
-            RuntimeError: The environment or its judge was shut down.
+            JudgeClosedError: The environment or its judge was shut down.
+            JudgeUnavailableError: The judge has had no live worker past
+                ``fault_tolerance.unavailable_grace_s``.
         """
         start = time.perf_counter()
+        # The deadline starts now: input checks, coalescing waits and fitting all count.
+        deadline = time.monotonic() + self.cfg.fault_tolerance.step_timeout_s
         logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
             prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return self._coalescer.submit(_StepCall(samples, metas, start), size=max(1, len(samples)))
+        return self._coalescer.submit(_StepCall(samples, metas, start, deadline), size=max(1, len(samples)))
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
         if self._mode is not None:
             return self._run_mode_calls(calls)
         engine = StepTally()
-        per_call = self._judge_calls(calls, engine)
+        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
+            per_call = self._judge_calls(calls, engine)
         results: list[EnvironmentReturn | BaseException] = []
         batch = StepTally()
         batch.add(engine)
@@ -276,7 +286,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         samples = [s for call in calls for s in call.samples]
         metas = [m for call in calls for m in call.metas]
         counters = Counters()
-        results = self._mode.judge(samples, metas, self._asker(batch), counters)
+        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
+            results = self._mode.judge(samples, metas, self._asker(batch), counters)
         batch.modes.update(counters)
         out: list[EnvironmentReturn | BaseException] = []
         offset = 0
@@ -308,11 +319,13 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
     def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
         """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
         judges = [self._require_judge(), *self._members]
-        verdict_from = [self.cfg.judge.verdict_from] + [j.verdict_from for j in self.cfg.reward.judges]
+        configs = [self.cfg.judge, *self.cfg.reward.judges]
+        verdict_from = [c.verdict_from for c in configs]
+        budgets = [c.sampling.max_new_tokens for c in configs]
 
         def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
-                return read_replies(judge, batch, reader, verdict_from[member])
+                return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
 
             votes = self._judge_all(requests, tally, judge=judges[member], call=call)
             return [Vote(v.reason) if isinstance(v, JudgeOutcome) else v for v in votes]
@@ -400,7 +413,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 with self._metrics_lock:
                     self._latencies.append(elapsed)
         except Exception as exc:
-            if _is_fatal(exc):
+            if is_fatal(exc):
                 raise
             if isolate:
                 raise _SharedCallFailed from exc
@@ -554,18 +567,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     def _require_judge(self) -> Judge:
         if self._judge is None:
-            raise RuntimeError("the GenRM environment was shut down")
+            raise JudgeClosedError("the GenRM environment was shut down")
         return self._judge
 
 
-def _is_fatal(exc: BaseException) -> bool:
-    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
-
-    A misconfiguration (:class:`ConfigError`) fails again on every step, and a judge that was
-    shut down cannot answer any more; both are raised. The engines signal shutdown with a
-    ``RuntimeError`` saying "shut down" (there is no dedicated exception type for it).
-    """
-    return isinstance(exc, ConfigError) or (isinstance(exc, RuntimeError) and "shut down" in str(exc))
 
 
 def _observation(outcome: JudgeOutcome, reward: float) -> str:

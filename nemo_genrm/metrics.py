@@ -19,6 +19,10 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   ``genrm/engine_errors``, ``genrm/judge_restarts``: deltas of the judge's own counters.
 - ``genrm/votes/*``, ``genrm/swap/*``, ``genrm/pairwise/*``, ``genrm/rubric/*``: the reward
   mode's counters and rates (:mod:`nemo_genrm.modes`), present when that mode or option ran.
+- ``genrm/deadline_exceeded``: judge calls that passed the step deadline (their unfinished
+  samples got ``judge_error``; busy replicas were replaced); ``genrm/judge_unavailable``: judge
+  calls that found no replica alive (their samples got ``judge_error``; past
+  ``fault_tolerance.unavailable_grace_s`` the step raises instead).
 - ``genrm/judge_latency_s``: mean wall time of one judge call; ``genrm/judge_latency_s/p50``
   and ``/p95`` over a window of recent calls (one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
@@ -60,6 +64,8 @@ class StepTally:
     truncated_replies: int = 0
     engine_errors: int = 0
     judge_restarts: int = 0
+    deadline_exceeded: int = 0
+    judge_unavailable: int = 0
     step_time_s: float = 0.0
     wake_s: float = 0.0
     sleep_s: float = 0.0
@@ -101,6 +107,8 @@ class StepTally:
             "truncated_prompts": float(self.truncated_prompts),
             "engine_errors": float(self.engine_errors),
             "judge_restarts": float(self.judge_restarts),
+            "deadline_exceeded": float(self.deadline_exceeded),
+            "judge_unavailable": float(self.judge_unavailable),
             "judge_latency_s": _ratio(self.judge_time_s, self.judge_calls),
             "judge_latency_s/p50": percentile(recent_latencies, 50),
             "judge_latency_s/p95": percentile(recent_latencies, 95),

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from nemo_genrm.config_loading import ConfigError  # not nemo_genrm.config, which imports this module
+from nemo_genrm.errors import ConfigError, Reason
 from nemo_genrm.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
 
 __all__ = [
@@ -382,7 +382,7 @@ def extract_answer(
     if tail_chars < 0 or max_chars < 1:
         raise ValueError(f"need tail_chars >= 0 and max_chars >= 1, got {tail_chars}, {max_chars}")
     if not isinstance(text, str):
-        return ExtractedAnswer(None, "no_answer", None)
+        return ExtractedAnswer(None, Reason.NO_ANSWER, None)
     if marker:
         matches = list(re.finditer(re.escape(marker), text, re.IGNORECASE))
         if matches:
@@ -397,9 +397,9 @@ def extract_answer(
 def _finish(answer: str, source: str, max_chars: int) -> ExtractedAnswer:
     answer = answer.strip()
     if not answer or is_content_free(answer):
-        return ExtractedAnswer(None, "no_answer", source)
+        return ExtractedAnswer(None, Reason.NO_ANSWER, source)
     if len(answer) > max_chars:
-        return ExtractedAnswer(None, "too_long", source)
+        return ExtractedAnswer(None, Reason.TOO_LONG, source)
     return ExtractedAnswer(answer, "ok", source)
 
 

@@ -12,7 +12,10 @@ Placement on one node:
 A run that started its own Ray cluster tears it down when the driver is told to stop: SIGTERM
 or SIGINT raises :class:`RunTerminated` in the main thread (the caller's ``finally`` then runs
 :meth:`GRPORun.shutdown`), and further signals are ignored until the teardown is done, so a
-second Ctrl-C cannot leave Ray processes behind half torn down.
+second Ctrl-C cannot leave Ray processes behind half torn down. A SIGKILL leaves no such
+chance, so a driver that starts a local cluster also starts a guard process
+(:mod:`nemo_genrm.grpo.orphan_guard`) that stops the cluster's processes within seconds of the
+driver's death.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from nemo_genrm.grpo.data import PromptBuilder, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
+from nemo_genrm.grpo.orphan_guard import start_guard
 from nemo_genrm.grpo.policy import PolicyActor
 from nemo_genrm.ray_env import actor_options
 
@@ -148,6 +152,7 @@ class GRPORun:
     metrics_logger: MetricsLogger
     policy_group: Any = None
     started_ray: bool = False
+    guard: Any = None  # the orphan guard process, when this run started a local cluster
     _closed: bool = field(default=False, repr=False)
 
     def shutdown(self) -> None:
@@ -178,6 +183,9 @@ class GRPORun:
         self.metrics_logger.close()
         if self.started_ray:
             ray.shutdown()
+        if self.guard is not None:  # the cluster is down: nothing left to guard
+            self.guard.terminate()
+            self.guard.wait(timeout=10)
 
 
 def _start_policy(cfg: GRPOMasterConfig) -> tuple[Any, Any, float | None]:
@@ -237,8 +245,11 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     train, val = builder.render_all(splits.train, max_prompt), builder.render_all(splits.val, max_prompt)
     start = time.perf_counter()
     started = _start_ray(cfg)
+    guard = None
     if started:
         _stop_on_signals()
+        if not os.environ.get("RAY_ADDRESS"):  # our own local cluster: its processes are ours
+            guard = start_guard()
     logger.info("Ray ready in %.1fs", time.perf_counter() - start)
     policy = env = group = None
     metrics_logger = MetricsLogger(cfg.logger, run_config=cfg.model_dump())
@@ -251,7 +262,7 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None
         trainer = GRPOTrainer(cfg, policy, env, train, val, metrics_logger, checkpointer)
     except BaseException:
-        GRPORun(cfg, None, policy, env, metrics_logger, group, started).shutdown()  # type: ignore[arg-type]
+        GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard).shutdown()  # type: ignore[arg-type]
         raise
-    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started)
+    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard)
 

@@ -92,6 +92,8 @@ class JudgeStats:
     truncated: int = 0
     errors: int = 0
     restarts: int = 0
+    deadline_exceeded: int = 0
+    unavailable_calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: JudgeStats) -> JudgeStats:

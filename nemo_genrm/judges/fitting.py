@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_genrm.errors import PROMPT_TOO_LONG
 from nemo_genrm.judges.base import JudgeRequest, Message, RequestLike
 
 logger = logging.getLogger(__name__)
 
-PROMPT_TOO_LONG = "prompt_too_long"
 ELISION_MARKER = "\n[...]\n"
 """Put where the middle of a shortened candidate answer was."""
 

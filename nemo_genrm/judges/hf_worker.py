@@ -25,15 +25,16 @@ from typing import Any
 import torch
 
 from nemo_genrm.config import JudgeConfig, validate
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.hf_generation import (
     Decoding,
     StaticGenerator,
-    trim_at_eos,
     activation_bytes_per_token,
     batch_limits_from_memory,
     kv_bytes_per_token,
+    trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
 from nemo_genrm.judges.results import (
@@ -373,8 +374,13 @@ class DTensorJudgeWorker(Judge):
         return out
 
     # ------------------------------------------------------------------------- Judge interface
+    def _check_open(self) -> None:
+        if getattr(self, "model", None) is None:
+            raise JudgeClosedError("this judge was shut down")
+
     def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
         """Fit, then generate for every request (see :meth:`Judge.generate`)."""
+        self._check_open()
         fitted = self.fitter.fit(batch)
         index = runnable(fitted)
         values = self.generate_fitted([fitted[i] for i in index])
@@ -384,6 +390,7 @@ class DTensorJudgeWorker(Judge):
 
     def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
         """Fit, then score every request over ``labels`` (see :meth:`Judge.score`)."""
+        self._check_open()
         fitted = self.fitter.fit(batch)
         index = runnable(fitted)
         values = self.score_fitted([fitted[i] for i in index], labels)
@@ -393,6 +400,7 @@ class DTensorJudgeWorker(Judge):
 
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """Fit, then give the ``k`` likeliest first reply tokens per request."""
+        self._check_open()
         fitted = self.fitter.fit(batch)
         index = runnable(fitted)
         values = self.top_logprobs_fitted([fitted[i] for i in index], k)

@@ -52,6 +52,8 @@ from typing import Any
 import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.deadline import remaining_s
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -60,7 +62,6 @@ from nemo_genrm.judges.base import (
     LabelScores,
     RequestLike,
 )
-
 from nemo_genrm.judges.http_replies import (
     BadReply,
     label_probs,
@@ -394,7 +395,7 @@ class HttpJudge(Judge):
 
     def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> list[_Outcome]:
         if self._closed:
-            raise RuntimeError("HttpJudge was shut down; create a new one")
+            raise JudgeClosedError("HttpJudge was shut down; create a new one")
         sampling = self.config.sampling
         base: dict[str, Any] = {"model": self.config.model_name, "temperature": sampling.temperature, "n": 1}
         # Only what changes the reply is sent: top_p 1.0 is every server's default, and a seed
@@ -414,7 +415,7 @@ class HttpJudge(Judge):
             payload = {**base, "messages": prep.messages}
             return lambda: self._post(payload, breaker)
 
-        deadline = self.call_timeout_s
+        deadline = remaining_s(self.call_timeout_s)  # the step's own deadline when earlier
         coro = gather_until([job(prep) for prep in prepared], deadline)
         outcomes = self._loop.run(coro, timeout_s=deadline + RESULT_SLACK_S)
         failed = Counter(o.error for o in outcomes if o.error is not None)

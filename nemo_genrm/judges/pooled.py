@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.deadline import deadline_within, step_deadline
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -28,6 +31,7 @@ from nemo_genrm.judges.base import (
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.ray_pool import ReplicaPool, WorkerSpec
 from nemo_genrm.judges.results import (
+    JUDGE_ERROR,
     Outcome,
     build_generations,
     build_scores,
@@ -93,7 +97,7 @@ class PooledJudge(Judge):
         ensure_ray()
         self.pool = ReplicaPool(spec, placement, self.fault_tolerance)
         self._stats = JudgeStats()
-        self._restarts_base = 0
+        self._pool_base = JudgeStats()
         self._closed = False
 
     def _run(self, method: str, fitted: Sequence[FittedPrompt], new_tokens: int, *extra: Any
@@ -118,20 +122,30 @@ class PooledJudge(Judge):
         results = self.pool.run(method, payloads, costs)
         for chunk, (values, error) in zip(chunks, results, strict=True):
             if error is None and len(values) != len(chunk):
-                error = "judge_error"
+                error = JUDGE_ERROR
             for pos, j in enumerate(chunk):
                 outcomes[index[j]] = error if error is not None else values[pos]
         return outcomes
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this judge was shut down")
+            raise JudgeClosedError("this judge was shut down")
+
+    def _deadline(self):
+        """The call's deadline, started before fitting (the step's own when it is earlier)."""
+        return step_deadline(deadline_within(self.fault_tolerance.step_timeout_s))
 
     def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
-        """See :meth:`Judge.generate`; chunks run on every replica."""
+        """See :meth:`Judge.generate`; chunks run on every replica.
+
+        Raises:
+            JudgeClosedError: After :meth:`shutdown`.
+            JudgeUnavailableError: No replica alive past ``fault_tolerance.unavailable_grace_s``.
+        """
         self._check_open()
-        fitted = self.fitter.fit(batch)
-        outcomes = self._run("generate_fitted", fitted, self.config.sampling.max_new_tokens)
+        with self._deadline():
+            fitted = self.fitter.fit(batch)
+            outcomes = self._run("generate_fitted", fitted, self.config.sampling.max_new_tokens)
         results = build_generations(fitted, outcomes)
         count_generations(self._stats, results)
         return results
@@ -141,8 +155,9 @@ class PooledJudge(Judge):
         self._check_open()
         labels = check_labels(labels)
         longest = max(len(ids) for ids in label_token_ids(self.fitter.tokenizer, labels))
-        fitted = self.fitter.fit(batch)
-        outcomes = self._run("score_fitted", fitted, longest, labels)
+        with self._deadline():
+            fitted = self.fitter.fit(batch)
+            outcomes = self._run("score_fitted", fitted, longest, labels)
         results = build_scores(fitted, outcomes)
         count_scores(self._stats, results)
         return results
@@ -152,8 +167,10 @@ class PooledJudge(Judge):
         self._check_open()
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        fitted = self.fitter.fit(batch)
-        return build_top_logprobs(fitted, self._run("top_logprobs_fitted", fitted, 1, k))
+        with self._deadline():
+            fitted = self.fitter.fit(batch)
+            outcomes = self._run("top_logprobs_fitted", fitted, 1, k)
+        return build_top_logprobs(fitted, outcomes)
 
     def sleep(self) -> None:
         """Offload every replica's weights (restarted replicas come back asleep)."""
@@ -170,9 +187,14 @@ class PooledJudge(Judge):
     def stats(self) -> JudgeStats:
         """Counters of this judge, with ``restarts`` from the pool."""
         stats = JudgeStats(**{k: v for k, v in vars(self._stats).items() if k != "extra"})
-        stats.restarts = self.pool.restarts - self._restarts_base
+        base = self._pool_base
+        stats.restarts = self.pool.restarts - base.restarts
+        stats.deadline_exceeded = self.pool.deadline_exceeded - base.deadline_exceeded
+        stats.unavailable_calls = self.pool.unavailable_calls - base.unavailable_calls
         stats.extra = {
             "replicas_alive": self.pool.num_alive,
+            "replacements": self.pool.replacements,
+            "restart_budget": round(self.pool.budget.available(time.monotonic()), 3),
             "chunks_per_replica": self.pool.chunks_done(),
             "asleep": self.pool.asleep,
         }
@@ -181,7 +203,9 @@ class PooledJudge(Judge):
     def reset_stats(self) -> None:
         """Zero the counters (the pool's restart budget is not reset)."""
         self._stats = JudgeStats()
-        self._restarts_base = self.pool.restarts
+        pool = self.pool
+        self._pool_base = JudgeStats(restarts=pool.restarts, deadline_exceeded=pool.deadline_exceeded,
+                                     unavailable_calls=pool.unavailable_calls)
 
     def shutdown(self) -> None:
         """Kill every worker; safe to call twice."""

@@ -10,14 +10,22 @@ with at most ``max_inflight`` chunks queued per replica, so the work is balanced
 slow replica simply takes fewer chunks. ``ray.wait`` with the remaining time drives the loop:
 
 - an actor that dies during a call (``RayActorError``, ``WorkerCrashedError``) takes its whole
-  replica down: every rank is killed and the replica is recreated (counted in ``restarts``, up to
-  ``max_restarts`` over the pool's life), and its unfinished chunks go back to the queue for the
-  new replica or the others. With no replica left, the remaining chunks end as ``judge_error``;
-- at the deadline (``step_timeout_s``) the unfinished chunks end as ``timeout``, and every
-  replica still busy is killed and recreated (its start runs in the background and the next call
-  queues behind it), so the next step does not wait on a stuck one;
+  replica down: every rank is killed, its unfinished chunks go back to the queue for the other
+  replicas, and the replica is recreated after a back-off, when the restart budget allows
+  (:mod:`nemo_genrm.judges.restart_budget`: ``max_restarts`` at once, refilled over time,
+  counted in ``restarts``). With no replica alive and none due back before the deadline, the
+  remaining chunks end as ``judge_error``;
+- at the deadline (``step_timeout_s`` from the start of the call, or the step's own deadline
+  when it is earlier: :mod:`nemo_genrm.deadline`) the unfinished chunks end as ``timeout`` and
+  every replica still busy is killed and replaced at once (its start runs in the background
+  and the next call queues behind it), so its stuck work is cancelled and the next step does
+  not wait on it. A replacement is not a crash: it spends no restart
+  (``deadline_exceeded`` and ``replacements`` count them);
 - a worker that raises ends its chunk as ``judge_error`` (logged); no exception leaves ``run``
-  for a failed worker.
+  for a failed worker;
+- when no replica has been alive for longer than ``unavailable_grace_s``, ``run`` raises
+  :class:`~nemo_genrm.errors.JudgeUnavailableError`: the judge is gone, and training stops
+  instead of training on zero rewards.
 
 At start-up every actor must be up within ``fault_tolerance.startup_timeout_s`` (an actor that
 cannot be scheduled, or whose worker process cannot start, would otherwise keep Ray retrying for
@@ -28,146 +36,36 @@ Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_env`).
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from nemo_genrm.config import ConfigError, FaultToleranceConfig
+from nemo_genrm.config import FaultToleranceConfig
+from nemo_genrm.deadline import deadline_within
+from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.results import JUDGE_ERROR, TIMEOUT
-from nemo_genrm.ray_env import actor_options, actor_runtime_env
+from nemo_genrm.judges.ray_hosts import (  # noqa: F401 - WorkerHost, _RemoteHost, free_port re-exported
+    JudgeStartupError,
+    WorkerHost,
+    WorkerSpec,
+    _RemoteHost,
+    check_placement,
+    default_actor_options,
+    describe_pending_actor,
+    free_port,
+)
+from nemo_genrm.judges.restart_budget import Availability, RestartBudget
+from nemo_genrm.judges.results import JUDGE_ERROR
+from nemo_genrm.ray_env import actor_options
 
 logger = logging.getLogger(__name__)
 
 _DEATH = (RayActorError, WorkerCrashedError)
-
-
-def free_port() -> int:
-    """A TCP port that is free on this node right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
-
-
-class WorkerHost:
-    """Body of one Ray actor: builds an engine worker and forwards calls to it.
-
-    Args:
-        num_threads: Torch CPU threads for this process (its CPU share); 0 leaves the default.
-    """
-
-    def __init__(self, num_threads: int = 0):
-        self._worker: Any = None
-        if num_threads > 0:
-            import torch
-
-            torch.set_num_threads(num_threads)
-
-    def address(self) -> tuple[str, int]:
-        """This node's IP and a free port on it (rank 0 of a tensor-parallel replica)."""
-        return ray.util.get_node_ip_address(), free_port()
-
-    def start(self, worker_cls: type, kwargs: dict, address: tuple[str, int] | None = None) -> bool:
-        """Build the worker; ``address`` (from rank 0) fills ``master_addr``/``master_port``."""
-        if address is not None:
-            kwargs = {**kwargs, "master_addr": address[0], "master_port": address[1]}
-        self._worker = worker_cls(**kwargs)
-        return True
-
-    def call(self, method: str, args: tuple = ()) -> Any:
-        """Run ``worker.method(*args)``."""
-        if self._worker is None:
-            raise RuntimeError("the judge worker of this actor was not started")
-        return getattr(self._worker, method)(*args)
-
-
-_RemoteHost = ray.remote(runtime_env=actor_runtime_env())(WorkerHost)
-
-
-def default_actor_options(rank: int, replica: ReplicaPlacement) -> dict[str, Any]:
-    """Ray options of rank ``rank``: its resources and, with a placement group, its bundle."""
-    options: dict[str, Any] = {"num_cpus": replica.num_cpus, "num_gpus": replica.num_gpus}
-    if replica.placement_group is not None:
-        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-            placement_group=replica.placement_group,
-            placement_group_bundle_index=replica.bundle_indices[rank],
-            placement_group_capture_child_tasks=True,
-        )
-    return options
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """What the pool starts for each rank of each replica.
-
-    Attributes:
-        worker_cls: The plain engine worker class (built inside the actor).
-        ranks_per_replica: Actors per replica (tensor parallel ranks; 1 when the engine
-            shards by itself, as vLLM does).
-        kwargs_for: ``(rank, replica placement) -> worker constructor kwargs``.
-        options_for: ``(rank, replica placement) -> Ray actor options``.
-        needs_address: Whether ranks get rank 0's ``master_addr``/``master_port``.
-        bundles_per_replica: Bundle indices a replica with a placement group must name
-            (default: one per rank; vLLM with tensor parallelism names one per GPU).
-    """
-
-    worker_cls: type
-    ranks_per_replica: int
-    kwargs_for: Callable[[int, ReplicaPlacement], dict]
-    options_for: Callable[[int, ReplicaPlacement], dict] = default_actor_options
-    needs_address: bool = False
-    bundles_per_replica: int | None = None
-
-
-class JudgeStartupError(RuntimeError):
-    """Judge worker actors that did not start; ``problems`` says which and why."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("judge workers did not start:\n  - " + "\n  - ".join(self.problems))
-
-
-def describe_pending_actor(handle: Any, options: dict[str, Any]) -> str:
-    """Why an actor may still be pending: Ray's state for it and what it asks of the cluster.
-
-    Args:
-        handle: The actor handle.
-        options: The options it was created with.
-
-    Returns:
-        One line for an error message.
-    """
-    state = "unknown"
-    try:  # the GCS record; the state API would need the dashboard
-        record = ray._private.state.actors(handle._actor_id.hex())
-        state = record.get("State", state)
-    except Exception:  # noqa: BLE001 - diagnostics only
-        pass
-    wanted = {"CPU": options.get("num_cpus") or 0, "GPU": options.get("num_gpus") or 0}
-    total, free = ray.cluster_resources(), ray.available_resources()
-    short = [k for k, v in wanted.items() if v and total.get(k, 0.0) < v]
-    where = "in its placement group bundle" if options.get("scheduling_strategy") is not None else "on the cluster"
-    if short:
-        why = f"the cluster has only {', '.join(f'{total.get(k, 0.0):g} {k}' for k in short)}, it never fits"
-    elif state == "PENDING_CREATION":
-        why = (
-            "its resources fit, so its worker process may be failing to start: check its runtime_env "
-            f"(py_executable {options.get('runtime_env', {}).get('py_executable')!r}) and the raylet log, "
-            "or resources held by other actors"
-        )
-    else:
-        why = "see the Ray logs"
-    return (
-        f"Ray state {state}; asks for {wanted} {where} (available now: CPU {free.get('CPU', 0.0):g}, "
-        f"GPU {free.get('GPU', 0.0):g}); {why}"
-    )
 
 
 @dataclass
@@ -180,6 +78,10 @@ class _Replica:
     alive: bool = True
     inflight: int = 0
     chunks_done: int = 0
+    crashes: int = 0  # in a row, for the back-off; reset when it finishes a chunk
+    up_since: float | None = None  # when its start finished
+    relaunch_at: float | None = None  # down, to be restarted then (budget allowing)
+    budget_logged: bool = False
 
 
 @dataclass
@@ -189,26 +91,6 @@ class _Call:
     refs: list
     waiting: set
     value: Any = None
-
-
-def check_placement(placement: Placement, bundles_per_replica: int) -> None:
-    """Reject a placement whose bundles do not match the ranks.
-
-    Raises:
-        ConfigError: If there is no replica or a replica with a placement group does not name
-            one bundle per rank.
-    """
-    problems = []
-    if placement.num_replicas < 1:
-        problems.append("the placement has no replica")
-    for i, rep in enumerate(placement.replicas):
-        if rep.placement_group is not None and len(rep.bundle_indices) != bundles_per_replica:
-            problems.append(
-                f"replica {i} names {len(rep.bundle_indices)} bundle(s) but needs "
-                f"{bundles_per_replica}: give one bundle index per tensor-parallel rank"
-            )
-    if problems:
-        raise ConfigError(problems)
 
 
 class ReplicaPool:
@@ -239,8 +121,15 @@ class ReplicaPool:
         self.spec = spec
         self.fault_tolerance = fault_tolerance
         self.max_inflight = max_inflight
-        self.restarts = 0
+        self.restarts = 0  # crashed replicas restarted (spends the budget)
+        self.replacements = 0  # replicas replaced after a deadline (spends nothing)
+        self.deadline_exceeded = 0  # calls that passed their deadline
+        self.unavailable_calls = 0  # calls that found no replica alive
         self.asleep = False
+        ft = fault_tolerance
+        self.budget = RestartBudget(ft.max_restarts, ft.restart_budget_refill_s, ft.restart_backoff_s,
+                                    ft.restart_backoff_max_s, time.monotonic())
+        self.availability = Availability(ft.unavailable_grace_s)
         self._replicas = [_Replica(i, rep) for i, rep in enumerate(placement.replicas)]
         for replica in self._replicas:
             self._launch(replica)
@@ -254,6 +143,7 @@ class ReplicaPool:
             raise RuntimeError(f"judge workers failed to start: {exc}") from exc
         for replica in self._replicas:
             replica.starting.clear()
+            replica.up_since = time.monotonic()
         logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas),
                     spec.ranks_per_replica)
 
@@ -308,7 +198,7 @@ class ReplicaPool:
         if self.asleep:  # a judge asleep stays asleep after a restart
             for host in hosts:
                 host.call.remote("sleep")
-        replica.alive, replica.inflight = True, 0
+        replica.alive, replica.inflight, replica.relaunch_at, replica.up_since = True, 0, None, None
 
     def _kill(self, replica: _Replica) -> None:
         for host in replica.hosts:
@@ -318,17 +208,65 @@ class ReplicaPool:
                 pass
         replica.hosts, replica.started, replica.starting, replica.alive = [], [], set(), False
 
-    def _restart(self, replica: _Replica, why: str) -> None:
-        """Kill every rank of ``replica``; recreate it if the restart budget allows."""
+    def _restart(self, replica: _Replica, why: str, *, crash: bool = True) -> None:
+        """Kill every rank of ``replica`` and bring it back.
+
+        A replica stuck past a deadline (``crash=False``) is replaced at once and spends no
+        restart; a crashed one comes back after its back-off, when the budget holds a restart.
+        """
         self._kill(replica)
-        if self.restarts >= self.fault_tolerance.max_restarts:
-            logger.error("Judge replica %d is down (%s) and the %d restart(s) are spent",
-                         replica.index, why, self.fault_tolerance.max_restarts)
+        now = time.monotonic()
+        if not crash:
+            self.replacements += 1
+            logger.warning("Replacing judge replica %d (%s)", replica.index, why)
+            self._launch(replica)
             return
-        self.restarts += 1
-        logger.warning("Restarting judge replica %d (%s); restart %d of %d", replica.index, why,
-                       self.restarts, self.fault_tolerance.max_restarts)
-        self._launch(replica)
+        replica.crashes += 1
+        replica.relaunch_at = now + self.budget.backoff(replica.crashes)
+        replica.budget_logged = False
+        logger.warning("Judge replica %d is down (%s, crash %d in a row); restart in %.1f s",
+                       replica.index, why, replica.crashes, replica.relaunch_at - now)
+        self._revive(now, why)
+
+    def _revive(self, now: float, why: str = "") -> None:
+        """Restart the down replicas whose back-off is over, as far as the budget allows."""
+        for replica in self._replicas:
+            if replica.alive or replica.relaunch_at is None or replica.relaunch_at > now:
+                continue
+            if self.budget.take(now):
+                self.restarts += 1
+                logger.warning("Restarting judge replica %d; restart %d (%.1f left in the budget)",
+                               replica.index, self.restarts, self.budget.available(now))
+                self._launch(replica)
+                continue
+            replica.relaunch_at = self.budget.next_refill(now)
+            if not replica.budget_logged:
+                replica.budget_logged = True
+                when = ("never (restart_budget_refill_s is 0)" if replica.relaunch_at is None
+                        else f"in {replica.relaunch_at - now:.0f} s")
+                logger.error("Judge replica %d stays down: the restart budget (%d) is spent; next restart %s",
+                             replica.index, self.fault_tolerance.max_restarts, when)
+        self.availability.update(self.num_alive, now, why)
+
+    def _next_relaunch(self) -> float | None:
+        """The earliest time a down replica is due back, if any."""
+        due = [r.relaunch_at for r in self._replicas if not r.alive and r.relaunch_at is not None]
+        return min(due) if due else None
+
+    def check_available(self) -> None:
+        """Restart what is due, then raise if the judge has been down past its grace period.
+
+        Raises:
+            JudgeUnavailableError: No replica has been alive for longer than
+                ``fault_tolerance.unavailable_grace_s``.
+        """
+        now = time.monotonic()
+        self._revive(now)
+        if self.availability.gone(now):
+            avail = self.availability
+            raise JudgeUnavailableError(
+                f"{avail.why}; no judge replica alive past fault_tolerance.unavailable_grace_s "
+                f"({avail.grace_s:g} s), {self.restarts} restart(s) spent", avail.down_for(now))
 
     def actors(self) -> list[list[Any]]:
         """The actor handles of each replica, rank order (for inspection and tests)."""
@@ -350,6 +288,8 @@ class ReplicaPool:
                 ray.get(ref)
             except Exception as exc:
                 return f"start failed: {type(exc).__name__}"
+        if not replica.starting:
+            replica.up_since = time.monotonic()
         return None
 
     @property
@@ -372,23 +312,36 @@ class ReplicaPool:
             ``(value, None)`` or ``(None, error)`` per chunk, in chunk order; ``error`` is
             ``judge_error`` or ``timeout``.
         """
-        deadline = time.monotonic() + self.fault_tolerance.step_timeout_s
+        deadline = deadline_within(self.fault_tolerance.step_timeout_s)
+        for replica in self._replicas:  # starts that finished since the last call
+            failure = self._poll_start(replica) if replica.alive else None
+            if failure:
+                self._restart(replica, failure)
+        self.check_available()
+        began = time.monotonic()
         results: list[tuple[Any, str | None]] = [(None, JUDGE_ERROR)] * len(payloads)
         pending = deque(sorted(range(len(payloads)), key=lambda c: -costs[c]))
         active: dict[int, _Call] = {}
         by_ref: dict[Any, _Call] = {}
         while pending or active:
+            now = time.monotonic()
+            if now >= deadline:
+                self._expire(pending, active, results, began)
+                break
+            self._revive(now)
             self._dispatch(method, payloads, pending, active, by_ref)
-            if not active:
-                logger.error("No judge replica is alive: %d chunk(s) end as %s", len(pending),
-                             JUDGE_ERROR)
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._expire(pending, active, results)
-                break
+            relaunch = self._next_relaunch()
             starting = {ref: r for r in self._replicas if r.alive for ref in r.starting}
-            ready, _ = ray.wait([*by_ref, *starting], num_returns=1, timeout=remaining)
+            if not active and not starting:
+                if relaunch is not None and relaunch < deadline:  # a replica is due back in time
+                    time.sleep(max(0.0, relaunch - now))
+                    continue
+                self.unavailable_calls += 1
+                logger.error("No judge replica is alive: %d chunk(s) end as %s", len(pending), JUDGE_ERROR)
+                self.check_available()
+                break
+            wake = deadline if relaunch is None else min(deadline, relaunch)
+            ready, _ = ray.wait([*by_ref, *starting], num_returns=1, timeout=max(0.0, wake - now))
             for ref in ready:
                 if ref in starting:  # a (re)started replica finished loading, or failed to
                     failure = self._poll_start(starting[ref])
@@ -401,14 +354,14 @@ class ReplicaPool:
         return results
 
     def _dispatch(self, method, payloads, pending, active, by_ref) -> None:
-        """Hand queued chunks to live replicas, least loaded first.
+        """Hand queued chunks to started replicas, least loaded first.
 
-        A replica still (re)starting gets work only when no started one can take it, so a
-        restart does not hold chunks back while the other replicas are free.
+        A replica still (re)starting gets no work: the chunks wait here until it is up, so a
+        call that times out meanwhile leaves nothing queued on it to run later (Ray cannot
+        cancel a task queued on an actor that is still being created without stalling the
+        actor's later tasks).
         """
         usable = [r for r in self._replicas if r.alive and not r.starting]
-        if not usable and not active:
-            usable = [r for r in self._replicas if r.alive]  # queue behind the start
         for level in range(1, self.max_inflight + 1):
             for replica in usable:
                 if not pending:
@@ -443,6 +396,7 @@ class ReplicaPool:
             self._drop(call, active, by_ref)
             results[call.chunk] = (call.value, None)
             call.replica.chunks_done += 1
+            call.replica.crashes = 0
 
     def _drop(self, call: _Call, active, by_ref) -> None:
         for ref in call.refs:
@@ -460,24 +414,38 @@ class ReplicaPool:
                        len(lost))
         self._restart(replica, why)
 
-    def _expire(self, pending, active, results) -> None:
-        """Deadline: unfinished chunks end as ``timeout``; busy replicas are recreated."""
-        busy = {id(call.replica): call.replica for call in active.values()}
+    def _expire(self, pending, active, results, began: float) -> None:
+        """Deadline: unfinished chunks end as ``timeout``; their work is cancelled.
+
+        A replica that was up when the call began and is still busy is stuck or too slow: it is
+        killed and replaced (not a crash, no restart spent), which ends its work. A replica that
+        came up during the call had less than the whole deadline for its chunks: it is left to
+        finish them (the next call replaces it if it is still busy then), so a deadline shorter
+        than a start plus one chunk cannot keep a replica from ever coming up.
+        """
+        busy = {
+            id(call.replica): call.replica
+            for call in active.values()
+            if call.replica.up_since is not None and call.replica.up_since <= began
+        }
         for chunk in [*active, *pending]:
             results[chunk] = (None, TIMEOUT)
-        logger.error("Judge call passed its %.1f s deadline: %d chunk(s) timed out",
+        self.deadline_exceeded += 1
+        logger.error("Judge call passed its deadline (step_timeout_s %.1f s): %d chunk(s) timed out",
                      self.fault_tolerance.step_timeout_s, len(active) + len(pending))
+        for call in list(active.values()):
+            call.replica.inflight -= 1
         active.clear()
         pending.clear()
         for replica in busy.values():
-            self._restart(replica, "deadline passed")
+            self._restart(replica, "deadline passed", crash=False)
 
     def broadcast(self, method: str, args: tuple = ()) -> None:
         """Run ``method`` on every rank of every live replica and wait (sleep, wake).
 
-        A replica that dies or misses the deadline is restarted, as in :meth:`run`.
+        A replica that dies is restarted, one that misses the deadline replaced, as in :meth:`run`.
         """
-        deadline = time.monotonic() + self.fault_tolerance.step_timeout_s
+        deadline = deadline_within(self.fault_tolerance.step_timeout_s)
         calls = {
             ref: replica
             for replica in self._replicas
@@ -487,9 +455,10 @@ class ReplicaPool:
         while calls:
             remaining = deadline - time.monotonic()
             ready, _ = ray.wait(list(calls), num_returns=1, timeout=max(remaining, 0))
-            if not ready:
+            if not ready:  # a replica still loading runs the call once it is up
                 for replica in {id(r): r for r in calls.values()}.values():
-                    self._restart(replica, f"{method} passed the deadline")
+                    if self._poll_start(replica) is None and not replica.starting:
+                        self._restart(replica, f"{method} passed the deadline", crash=False)
                 return
             replica = calls.pop(ready[0])
             try:

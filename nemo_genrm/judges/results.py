@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from nemo_genrm.errors import TIMEOUT, Reason  # noqa: F401 - TIMEOUT is re-exported
 from nemo_genrm.judges.base import Generation, JudgeStats, LabelScores
 from nemo_genrm.judges.fitting import FittedPrompt
 
-JUDGE_ERROR = "judge_error"
-TIMEOUT = "timeout"
+JUDGE_ERROR = Reason.JUDGE_ERROR
 
 GenOut = tuple[str, int]
 """What an engine returns for one generated prompt: (decoded text, tokens generated)."""

@@ -182,10 +182,12 @@ def test_two_replicas_keep_input_order(worker, pool_judge):
     assert all(n > 0 for n in stats.extra["chunks_per_replica"])  # both replicas worked
 
 
-def test_deadline_returns_timeouts_then_a_spent_budget_gives_judge_errors(ray_cluster, model_path):
+def test_deadline_replaces_the_busy_replica_for_free_then_a_crash_without_budget_gives_judge_errors(
+    ray_cluster, model_path
+):
     config = _config(model_path, sampling={"max_new_tokens": 200}, max_model_len=1024)
     judge = create_judge(
-        config, Placement((CPU,)), fault_tolerance={"max_restarts": 1, "step_timeout_s": 1.0}
+        config, Placement((CPU,)), fault_tolerance={"max_restarts": 0, "step_timeout_s": 1.0}
     )
     try:
         start = time.monotonic()
@@ -194,16 +196,20 @@ def test_deadline_returns_timeouts_then_a_spent_budget_gives_judge_errors(ray_cl
         assert len(gens) == 300 and any(g.error == TIMEOUT for g in gens)
         assert all(g.error in (None, TIMEOUT) for g in gens)
         assert all((g.text is None) == (g.error is not None) for g in gens)
-        assert judge.stats().restarts == 1  # the busy replica is being replaced in the background
-        # The replacement dies too and the budget is spent: no replica is left, and the samples
-        # come back as judge_error at once instead of an exception or a hang.
+        stats = judge.stats()
+        # The busy replica is being replaced in the background, spending no restart.
+        assert stats.restarts == 0 and stats.deadline_exceeded == 1 and stats.extra["replacements"] == 1
+        assert judge.pool.num_alive == 1
+        # The replacement dies and there is no restart to spend: no replica is left, and the
+        # samples come back as judge_error at once instead of an exception or a hang.
         ray_cluster.kill(judge.pool.actors()[0][0], no_restart=True)
         start = time.monotonic()
         failed = judge.score(_prompts(2), ["1", "0"])
         assert time.monotonic() - start < 10.0
         assert [s.error for s in failed] == [JUDGE_ERROR, JUDGE_ERROR]
         assert all(s.probs is None for s in failed)
-        assert judge.stats().restarts == 1 and judge.pool.num_alive == 0
+        assert judge.stats().restarts == 0 and judge.pool.num_alive == 0
+        assert judge.stats().unavailable_calls == 1
     finally:
         judge.shutdown()
         judge.shutdown()  # safe twice

@@ -57,10 +57,10 @@ def _alive(pids: dict[int, str]) -> dict[int, str]:
     return alive
 
 
-@pytest.mark.slow
-def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
+def _start_driver(tmp_path: Path, cache_dir: str) -> subprocess.Popen:
+    """The real entry point with its own Ray cluster, once it has written a metrics record."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["NEMO_GENRM_CACHE"] = tiny_cache_dir
+    env["NEMO_GENRM_CACHE"] = cache_dir
     overrides = [
         "grpo.max_num_steps=1000",
         "grpo.val_period=0",
@@ -74,13 +74,31 @@ def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
         [sys.executable, str(SCRIPT), *overrides],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().strip():
+            break
+        time.sleep(0.5)
+    if proc.poll() is not None or not (metrics.exists() and metrics.read_text().strip()):
+        proc.kill()
+        raise AssertionError("the driver wrote no metrics record in 600 s:\n" + proc.communicate()[0][-4000:])
+    return proc
+
+
+def _gone_within(started: dict[int, str], since: float, limit_s: float) -> float:
+    """Seconds from ``since`` until none of ``started`` is alive; fails past ``limit_s``."""
+    left = _alive(started)
+    while left and time.monotonic() - since < limit_s:
+        time.sleep(0.1)
+        left = _alive(started)
+    assert not left, f"still running {limit_s} s after the driver exited: {left}"
+    return time.monotonic() - since
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
+    proc = _start_driver(tmp_path, tiny_cache_dir)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if metrics.exists() and metrics.read_text().strip():
-                break
-            time.sleep(0.5)
-        assert proc.poll() is None, proc.communicate()[0][-4000:]
         started = _descendants(proc.pid)
         assert any("raylet" in name for name in started.values()), started
         proc.send_signal(signal.SIGTERM)
@@ -90,12 +108,29 @@ def test_sigterm_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
         # driver exited 1 instead, the signal having landed inside a blocking Ray call; what this
         # test guards, a stopped run that leaves no process behind, is asserted below either way.
         assert proc.returncode in (128 + signal.SIGTERM, 1), output[-4000:]
-        left = _alive(started)
-        while left and time.monotonic() - exited < LEFT_BEHIND_S:
-            time.sleep(0.2)
-            left = _alive(started)
-        assert not left, f"still running {LEFT_BEHIND_S} s after the driver exited: {left}"
+        _gone_within(started, exited, LEFT_BEHIND_S)
         assert "stopping the run and its Ray cluster" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_sigkill_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
+    # A SIGKILLed driver cannot clean up: its orphan guard stops the cluster it had started.
+    proc = _start_driver(tmp_path, tiny_cache_dir)
+    try:
+        started = _descendants(proc.pid)
+        ray_procs = {pid: name for pid, name in started.items() if name in ("raylet", "gcs_server")
+                     or name.startswith("ray::")}
+        assert any("raylet" in name for name in ray_procs.values()), started
+        guards = [pid for pid in started if b"orphan_guard" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(guards) == 1, started
+        proc.kill()
+        proc.wait(timeout=30)
+        took = _gone_within(started, time.monotonic(), LEFT_BEHIND_S)
+        print(f"every process of the killed run was gone {took:.1f} s after the SIGKILL")
     finally:
         if proc.poll() is None:
             proc.kill()

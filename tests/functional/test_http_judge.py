@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nemo_genrm.config import ConfigError, JudgeConfig
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.http import HttpJudge, _parse_retry_after, _retry_delay
 from nemo_genrm.judges.http_replies import label_probs
@@ -486,7 +487,7 @@ def test_shutdown_is_idempotent_and_final(server, state):
     judge = _judge(server[0])
     judge.shutdown()
     judge.shutdown()
-    with pytest.raises(RuntimeError, match="shut down"):
+    with pytest.raises(JudgeClosedError, match="shut down"):
         judge.generate(_batch(1))
 
 

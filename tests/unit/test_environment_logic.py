@@ -12,6 +12,7 @@ import torch
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env_types import REASONS, EnvironmentReturn
 from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
@@ -212,7 +213,8 @@ def test_metrics_keys_and_global_aggregation(judges):
     expected = {
         "genrm/mean_reward", "genrm/num_samples", "genrm/masked", "genrm/judge_prompts", "genrm/dedup_hits",
         "genrm/parse_failure_rate", "genrm/parse_failure/truncated", "genrm/prompt_tokens", "genrm/output_tokens", "genrm/truncated_prompts",
-        "genrm/engine_errors", "genrm/judge_restarts", "genrm/judge_latency_s", "genrm/judge_latency_s/p50",
+        "genrm/engine_errors", "genrm/judge_restarts", "genrm/deadline_exceeded", "genrm/judge_unavailable",
+        "genrm/judge_latency_s", "genrm/judge_latency_s/p50",
         "genrm/judge_latency_s/p95", "genrm/step_time_s", "genrm/wake_s", "genrm/sleep_s",
         *(f"genrm/{kind}/{r}" for kind in ("count", "rate") for r in REASONS),
     }
@@ -287,15 +289,34 @@ def test_config_and_shutdown_errors_propagate_runtime_errors_do_not(judges, verd
     env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(ConfigError("labels cannot be scored")))
     with pytest.raises(ConfigError, match="labels cannot be scored"):
         env.step(batch, meta)
-    env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(RuntimeError("HttpJudge was shut down; create a new one")))
-    with pytest.raises(RuntimeError, match="shut down"):
+    env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(JudgeClosedError("HttpJudge was shut down; create a new one")))
+    with pytest.raises(JudgeClosedError, match="shut down"):
+        env.step(batch, meta)
+    env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(JudgeUnavailableError("restart budget spent", 12.0)))
+    with pytest.raises(JudgeUnavailableError, match="unavailable for 12.0 s: restart budget spent"):
         env.step(batch, meta)
 
-    env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(RuntimeError("boom")))
-    result = env.step(batch, meta)  # a genuine engine failure: per-sample judge_error, no raise
-    assert _reasons(result) == ["judge_error", "judge_error"]
-    assert result.rewards.tolist() == [0.0, 0.0]
-    assert env.last_metrics()["genrm/count/judge_error"] == 2
+    # Fatal is decided by type: an engine's own RuntimeError, whatever its words, is per-sample.
+    for error in (RuntimeError("boom"), RuntimeError("the connection was shut down by the peer")):
+        env = GenRMEnvironmentImpl(cfg, judge=_RaisingJudge(error))
+        result = env.step(batch, meta)  # a genuine engine failure: per-sample judge_error, no raise
+        assert _reasons(result) == ["judge_error", "judge_error"]
+        assert result.rewards.tolist() == [0.0, 0.0]
+        assert env.last_metrics()["genrm/count/judge_error"] == 2
+
+
+def test_every_engine_and_the_environment_raise_judge_closed_after_shutdown(judges):
+    env = GenRMEnvironmentImpl(_cfg(judges["1"].config.model_name), judge=judges["1"])
+    env.shutdown()
+    with pytest.raises(JudgeClosedError):
+        env.step([_sample("1")], [{"ground_truth": "1"}])
+    assert issubclass(JudgeClosedError, RuntimeError)  # callers catching RuntimeError still do
+    worker = DTensorJudgeWorker(judges["1"].config)  # the in-process engine, closed for good
+    worker.shutdown()
+    for call in (lambda: worker.generate([_sample("1")]), lambda: worker.score([_sample("1")], ["1", "0"]),
+                 lambda: worker.top_logprobs([_sample("1")], 2)):
+        with pytest.raises(JudgeClosedError):
+            call()
 
 
 class _Recorder(Judge):

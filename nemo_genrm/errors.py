@@ -1,0 +1,80 @@
+"""The package's error types and the per-sample outcome reasons, in one place.
+
+This module imports nothing from ``nemo_genrm``: every other module may import it.
+
+- :class:`ConfigError`: a configuration is invalid (every problem listed at once);
+- :class:`JudgeClosedError`: a judge (or the environment holding it) was used after shutdown;
+- :class:`JudgeUnavailableError`: the judge cannot answer any more and will not recover
+  (training stops instead of running on zero rewards);
+- :class:`Reason`: why a sample got its reward;
+- :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`: engine error codes that are not sample reasons
+  themselves (the environment maps them to ``too_long`` and ``judge_error``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+
+class ConfigError(ValueError):
+    """A configuration is invalid. ``problems`` lists every problem found, one line each."""
+
+    def __init__(self, problems: Sequence[str] | str, *, source: str | None = None):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        count = len(self.problems)
+        header = f"{count} configuration problem{'s' if count != 1 else ''}{where}:"
+        super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
+
+
+class JudgeClosedError(RuntimeError):
+    """A judge, or the environment holding it, was used after ``shutdown()``."""
+
+
+class JudgeUnavailableError(RuntimeError):
+    """The judge has had no live worker for longer than its grace period.
+
+    Raised by ``step`` so training stops rather than trains on zero rewards. ``why`` says what
+    was seen (for example the restart budget being spent), ``down_s`` how long it has been down.
+    """
+
+    def __init__(self, why: str, down_s: float):
+        self.why = why
+        self.down_s = down_s
+        super().__init__(f"the judge has been unavailable for {down_s:.1f} s: {why}")
+
+
+class Reason(StrEnum):
+    """Why a sample got its reward (the ``genrm/<reason>`` metric counts each).
+
+    ``judged``: the judge gave a verdict (the reward is that verdict or its probability).
+    ``parse_failure``: the judge replied but no verdict could be read. ``no_answer``: the
+    response held no answer to judge (empty, or a marker followed by nothing). ``too_long``:
+    the answer was past ``prompt.answer.max_chars``, or the prompt could not fit the judge's
+    context. ``judge_error``: the engine failed (timeout, dead worker past its restarts).
+    ``missing_ground_truth``: no reference answer in the metadata. ``bad_input``: the sample was
+    malformed (no assistant message, content not text, metadata not a dict, ...).
+    ``incomplete_group`` (``reward.mode: pairwise_group``): no other response of the sample's
+    group reached the judge call, so there was nothing to compare with; the sample is masked.
+    ``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. Every reason
+    but ``judged`` gives reward 0.
+    """
+
+    JUDGED = "judged"
+    PARSE_FAILURE = "parse_failure"
+    NO_ANSWER = "no_answer"
+    TOO_LONG = "too_long"
+    JUDGE_ERROR = "judge_error"
+    MISSING_GROUND_TRUTH = "missing_ground_truth"
+    BAD_INPUT = "bad_input"
+    INCOMPLETE_GROUP = "incomplete_group"
+    MISSING_RUBRIC = "missing_rubric"
+
+
+PROMPT_TOO_LONG = "prompt_too_long"
+"""Engine error: the prompt cannot fit the judge's context even shortened (sample: ``too_long``)."""
+
+TIMEOUT = "timeout"
+"""Engine error: the call passed its deadline (sample: ``judge_error``)."""
