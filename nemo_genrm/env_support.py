@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -70,7 +69,3 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
 
 
-def check_count(results: Sequence[Any], requests: Sequence[Any]) -> None:
-    """Raise when an engine returned a different number of results than it got prompts."""
-    if len(results) != len(requests):
-        raise RuntimeError(f"judge returned {len(results)} results for {len(requests)} prompts")

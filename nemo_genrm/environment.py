@@ -44,24 +44,42 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-import torch
 
 from nemo_genrm.coalesce import Coalescer
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
-from nemo_genrm.env_inputs import PreparedSample, message_logs, metadata_list, prepare_sample
-from nemo_genrm.env_support import add_stats_delta, check_count, is_fatal, safe_stats, special_tokens, worker_facts
+from nemo_genrm.env_inputs import (
+    PreparedSample,
+    message_logs,
+    metadata_list,
+    prepare_sample,
+)
+from nemo_genrm.env_support import (
+    add_stats_delta,
+    is_fatal,
+    safe_stats,
+    special_tokens,
+    worker_facts,
+)
 from nemo_genrm.env_types import (
     JUDGE_ERROR,
     JUDGED,
-    PARSE_FAILURE,
     EnvironmentInterface,
     EnvironmentReturn,
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.metrics import StepTally
-from nemo_genrm.modes import Counters, Reader, Vote, assemble, binary_reader, build_mode, read_replies
+from nemo_genrm.modes import (
+    Counters,
+    Reader,
+    SampleResult,
+    Vote,
+    assemble,
+    binary_reader,
+    build_mode,
+    read_replies,
+)
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.resources import JudgeResources, acquire_resources
@@ -468,34 +486,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         metas: list[Any],
         tally: StepTally,
     ) -> EnvironmentReturn:
-        mask_failures = self.cfg.verdict.on_parse_failure == "mask"
-        rewards, observations, out_meta, answers = [], [], [], []
-        for sample, outcome, meta in zip(samples, outcomes, metas, strict=True):
-            reward = self._reward(outcome)
-            masked = mask_failures and outcome.reason == PARSE_FAILURE
-            tally.counts[outcome.reason] += 1
-            tally.truncated_replies += int(outcome.truncated)
-            if masked:
-                tally.masked += 1
-            else:
-                tally.reward_sum += reward
-                tally.reward_count += 1
-            sent = sample.reason is None
-            tally.sent_samples += int(sent)
-            rewards.append(reward)
-            answers.append(sample.answer if sent else None)
-            observations.append({"role": "environment", "content": _observation(outcome, reward)})
-            if isinstance(meta, dict):
-                meta = {**meta, "genrm": {"reason": outcome.reason, "verdict": outcome.verdict, "masked": masked}}
-            out_meta.append(meta)
-        size = len(samples)
-        return EnvironmentReturn(
-            observations=observations,
-            metadata=out_meta,
-            next_stop_strings=[None] * size,
-            rewards=torch.tensor(rewards, dtype=torch.float32).reshape(size),  # [B]
-            terminateds=torch.ones(size, dtype=torch.bool),  # [B]
-            answers=answers,
+        results = [
+            SampleResult(o.reason, self._reward(o), o.verdict, prob=o.prob, truncated=o.truncated)
+            for o in outcomes
+        ]
+        return assemble(
+            samples, results, metas, tally, mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask"
         )
 
     # -------------------------------------------------------------------------- metrics
@@ -571,13 +567,6 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return self._judge
 
 
-
-
-def _observation(outcome: JudgeOutcome, reward: float) -> str:
-    if outcome.reason != JUDGED:
-        return f"GenRM: not scored ({outcome.reason})"
-    word = "correct" if outcome.verdict == 1 else "incorrect"
-    return f"GenRM: {word}" if outcome.prob is None else f"GenRM: {word} (p={outcome.prob:.3f})"
 
 
 MAX_CONCURRENCY = 512

@@ -20,7 +20,16 @@ from typing import Any
 from nemo_genrm.config import GenRMConfig
 from nemo_genrm.metrics import mode_metrics
 from nemo_genrm.modes.assemble import assemble
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult, Vote, neutraliser, read_replies
+from nemo_genrm.modes.base import (
+    Ask,
+    Counters,
+    Mode,
+    Reader,
+    SampleResult,
+    Vote,
+    neutraliser,
+    read_replies,
+)
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.verdicts import CHOICE_VALUES, VerdictParser
 

@@ -11,6 +11,7 @@ from nemo_genrm.env_types import JUDGED, PARSE_FAILURE, EnvironmentReturn
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.modes.base import SampleResult
 
+
 def assemble(
     samples: list[PreparedSample],
     results: list[SampleResult],
@@ -36,6 +37,7 @@ def assemble(
         masked = result.masked or (mask_parse_failures and result.reason == PARSE_FAILURE)
         reward = result.reward if result.reason == JUDGED else 0.0
         tally.counts[result.reason] = tally.counts.get(result.reason, 0) + 1
+        tally.truncated_replies += int(result.truncated)
         if masked:
             tally.masked += 1
         else:

@@ -18,8 +18,8 @@ from typing import Any
 
 from nemo_genrm.env_inputs import PreparedSample
 from nemo_genrm.env_types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, TOO_LONG
-from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.injection import neutralise
+from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
 _LENGTH_ERRORS = frozenset({"prompt_too_long"})
@@ -143,6 +143,7 @@ class SampleResult:
         masked: Left out of training's baselines and of ``genrm/mean_reward``.
         prob: P(positive) when read from logprobs (reference mode), for the observation.
         info: Mode-specific details added to ``metadata["genrm"]``.
+        truncated: A parse failure because the judge ran out of tokens before its verdict.
     """
 
     reason: str
@@ -151,6 +152,7 @@ class SampleResult:
     masked: bool = False
     prob: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
 
 
 class Counters(dict):

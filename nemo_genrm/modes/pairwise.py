@@ -39,7 +39,14 @@ from nemo_genrm.env_inputs import PreparedSample
 from nemo_genrm.env_types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, cast
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult, worst_reason
+from nemo_genrm.modes.base import (
+    Ask,
+    Counters,
+    Mode,
+    Reader,
+    SampleResult,
+    worst_reason,
+)
 from nemo_genrm.prompts import JudgeTemplate
 
 A_WINS, B_WINS, DRAW = "a", "b", "draw"

@@ -27,7 +27,14 @@ from nemo_genrm.env_inputs import PreparedSample
 from nemo_genrm.env_types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import cast
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult, worst_reason
+from nemo_genrm.modes.base import (
+    Ask,
+    Counters,
+    Mode,
+    Reader,
+    SampleResult,
+    worst_reason,
+)
 from nemo_genrm.prompts import JudgeTemplate, load_template
 
 _RUBRIC_SYSTEM = (
