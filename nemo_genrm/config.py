@@ -266,7 +266,7 @@ class PromptConfig(StrictModel):
 
     template: str = Field(
         "consistency",
-        description="consistency | pairwise | rating, or a path to a YAML template file.",
+        description="consistency | consistency_compact (few tokens, for small judges) | pairwise | rating, or a path to a YAML template file.",
     )
     preset: Literal["rewardbench"] | None = Field(
         None,
@@ -524,7 +524,7 @@ def _template_problems(prompt: PromptConfig, verdict: VerdictConfig, fields: tup
 
 def _template_kind(template: str) -> str | None:
     """The built-in template name, or None for a custom template path."""
-    return template if template in ("consistency", "pairwise", "rating") else None
+    return template if template in ("consistency", "consistency_compact", "pairwise", "rating") else None
 
 
 class GenRMConfig(StrictModel):
@@ -552,10 +552,10 @@ class GenRMConfig(StrictModel):
                 "environment needs strict or lenient"
             )
         kind = _template_kind(self.prompt.template)
-        if kind is not None and kind != "consistency":
+        if kind is not None and not kind.startswith("consistency"):
             problems.append(
                 f"prompt.template {kind!r} is for RewardBench; the environment compares an answer "
-                "with a reference: use 'consistency' or a custom template file"
+                "with a reference: use 'consistency', 'consistency_compact' or a custom template file"
             )
         if self.prompt.preset is not None:
             problems.append(

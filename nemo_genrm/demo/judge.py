@@ -70,7 +70,7 @@ class JudgeTraining:
 
     hidden_size: int = 64
     num_layers: int = 2
-    steps: int = 800
+    steps: int = 1200
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 0
@@ -87,10 +87,15 @@ class JudgeTraining:
         return asdict(self)
 
 
+DEMO_TEMPLATE = "consistency_compact"
+"""The judge prompt of the demo (``prompt.template`` in ``grpo_genrm_tiny.yaml``): the short
+built-in, since a two-layer judge reads a 100-token prompt far better than a 600-token one."""
+
+
 def judge_prompt_builder(tokenizer) -> PromptBuilder:
-    """The prompt builder the environment would make for this judge (default prompt and verdict)."""
+    """The prompt builder the environment makes for this judge (demo template, default verdict)."""
     special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
-    return PromptBuilder(PromptConfig(), VerdictConfig(), special_tokens=special)
+    return PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig(), special_tokens=special)
 
 
 def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer, nonce: str | None = None) -> list[int] | None:

@@ -5,7 +5,7 @@ one of the formats a policy might use) and a rejected one (a wrong answer, hard 
 included: off by one, the reference with a digit added, an operand). The demo judge is a
 consistency judge: it needs the reference, which a RewardBench request does not carry apart. So
 the evaluation uses RewardBench's ``rating`` protocol with ratings 0 and 1 and a template derived
-at run time from the package's ``consistency`` prompt, whose ``{question}`` field takes the
+at run time from the demo's judge prompt (the built-in ``consistency_compact``), whose ``{question}`` field takes the
 question together with the reference: the request the judge sees is then, token for token, the
 prompt the environment would build for that answer. The chosen response wins when it is rated 1
 and the rejected one 0; equal ratings score 0.5, as RewardBench counts ties.
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.task import all_questions, judge_example
 from nemo_genrm.evals.rewardbench_data import RewardBenchExample
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
@@ -36,14 +37,14 @@ RATING_NONCE = NONCE_ALPHABET[-1] * NONCE_LENGTH
 
 def _joiner() -> tuple[str, str, str | None]:
     """The consistency template's user text, what lies between question and reference, the system text."""
-    template = load_template("consistency", labels=template_labels_from_config(VerdictConfig()))
+    template = load_template(DEMO_TEMPLATE, labels=template_labels_from_config(VerdictConfig()))
     user = template.user
     start, end = user.index("{question}") + len("{question}"), user.index("{reference}")
     return user, user[start:end], template.system
 
 
 def demo_rating_template(folder: str | Path) -> Path:
-    """Write the rating template derived from the package's consistency prompt into ``folder``.
+    """Write the rating template derived from the demo's judge prompt into ``folder``.
 
     ``{question}`` and ``{reference}`` with the text between them become one ``{question}``
     (see :func:`demo_pairwise_examples`), and ``{candidate}`` becomes ``{response}`` inside the
@@ -77,7 +78,7 @@ def demo_pairwise_examples(n: int = 100, seed: int = 0) -> list[RewardBenchExamp
         The examples, all in :data:`DEMO_SUBSET`, ids ``0 .. n-1``.
     """
     rng = random.Random(seed)
-    builder = PromptBuilder(PromptConfig(), VerdictConfig())
+    builder = PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig())
     _, joiner, _ = _joiner()
     questions = all_questions()
     markers = tuple(VerdictConfig().choice_markers)

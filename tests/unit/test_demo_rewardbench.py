@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nemo_genrm.config import PromptConfig, RewardBenchConfig, VerdictConfig
+from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.rewardbench import DEMO_SUBSET, RATING_NONCE, demo_pairwise_examples, demo_rating_config
 from nemo_genrm.demo.task import exact_match
 from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
@@ -10,7 +11,7 @@ from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_fro
 
 
 def _question_and_reference(prompt: str) -> tuple[str, str]:
-    user = load_template("consistency", labels=template_labels_from_config(VerdictConfig())).user
+    user = load_template(DEMO_TEMPLATE, labels=template_labels_from_config(VerdictConfig())).user
     joiner = user[user.index("{question}") + len("{question}") : user.index("{reference}")]
     question, reference = prompt.split(joiner)
     return question, reference
@@ -19,7 +20,7 @@ def _question_and_reference(prompt: str) -> tuple[str, str]:
 def test_rating_requests_are_the_environments_consistency_prompts(tmp_path) -> None:
     cfg = RewardBenchConfig.model_validate(demo_rating_config(tmp_path / "judge", tmp_path / "out"))
     evaluator = RewardBenchEvaluator(cfg)
-    builder = PromptBuilder(PromptConfig(), VerdictConfig())
+    builder = PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig())
     examples = demo_pairwise_examples(150, seed=3)
     assert [e.id for e in examples] == list(range(150))
     for example in examples:
@@ -34,7 +35,7 @@ def test_rating_requests_are_the_environments_consistency_prompts(tmp_path) -> N
 def test_pairs_hold_a_right_and_a_wrong_answer() -> None:
     examples = demo_pairwise_examples(200, seed=4)
     assert {e.subset for e in examples} == {DEMO_SUBSET}
-    builder = PromptBuilder(PromptConfig(), VerdictConfig())
+    builder = PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig())
     for example in examples:
         assert builder.extract(example.chosen).text == example.chosen  # already cut out
         assert example.chosen != example.rejected

@@ -80,6 +80,6 @@ def test_judge_cache_key_follows_the_packages_prompt(monkeypatch):
 
     before = prompt_fingerprint()
     assert prompt_fingerprint() == before
-    system, user = prompts.BUILTIN_TEMPLATES["consistency"]
-    monkeypatch.setitem(prompts.BUILTIN_TEMPLATES, "consistency", (system, "Check this.\n" + user))
+    system, user = prompts.BUILTIN_TEMPLATES["consistency_compact"]
+    monkeypatch.setitem(prompts.BUILTIN_TEMPLATES, "consistency_compact", (system, "Check this.\n" + user))
     assert prompt_fingerprint() != before  # a judge trained on the old text is not reused

@@ -193,8 +193,9 @@ def test_builtin_renders_fields_and_labels(name, texts):
 
 
 def test_builtin_names():
-    # The three documented built-ins, nothing else.
-    assert sorted(BUILTIN_TEMPLATES) == ["consistency", "pairwise", "rating"]
+    # The four documented built-ins, nothing else.
+    assert sorted(BUILTIN_TEMPLATES) == ["consistency", "consistency_compact", "pairwise", "rating"]
+
 
 
 def test_values_are_inserted_verbatim():
