@@ -65,14 +65,21 @@ def worker(model_path):
 
 @pytest.fixture(scope="module")
 def pool_judge(ray_cluster, model_path):
-    judge = create_judge(_config(model_path), Placement((CPU, CPU)), fault_tolerance={"max_restarts": 2})
+    # No back-off: a crashed replica comes back within the call that saw it (the back-off
+    # itself is tested in tests/unit/test_restart_budget.py and test_judge_recovery.py).
+    judge = create_judge(
+        _config(model_path), Placement((CPU, CPU)), fault_tolerance={"max_restarts": 2, "restart_backoff_s": 0.0}
+    )
     yield judge
     judge.shutdown()
 
 
 @pytest.fixture(scope="module")
 def tp2_judge(ray_cluster, model_path):
-    judge = create_judge(_config(model_path, dtensor={"tensor_parallel_size": 2}), Placement((CPU,)))
+    judge = create_judge(
+        _config(model_path, dtensor={"tensor_parallel_size": 2}), Placement((CPU,)),
+        fault_tolerance={"restart_backoff_s": 0.0},  # restart at once, as the test expects
+    )
     yield judge
     judge.shutdown()
 
