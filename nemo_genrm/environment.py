@@ -222,8 +222,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         from nemo_genrm.judges import create_judge
 
         for member in self.cfg.reward.judges:
-            cfg = self.cfg.model_copy(update={"judge": member})
-            resources = acquire_resources(cfg)
+            resources = acquire_resources(
+                member, self.cfg.resources, ready_timeout_s=self.cfg.fault_tolerance.startup_timeout_s
+            )
             try:
                 judge = create_judge(member, resources.placement, fault_tolerance=self.cfg.fault_tolerance)
             except BaseException:
