@@ -28,11 +28,12 @@ answer that can talk the judge into a verdict will be found. Three layers keep i
      open or close the candidate fence.
 
 3. **A fence the answer cannot close.** :func:`fence` puts the answer between
-   ``<candidate-NONCE>`` and ``</candidate-NONCE>``, ``NONCE`` being 16 consonants drawn with
-   :mod:`secrets` (69 bits), fresh for every prompt. No digits: a judge comparing numbers must
-   not find random ones right beside the answer. The answer is written before the nonce exists, so it
-   cannot contain the closing tag, and the template tells the judge that everything inside is
-   data.
+   ``<candidate-NONCE>`` and ``</candidate-NONCE>``, ``NONCE`` being 16 consonants (69 bits):
+   :func:`keyed_nonce`, an HMAC of the prompt's fields under a key the policy never sees (random
+   per process, or seeded by ``prompt.fence_seed`` for reproducible runs). No digits: a judge
+   comparing numbers must not find random ones right beside the answer. The answer cannot
+   know the nonce, so it cannot contain the closing tag, and the template tells the judge that
+   everything inside is data.
 
 Layer 2 is a list of patterns and will never be complete against a model that reads prose;
 layers 1 and 3 are structural. ``docs/security.md`` states what remains for real judges.
