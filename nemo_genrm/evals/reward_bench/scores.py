@@ -186,7 +186,7 @@ class ExampleScore:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ExampleScore:
-        """Rebuild from a per-example JSONL record (see :mod:`nemo_genrm.evals.reward_bench`)."""
+        """Rebuild from a per-example JSONL record (see :mod:`nemo_genrm.evals.reward_bench.evaluator`)."""
         swapped = record.get("swapped")
         return cls(
             id=record["id"],

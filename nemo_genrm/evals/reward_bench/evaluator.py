@@ -17,11 +17,11 @@ pass (the two choice markers, or every rating) instead of parsed text.
 Outputs under ``output_dir``: ``examples.jsonl`` (one record per example, appended and flushed
 per batch, so an interrupted run resumes where it stopped), ``results.json`` in reward-bench's
 own shape (and ``results_pref_sets.json`` for the prior sets), ``summary.json`` with sections,
-``Score`` and the project's counters (see :mod:`.rewardbench_results`), and ``run_config.json``
+``Score`` and the project's counters (see :mod:`.results`), and ``run_config.json``
 (what a resume must match).
 
 Examples too long for the judge's context are skipped and counted per subset, or have both
-responses shortened alike (``long_prompts``, see :mod:`.rewardbench_requests`).
+responses shortened alike (``long_prompts``, see :mod:`.judge_requests`).
 """
 
 from __future__ import annotations
@@ -36,15 +36,15 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
-from nemo_genrm.evals.rewardbench_preset import (
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.preset import (
     RewardBenchPreset,
     load_rewardbench_preset,
     reference_choice,
     reference_rating,
 )
-from nemo_genrm.evals.rewardbench_requests import RequestBuilder, RequestPlan
-from nemo_genrm.evals.rewardbench_results import (
+from nemo_genrm.evals.reward_bench.judge_requests import RequestBuilder, RequestPlan
+from nemo_genrm.evals.reward_bench.results import (
     PREF_RESULTS_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
@@ -53,14 +53,14 @@ from nemo_genrm.evals.rewardbench_results import (
     results_row,
     write_json,
 )
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.scores import (
     OVERALL,
     ExampleScore,
     RewardBenchScores,
     pairwise_score,
     rating_score,
 )
-from nemo_genrm.evals.rewardbench_store import EXAMPLES_FILE, RecordStore, fingerprint
+from nemo_genrm.evals.reward_bench.store import EXAMPLES_FILE, RecordStore, fingerprint
 from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, load_template, template_labels_from_config
@@ -171,7 +171,7 @@ class RewardBenchEvaluator:
 
     # ------------------------------------------------------------------------- requests
     def plan(self, example: RewardBenchExample) -> RequestPlan:
-        """The judge requests of one example and its placement (see :mod:`.rewardbench_requests`)."""
+        """The judge requests of one example and its placement (see :mod:`.judge_requests`)."""
         return self.builder.plan(example)
 
     # --------------------------------------------------------------------------- judging
@@ -276,7 +276,7 @@ class RewardBenchEvaluator:
         """Judge every example not already in ``output_dir``, then score and write the results.
 
         Args:
-            examples: The examples (see :func:`~nemo_genrm.evals.rewardbench_data.load_examples`).
+            examples: The examples (see :func:`~nemo_genrm.evals.reward_bench.data.load_examples`).
             judge: A started judge, or one per member of ``judges`` in order (see
                 :func:`open_judges`); the caller shuts them down.
 

@@ -8,7 +8,7 @@ Every subset but Ties: one request shows the first chosen response and three rej
 A-D. They start in that order and the chosen one is swapped with position ``k``: with
 ``placement: seeded`` ``k`` is drawn from a hash of ``seed`` and the id, with
 ``placement: reference_random`` from ``numpy.random.randint(0, 4)`` as the reference does.
-Scores: 1, 0, or 0.25 without a verdict (see :mod:`.rewardbench2_scores`).
+Scores: 1, 0, or 0.25 without a verdict (see :mod:`.v2_scores`).
 
 Ties: every response is rated alone (the reference's ``ratings_prompt_ties`` under the preset,
 else the project's rating prompt); an unread rating is -1 and enters the subset's statistics,
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator, _Reply
-from nemo_genrm.evals.rewardbench2_scores import (
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, _Reply
+from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
     TIES,
     UNREAD_RATING,
@@ -43,10 +43,10 @@ from nemo_genrm.evals.rewardbench2_scores import (
     overall_score,
     ties_score,
 )
-from nemo_genrm.evals.rewardbench_data import RewardBenchDataError, _load_hub, read_rows, select
-from nemo_genrm.evals.rewardbench_preset import load_rewardbench2_preset, reference_choice_of, reference_rating
-from nemo_genrm.evals.rewardbench_requests import RequestPlan
-from nemo_genrm.evals.rewardbench_scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
+from nemo_genrm.evals.reward_bench.data import RewardBenchDataError, _load_hub, read_rows, select
+from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
+from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
+from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens, load_template
@@ -254,6 +254,6 @@ def evaluator_for(cfg: RewardBenchConfig) -> RewardBenchEvaluator:
 
 def examples_for(cfg: RewardBenchConfig) -> list:
     """The examples of the config's benchmark (see :func:`load_v2_examples`, ``load_examples``)."""
-    from nemo_genrm.evals.rewardbench_data import load_examples
+    from nemo_genrm.evals.reward_bench.data import load_examples
 
     return load_v2_examples(cfg) if cfg.protocol == "best_of_4" else load_examples(cfg.data)
