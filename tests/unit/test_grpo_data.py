@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError
+from nemo_genrm.data_files import read_rows
 from nemo_genrm.grpo.config import DataConfig, GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.data import (
     Prompt,
@@ -16,7 +17,6 @@ from nemo_genrm.grpo.data import (
     QAExample,
     builtin_arithmetic,
     load_splits,
-    read_records,
 )
 from nemo_genrm.grpo.models import is_tiny, resolve_model_name
 
@@ -56,7 +56,7 @@ def test_files_are_read_with_configurable_fields(tmp_path, suffix):
         import pyarrow.parquet as pq
 
         pq.write_table(pa.Table.from_pylist(RECORDS), path)
-    assert read_records(path) == RECORDS
+    assert read_rows(path) == RECORDS
     cfg = DataConfig(train_data_path=str(path), input_key="q", output_key="a", val_fraction=0.2)
     splits = load_splits(cfg, seed=0)
     assert len(splits.train) == 8 and len(splits.val) == 2
@@ -84,7 +84,7 @@ def test_missing_fields_and_files_say_what_to_set(tmp_path):
     bad = tmp_path / "d.csv"
     bad.write_text("a,b\n")
     with pytest.raises(ConfigError, match="jsonl, .json or .parquet"):
-        read_records(bad)
+        read_rows(bad)
 
 
 def test_rows_without_a_usable_question_or_answer_are_dropped_with_a_count(tmp_path, caplog):

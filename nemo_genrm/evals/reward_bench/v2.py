@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
+from nemo_genrm.data_files import read_rows
 from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, _Reply
 from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
@@ -43,7 +44,7 @@ from nemo_genrm.evals.reward_bench.v2_scores import (
     overall_score,
     ties_score,
 )
-from nemo_genrm.evals.reward_bench.data import RewardBenchDataError, _load_hub, read_rows, select
+from nemo_genrm.evals.reward_bench.data import RewardBenchDataError, load_hub_rows, select
 from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
 from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
 from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
@@ -126,9 +127,9 @@ def load_v2_examples(cfg: RewardBenchConfig) -> list[RewardBench2Example]:
     """The RewardBench 2 examples ``cfg.data`` names (local file first, else the hub)."""
     data = cfg.data
     if data.path:
-        rows, source = read_rows(data.path), str(data.path)
+        rows, source = read_rows(data.path, error=RewardBenchDataError), str(data.path)
     else:
-        rows, source = _load_hub(data.hf_name, data.split), f"{data.hf_name}[{data.split}]"  # type: ignore[arg-type]
+        rows, source = load_hub_rows(data.hf_name, data.split), f"{data.hf_name}[{data.split}]"  # type: ignore[arg-type]
     return select(rows_to_v2_examples(rows, source), data.subsets, data.limit)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,77 @@
+"""Rows of a local data file: the one reader for training data and RewardBench data.
+
+A file is JSONL (one object per line), JSON (a list of objects, or an object of equal-length
+column lists) or Parquet; each row comes back as a dict, in file order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from nemo_genrm.errors import ConfigError
+
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def read_rows(
+    path: str | Path, *, setting: str = "data.path", error: Callable[[str], Exception] = ConfigError
+) -> list[dict[str, Any]]:
+    """Rows of a local JSONL, JSON or Parquet file.
+
+    Args:
+        path: The file.
+        setting: The config key that named the file (the messages start with it).
+        error: The exception type raised, given the message (each caller keeps its own type:
+            :class:`~nemo_genrm.errors.ConfigError` for training data, ``RewardBenchDataError``
+            for RewardBench).
+
+    Returns:
+        One dict per row.
+
+    Raises:
+        Exception: Of type ``error``: a missing file, an unknown suffix, or content that is not rows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{setting}: data file {str(path)!r} not found (the path does not exist or is not a file)")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return list(_read_jsonl(path, error))
+    if suffix == ".json":
+        return _rows_from_json(json.loads(path.read_text(encoding="utf-8")), path, error)
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    raise error(f"{setting}: {str(path)!r} must end in .jsonl, .json or .parquet")
+
+
+def _read_jsonl(path: Path, error: Callable[[str], Exception]) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise error(f"{path}: line {line_no} is not valid JSON ({err})") from err
+            if not isinstance(row, dict):
+                raise error(f"{path}: line {line_no} is not a JSON object")
+            yield row
+
+
+def _rows_from_json(data: Any, path: Path, error: Callable[[str], Exception]) -> list[dict[str, Any]]:
+    if isinstance(data, list):
+        if not all(isinstance(row, dict) for row in data):
+            raise error(f"{path}: a JSON list must hold one object per row")
+        return data
+    if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
+        lengths = {k: len(v) for k, v in data.items()}
+        if len(set(lengths.values())) != 1:
+            raise error(f"{path}: column lists differ in length: {lengths}")
+        names = list(data)
+        return [dict(zip(names, values, strict=True)) for values in zip(*data.values(), strict=True)]
+    raise error(f"{path}: expected a list of row objects or an object of column lists")
