@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import torch
 
+from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.testing.tokenizer import (
     EOS_TOKEN,
     PAD_TOKEN,
@@ -50,11 +51,6 @@ logger = logging.getLogger(__name__)
 
 Arch = Literal["qwen2", "llama"]
 ARCHS: tuple[str, ...] = ("qwen2", "llama")
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
 MIN_HEAD_DIM = 32  # vLLM's attention kernels reject smaller heads
 CHAIN_LOGIT = 30.0
 # Random logits get this standard deviation, so greedy decoding of the random model has
