@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BUILTIN_DATASET",
     "DataSplits",
+    "PolicyPromptRenderer",
     "Prompt",
-    "PromptBuilder",
     "PromptSampler",
     "QAExample",
     "builtin_arithmetic",
@@ -189,7 +189,7 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
     return DataSplits(train=train, val=val)
 
 
-class PromptBuilder:
+class PolicyPromptRenderer:
     """Renders questions with the policy's chat template, as NeMo-RL's data processors do."""
 
     def __init__(self, cfg: DataConfig, tokenizer: Any):
