@@ -13,8 +13,6 @@ from typing import Any
 
 from nemo_genrm.errors import ConfigError
 
-SUFFIXES = (".jsonl", ".json", ".parquet")
-
 
 def read_rows(
     path: str | Path, *, setting: str = "data.path", error: Callable[[str], Exception] = ConfigError

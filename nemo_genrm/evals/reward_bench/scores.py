@@ -74,7 +74,6 @@ EXAMPLE_COUNTS: dict[str, int] = {
     "hep-python": 164,
     "hep-rust": 164,
 }
-MATH_PRM_ROWS = 447  # the real size of math-prm in the filtered split
 
 # The prior preference sets (allenai/pref-test-sets). The leaderboard's "Prior Sets" column is the
 # plain mean of four of them, and its average weighs the four sections 2 and Prior Sets 1
