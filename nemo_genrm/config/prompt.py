@@ -23,9 +23,7 @@ class AnswerConfig(StrictModel):
     )
     boxed: bool = Field(True, description="Else judge the last \\boxed{...}.")
     tail_chars: int = Field(
-        300,
-        ge=0,
-        description="Else judge the last this many characters; 0: no fallback (reason no_answer).",
+        300, ge=0, description="Else judge the last this many characters; 0: no fallback (reason no_answer)."
     )
     max_chars: int = Field(
         1000, ge=1, description="Longer answers are not judged (reason too_long, reward 0)."

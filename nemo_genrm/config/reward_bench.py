@@ -140,6 +140,20 @@ def _reference_sampling(sampling: SamplingConfig, protocol: str) -> None:
             setattr(sampling, name, SamplingConfig.model_fields[name].default)
 
 
+def _best_of_4_problems(cfg: RewardBenchConfig) -> list[str]:
+    """Settings that RewardBench 2 (``protocol: best_of_4``) does not take."""
+    problems = []
+    if cfg.both_orders:
+        problems.append("both_orders applies to protocol: pairwise (best_of_4 places the chosen response once)")
+    if cfg.long_prompts == "shorten":
+        problems.append("long_prompts: shorten applies to pairwise and rating; use skip with best_of_4")
+    if cfg.data.pref_sets:
+        problems.append("data.pref_sets belongs to RewardBench (v1); best_of_4 is RewardBench 2")
+    if any(m.verdict_from == "logprobs" for m in cfg.members):
+        problems.append("protocol: best_of_4 reads verdicts from text: set judge.verdict_from: text")
+    return problems
+
+
 def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
     """What is wrong with the ensemble settings (``judges``, ``votes``)."""
     problems = []
@@ -161,18 +175,4 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
                 f"votes: {cfg.votes} needs judges that sample (temperature > 0, verdict_from: text): "
                 f"judge(s) {greedy} would give {cfg.votes} identical verdicts"
             )
-    return problems
-
-
-def _best_of_4_problems(cfg: RewardBenchConfig) -> list[str]:
-    """Settings that RewardBench 2 (``protocol: best_of_4``) does not take."""
-    problems = []
-    if cfg.both_orders:
-        problems.append("both_orders applies to protocol: pairwise (best_of_4 places the chosen response once)")
-    if cfg.long_prompts == "shorten":
-        problems.append("long_prompts: shorten applies to pairwise and rating; use skip with best_of_4")
-    if cfg.data.pref_sets:
-        problems.append("data.pref_sets belongs to RewardBench (v1); best_of_4 is RewardBench 2")
-    if any(m.verdict_from == "logprobs" for m in cfg.members):
-        problems.append("protocol: best_of_4 reads verdicts from text: set judge.verdict_from: text")
     return problems

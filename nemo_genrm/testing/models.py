@@ -125,19 +125,7 @@ class TinyModelSpec:
         return dataclasses.asdict(self)
 
 
-def build_tiny_model(
-    path: str | os.PathLike,
-    *,
-    arch: Arch = "qwen2",
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 2,
-    num_kv_heads: int = 2,
-    intermediate_size: int = 128,
-    max_position_embeddings: int = 4096,
-    seed: int = 0,
-    dtype: str = "float32",
-) -> Path:
+def build_tiny_model(path: str | os.PathLike, **spec: Any) -> Path:
     """Build a tiny randomly initialised causal LM with its tokenizer and save it to ``path``.
 
     Weights are drawn from a ``torch.Generator`` seeded with ``seed``, parameter by parameter
@@ -146,15 +134,9 @@ def build_tiny_model(
 
     Args:
         path: Folder to write into (created if missing).
-        arch: ``"qwen2"`` or ``"llama"``.
-        hidden_size: Model width.
-        num_layers: Number of decoder blocks.
-        num_heads: Query heads (head size ``hidden_size / num_heads`` must be >= 32).
-        num_kv_heads: Key/value heads; must divide ``num_heads``.
-        intermediate_size: MLP width.
-        max_position_embeddings: Longest sequence supported.
-        seed: Seed for every weight; same arguments give bit-identical weights.
-        dtype: Dtype of the saved weights.
+        **spec: Fields of :class:`TinyModelSpec` (``arch``, ``hidden_size``, ``num_layers``,
+            ``num_heads``, ``num_kv_heads``, ``intermediate_size``, ``max_position_embeddings``,
+            ``seed``, ``dtype``); the same fields give bit-identical weights.
 
     Returns:
         ``path`` as a ``Path``.
@@ -162,19 +144,9 @@ def build_tiny_model(
     Raises:
         ValueError: If the sizes are inconsistent or the head size is below 32.
     """
-    spec = TinyModelSpec(
-        arch=arch,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=max_position_embeddings,
-        seed=seed,
-        dtype=dtype,
-    )
-    model = _new_model(spec, make_tiny_tokenizer(spec.max_position_embeddings))
-    return _save(model, spec, path)
+    model_spec = TinyModelSpec(**spec)
+    model = _new_model(model_spec, make_tiny_tokenizer(model_spec.max_position_embeddings))
+    return _save(model, model_spec, path)
 
 
 def build_fixed_verdict_judge(path: str | os.PathLike, text: str, **spec: Any) -> Path:
