@@ -1,7 +1,7 @@
-"""Rows of a local data file: the one reader for training data and RewardBench data.
+"""Rows of a data file or a hub dataset split: the one reader for training data and RewardBench.
 
-A file is JSONL (one object per line), JSON (a list of objects, or an object of equal-length
-column lists) or Parquet; each row comes back as a dict, in file order.
+A local file is JSONL (one object per line), JSON (a list of objects, or an object of
+equal-length column lists) or Parquet; each row comes back as a dict, in file order.
 """
 
 from __future__ import annotations
@@ -45,6 +45,32 @@ def read_rows(
 
         return pq.read_table(path).to_pylist()
     raise error(f"{setting}: {str(path)!r} must end in .jsonl, .json or .parquet")
+
+
+def read_hub_rows(
+    name: str, split: str, *, hint: str, error: Callable[[str], Exception] = ConfigError
+) -> list[dict[str, Any]]:
+    """Rows of one split of a hub dataset (``datasets.load_dataset``).
+
+    Args:
+        name: The dataset's hub id.
+        split: The split.
+        hint: What to do instead (ends the message when the hub cannot give the split).
+        error: The exception type raised, given the message (as for :func:`read_rows`).
+
+    Returns:
+        One dict per row.
+
+    Raises:
+        Exception: Of type ``error``: the hub cannot give the split (offline, no such split...).
+    """
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(name, split=split)
+    except Exception as err:  # the hub raises many types (offline, missing split, auth)
+        raise error(f"could not load hub dataset {name!r} split {split!r}: {type(err).__name__}: {err}; {hint}") from err
+    return [dict(row) for row in ds]
 
 
 def _read_jsonl(path: Path, error: Callable[[str], Exception]) -> Iterator[dict[str, Any]]:

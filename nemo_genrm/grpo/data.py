@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.data_files import read_rows
+from nemo_genrm.data_files import read_hub_rows, read_rows
 from nemo_genrm.demo.task import DEMO_DATASET, demo_splits
 from nemo_genrm.grpo.config import DataConfig
 
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 BUILTIN_DATASET = "arithmetic"
+_HUB_HINT = "offline, use data.train_data_path with a local file or data.dataset_name: arithmetic"
 
 
 @dataclass(frozen=True)
@@ -137,18 +138,6 @@ def _to_examples(records: Sequence[dict[str, Any]], cfg: DataConfig, source: str
     return examples
 
 
-def _hub_records(name: str, split: str) -> list[dict[str, Any]]:
-    import datasets
-
-    try:
-        return list(datasets.load_dataset(name, split=split))
-    except Exception as exc:  # datasets raises many types (network, missing split...)
-        raise ConfigError(
-            f"could not load hub dataset {name!r} split {split!r}: {exc}; offline, use "
-            "data.train_data_path with a local file or data.dataset_name: arithmetic"
-        ) from exc
-
-
 def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
     """Load training and validation examples as the ``data`` section says.
 
@@ -175,9 +164,9 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
         train = [QAExample(q, a) for q, a in train_pairs]
         val = [QAExample(q, a) for q, a in held_out]
     else:
-        train = _to_examples(_hub_records(cfg.dataset_name, cfg.train_split), cfg, cfg.dataset_name)
+        train = _to_examples(read_hub_rows(cfg.dataset_name, cfg.train_split, hint=_HUB_HINT), cfg, cfg.dataset_name)
         if cfg.val_split:
-            val = _to_examples(_hub_records(cfg.dataset_name, cfg.val_split), cfg, cfg.dataset_name)
+            val = _to_examples(read_hub_rows(cfg.dataset_name, cfg.val_split, hint=_HUB_HINT), cfg, cfg.dataset_name)
     if val is None:
         shuffled = list(train)
         random.Random(seed).shuffle(shuffled)

@@ -108,9 +108,9 @@ def test_project_default_stays_think_aware() -> None:
 
 
 def _reply(text: str):
-    from nemo_genrm.evals.reward_bench.evaluator import _Reply
+    from nemo_genrm.evals.reward_bench.evaluator import JudgeReply
 
-    return _Reply(text, None, None)
+    return JudgeReply(text, None, None)
 
 
 # ---------------------------------------------------------------------- 2. request parameters

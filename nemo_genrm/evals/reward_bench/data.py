@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, RewardBenchDataConfig
-from nemo_genrm.data_files import read_rows
+from nemo_genrm.data_files import read_hub_rows, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -57,25 +57,10 @@ class RewardBenchExample:
 
 
 # ------------------------------------------------------------------------------------ reading
-def load_hub_rows(name: str, split: str) -> list[dict[str, Any]]:
-    """Rows of one split of a hub dataset (local files are read by :func:`~nemo_genrm.data_files.read_rows`).
-
-    Raises:
-        RewardBenchDataError: ``datasets`` is missing or the hub cannot give the split.
-    """
-    try:
-        import datasets
-    except ImportError as err:  # pragma: no cover - datasets is a dependency
-        raise RewardBenchDataError("data.hf_name needs the `datasets` package") from err
-    try:
-        ds = datasets.load_dataset(name, split=split)
-    except Exception as err:  # the hub raises many types (offline, missing split, auth)
-        raise RewardBenchDataError(
-            f"cannot load {name!r} (split {split!r}) from the hub: {type(err).__name__}: {err}. "
-            "Without a hub, download the dataset elsewhere and set data.path to a local "
-            "JSONL/JSON/Parquet file with the same columns"
-        ) from err
-    return [dict(row) for row in ds]
+HUB_HINT = (
+    "without a hub, download the dataset elsewhere and set data.path to a local JSONL/JSON/Parquet "
+    "file with the same columns"
+)
 
 
 # --------------------------------------------------------------------------------- validation
@@ -162,7 +147,8 @@ def load_examples(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
     if cfg.path:
         rows, source = read_rows(cfg.path, error=RewardBenchDataError), str(cfg.path)
     elif cfg.hf_name:
-        rows, source = load_hub_rows(cfg.hf_name, cfg.split), f"{cfg.hf_name}[{cfg.split}]"
+        rows = read_hub_rows(cfg.hf_name, cfg.split, hint=HUB_HINT, error=RewardBenchDataError)
+        source = f"{cfg.hf_name}[{cfg.split}]"
     else:
         raise ConfigError(["set data.path (a local file) or data.hf_name (a hub dataset)"])
     examples = rows_to_examples(rows, source)

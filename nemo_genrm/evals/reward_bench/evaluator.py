@@ -73,7 +73,7 @@ PROVIDED_FIELDS = {"pairwise": ("question", "response_a", "response_b"), "rating
 
 
 @dataclass(frozen=True)
-class _Reply:
+class JudgeReply:
     """One engine answer, from ``generate`` (text) or ``score`` (probabilities)."""
 
     text: str | None
@@ -180,28 +180,28 @@ class RewardBenchEvaluator:
             return list(self.markers)
         return [str(r) for r in range(self.cfg.verdict.rating_min, self.cfg.verdict.rating_max + 1)]
 
-    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[_Reply]]:
+    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[JudgeReply]]:
         """Every member's replies to every request (``votes`` each): one ballot per request."""
         votes = self.cfg.votes
-        ballots: list[list[_Reply]] = [[] for _ in requests]
+        ballots: list[list[JudgeReply]] = [[] for _ in requests]
         for judge, member in zip(judges, self.cfg.members, strict=True):
             replies = self._ask(judge, [r for r in requests for _ in range(votes)], member.verdict_from)
             for index, ballot in enumerate(ballots):
                 ballot.extend(replies[index * votes : (index + 1) * votes])
         return ballots
 
-    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[_Reply]:
+    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[JudgeReply]:
         if verdict_from == "logprobs":
             scored = judge.score(requests, self._labels())
-            replies = [_Reply(None, s.probs, s.error) for s in scored]
+            replies = [JudgeReply(None, s.probs, s.error) for s in scored]
         else:
             generated = judge.generate(requests)
-            replies = [_Reply(g.text, None, g.error) for g in generated]
+            replies = [JudgeReply(g.text, None, g.error) for g in generated]
         if len(replies) != len(requests):
             raise RuntimeError(f"judge returned {len(replies)} results for {len(requests)} requests")
         return replies
 
-    def _verdict(self, reply: _Reply) -> Verdict:
+    def _verdict(self, reply: JudgeReply) -> Verdict:
         if reply.probs is not None:
             labels = self._labels()
             best = max(labels, key=lambda label: reply.probs.get(label, 0.0))  # type: ignore[union-attr]
@@ -221,7 +221,7 @@ class RewardBenchEvaluator:
             return Verdict(choice, "ok") if choice is not None else Verdict(None, "no_marker")
         return self.parser.parse(reply.text)
 
-    def _side(self, placement: str, ballot: Sequence[_Reply]) -> dict[str, Any]:
+    def _side(self, placement: str, ballot: Sequence[JudgeReply]) -> dict[str, Any]:
         if len(ballot) == 1:
             verdict = self._verdict(ballot[0])
             value, reason, extra = verdict.value, verdict.reason, {"output": ballot[0].output}
@@ -240,7 +240,7 @@ class RewardBenchEvaluator:
         }
 
     def record_for(
-        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[_Reply]]
+        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[JudgeReply]]
     ) -> dict[str, Any]:
         """The per-example JSONL record from its plan and each request's replies (see :meth:`plan`)."""
         head = {"id": example.id, "subset": example.subset, "protocol": self.cfg.protocol}

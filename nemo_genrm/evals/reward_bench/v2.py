@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.data_files import read_rows
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, _Reply
+from nemo_genrm.data_files import read_hub_rows, read_rows
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, JudgeReply
 from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
     TIES,
@@ -44,7 +44,7 @@ from nemo_genrm.evals.reward_bench.v2_scores import (
     overall_score,
     ties_score,
 )
-from nemo_genrm.evals.reward_bench.data import RewardBenchDataError, load_hub_rows, select
+from nemo_genrm.evals.reward_bench.data import HUB_HINT, RewardBenchDataError, select
 from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
 from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
 from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
@@ -129,7 +129,8 @@ def load_v2_examples(cfg: RewardBenchConfig) -> list[RewardBench2Example]:
     if data.path:
         rows, source = read_rows(data.path, error=RewardBenchDataError), str(data.path)
     else:
-        rows, source = load_hub_rows(data.hf_name, data.split), f"{data.hf_name}[{data.split}]"  # type: ignore[arg-type]
+        rows = read_hub_rows(data.hf_name, data.split, hint=HUB_HINT, error=RewardBenchDataError)  # type: ignore[arg-type]
+        source = f"{data.hf_name}[{data.split}]"
     return select(rows_to_v2_examples(rows, source), data.subsets, data.limit)  # type: ignore[arg-type]
 
 
@@ -182,14 +183,14 @@ class RewardBench2Evaluator(RewardBenchEvaluator):
         messages = self.ties_template.render(prompt=prompt, completion=text, question=prompt, response=text)
         return JudgeRequest(messages=tuple(messages))
 
-    def _choice(self, reply: _Reply) -> str | None:
+    def _choice(self, reply: JudgeReply) -> str | None:
         if self.v2_preset is not None:
             return reference_choice_of(reply.text, MARKERS)
         body = strip_think(reply.text) if reply.text is not None else None
         found = {letter for letter, marker in zip(LETTERS, MARKERS, strict=True) if body and marker in body}
         return found.pop() if len(found) == 1 else None
 
-    def _rating(self, reply: _Reply) -> int:
+    def _rating(self, reply: JudgeReply) -> int:
         if reply.text is None:
             return UNREAD_RATING
         rating = reference_rating(reply.text) if self.v2_preset is not None else self.rating_parser.parse(reply.text).value
