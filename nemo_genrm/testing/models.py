@@ -115,11 +115,6 @@ class TinyModelSpec:
         if problems:
             raise ValueError("Invalid tiny model spec: " + "; ".join(problems))
 
-    @property
-    def head_dim(self) -> int:
-        """Size of one attention head."""
-        return self.hidden_size // self.num_heads
-
     def to_dict(self) -> dict[str, Any]:
         """All fields, defaults included, as a plain dict (used as the cache key)."""
         return dataclasses.asdict(self)
