@@ -28,23 +28,6 @@ def offline() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
-def timed(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> tuple[list[float], Any]:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed.
-
-    Returns:
-        The wall-clock seconds of each timed run and the last run's result.
-    """
-    result = None
-    for _ in range(warmup):
-        result = fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return times, result
-
-
 def alternate(
     fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:

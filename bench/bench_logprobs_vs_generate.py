@@ -71,7 +71,7 @@ def _engine(path, args):
 
 
 def _measure(name: str, path, prompts, args) -> dict:
-    from nemo_genrm.verdicts import parse_verdict
+    from nemo_genrm.verdicts import VerdictParser
 
     judge = _engine(path, args)
     try:
@@ -82,7 +82,8 @@ def _measure(name: str, path, prompts, args) -> dict:
         gens, scores = last["generate"], last["logprobs"]
     finally:
         judge.shutdown()
-    from_text = [parse_verdict(g.text, "lenient").value for g in gens]
+    lenient = VerdictParser("lenient")
+    from_text = [lenient.parse(g.text).value for g in gens]
     from_logprobs = [1 if s.probs["1"] >= s.probs["0"] else 0 for s in scores]
     parsed = [i for i, v in enumerate(from_text) if v is not None]
     agree = sum(from_text[i] == from_logprobs[i] for i in parsed)

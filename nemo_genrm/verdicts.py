@@ -272,10 +272,6 @@ class VerdictParser:
                 )
         return problems
 
-    def __call__(self, text: object, candidate: str | None = None) -> Verdict:
-        """Same as :meth:`parse`."""
-        return self.parse(text, candidate=candidate)
-
     def parse(self, text: object, candidate: str | None = None) -> Verdict:
         """Parse one judge reply.
 
@@ -301,10 +297,6 @@ class VerdictParser:
         if not verdict.ok:
             logger.debug("no verdict (%s) in judge reply %.120r", verdict.reason, text)
         return verdict
-
-    def parse_batch(self, texts: Iterable[object]) -> list[Verdict]:
-        """Parse many replies; one verdict per reply, in order."""
-        return [self.parse(t) for t in texts]
 
     def _strict(self, body: str) -> Verdict:
         if body == self.positive:
@@ -358,53 +350,3 @@ def _as_list(value: Iterable[str] | str) -> list[str]:
     """A single synonym string is a list of one."""
     return [value] if isinstance(value, str) else list(value)
 
-
-def parse_verdict(
-    text: object,
-    parser: str = "strict",
-    *,
-    positive: str = "1",
-    negative: str = "0",
-    synonyms: Mapping[str, Iterable[str]] | None = None,
-    choice_markers: Sequence[str] = DEFAULT_CHOICE_MARKERS,
-    rating_min: int = 1,
-    rating_max: int = 10,
-) -> Verdict:
-    """Parse one judge reply (builds a :class:`VerdictParser`; reuse one for batches).
-
-    Args:
-        text: The judge's reply.
-        parser: ``strict``, ``lenient``, ``choice`` or ``rating``.
-        positive: Label for value 1.
-        negative: Label for value 0.
-        synonyms: Lenient only: label -> extra words meaning it.
-        choice_markers: Choice only: markers for ``"A"`` and ``"B"``.
-        rating_min: Rating only: lowest valid rating.
-        rating_max: Rating only: highest valid rating.
-
-    Returns:
-        The verdict (``value`` ``None`` with a reason when there is none).
-
-    Raises:
-        ConfigError: Invalid options (see :class:`VerdictParser`).
-    """
-    return VerdictParser(
-        parser, positive=positive, negative=negative, synonyms=synonyms,
-        choice_markers=choice_markers, rating_min=rating_min, rating_max=rating_max,
-    ).parse(text)  # fmt: skip
-
-
-def parse_verdict_from_config(text: object, cfg: Any) -> Verdict:
-    """Parse one judge reply with the options of a :class:`nemo_genrm.config.VerdictConfig`.
-
-    Args:
-        text: The judge's reply.
-        cfg: The verdict config.
-
-    Returns:
-        The verdict.
-
-    Raises:
-        ConfigError: Invalid options.
-    """
-    return VerdictParser.from_config(cfg).parse(text)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -37,14 +38,17 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _train_judge(path: Path, training: JudgeTraining) -> None:
-    with _one_thread():
-        train_demo_judge(path, training)
+def _cached(
+    name: str, label: str, key: dict[str, Any], train: Callable[[Path, Any], None], training: Any, cache_dir: Any
+) -> Path:
+    """``cached_artifact`` over a training function run on one torch thread."""
+    from nemo_genrm.testing.cache import cached_artifact
 
+    def build(path: Path) -> None:
+        with _one_thread():
+            train(path, training)
 
-def _train_policy(path: Path, training: PolicyTraining) -> None:
-    with _one_thread():
-        train_demo_policy(path, training)
+    return cached_artifact(name, label, key, build, cache_dir=cache_dir)
 
 
 def cached_demo_judge(
@@ -59,16 +63,9 @@ def cached_demo_judge(
     Returns:
         A folder that ``AutoModelForCausalLM.from_pretrained`` loads, holding :data:`JUDGE_REPORT`.
     """
-    from nemo_genrm.testing.cache import cached_artifact
-
     training = training or JudgeTraining()
-    return cached_artifact(
-        "demo-judge",
-        f"h{training.hidden_size}-s{training.seed}",
-        {"training": training.to_dict(), "demo_version": DEMO_VERSION, "prompt": prompt_fingerprint()},
-        lambda path: _train_judge(path, training),
-        cache_dir=cache_dir,
-    )
+    key = {"training": training.to_dict(), "demo_version": DEMO_VERSION, "prompt": prompt_fingerprint()}
+    return _cached("demo-judge", f"h{training.hidden_size}-s{training.seed}", key, train_demo_judge, training, cache_dir)
 
 
 def cached_demo_policy(
@@ -78,21 +75,14 @@ def cached_demo_policy(
 
     Args:
         training: Training settings; the defaults when ``None``.
-        cache_dir: Cache folder; ``$NEMO_GENRM_CACHE`` or ``~/.cache/nemo_genrm/tiny`` when ``None``.
+        cache_dir: Cache folder, as for :func:`cached_demo_judge`.
 
     Returns:
         A folder that ``AutoModelForCausalLM.from_pretrained`` loads.
     """
-    from nemo_genrm.testing.cache import cached_artifact
-
     training = training or PolicyTraining()
-    return cached_artifact(
-        "demo-policy",
-        f"s{training.seed}",
-        {"training": training.to_dict(), "demo_version": DEMO_VERSION},
-        lambda path: _train_policy(path, training),
-        cache_dir=cache_dir,
-    )
+    key = {"training": training.to_dict(), "demo_version": DEMO_VERSION}
+    return _cached("demo-policy", f"s{training.seed}", key, train_demo_policy, training, cache_dir)
 
 
 def demo_judge_accuracy(judge_dir: str | os.PathLike) -> float | None:

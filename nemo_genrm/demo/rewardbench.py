@@ -22,7 +22,7 @@ import yaml
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.task import all_questions, judge_example
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.injection import NONCE_ALPHABET, NONCE_LENGTH, fence, neutralise
 

@@ -3,19 +3,18 @@
 Heavy pieces (judge engines, ``datasets``, matplotlib) are imported only when used.
 """
 
-from nemo_genrm.evals.compare import Comparison, ComparisonError, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator, RewardBenchOutcome
-from nemo_genrm.evals.rewardbench2 import RewardBench2Evaluator, evaluator_for, examples_for, load_v2_examples
-from nemo_genrm.evals.rewardbench_data import (
+from nemo_genrm.evals.reward_bench.compare import Comparison, ComparisonError, compare, load_reference, plot_comparison
+from nemo_genrm.evals.reward_bench.data import (
     RewardBenchDataError,
     RewardBenchExample,
     load_examples,
     rows_to_examples,
     write_examples,
 )
-from nemo_genrm.evals.rewardbench_run import compare_outcome, open_judge, open_judges, run_reward_bench
-from nemo_genrm.evals.rewardbench_preset import RewardBenchPreset, load_rewardbench_preset
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, RewardBenchOutcome
+from nemo_genrm.evals.reward_bench.preset import RewardBenchPreset, load_rewardbench_preset
+from nemo_genrm.evals.reward_bench.run import compare_outcome, open_judge, open_judges, run_reward_bench
+from nemo_genrm.evals.reward_bench.scores import (
     EXAMPLE_COUNTS,
     SECTIONS,
     SUBSET_MAPPING,
@@ -26,6 +25,7 @@ from nemo_genrm.evals.rewardbench_scores import (
     chosen_at_a,
     section_scores,
 )
+from nemo_genrm.evals.reward_bench.v2 import RewardBench2Evaluator, evaluator_for, examples_for, load_v2_examples
 
 __all__ = [
     "EXAMPLE_COUNTS",

@@ -7,7 +7,6 @@ reach the environment as metadata (``question``, ``ground_truth``).
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError
+from nemo_genrm.data_files import read_hub_rows, read_rows
 from nemo_genrm.demo.task import DEMO_DATASET, demo_splits
 from nemo_genrm.grpo.config import DataConfig
 
@@ -24,16 +24,16 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BUILTIN_DATASET",
     "DataSplits",
+    "PolicyPromptRenderer",
     "Prompt",
-    "PromptBuilder",
     "PromptSampler",
     "QAExample",
     "builtin_arithmetic",
     "load_splits",
-    "read_records",
 ]
 
 BUILTIN_DATASET = "arithmetic"
+_HUB_HINT = "offline, use data.train_data_path with a local file or data.dataset_name: arithmetic"
 
 
 @dataclass(frozen=True)
@@ -99,31 +99,6 @@ def builtin_arithmetic(num_examples: int, seed: int) -> list[QAExample]:
     return examples
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL, JSON (a list of objects) or Parquet file.
-
-    Raises:
-        ConfigError: The file is missing, its suffix is unknown, or JSON is not a list.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"data file not found: {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        with path.open(encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    if suffix == ".json":
-        records = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(records, list):
-            raise ConfigError(f"{path}: a JSON data file must hold a list of objects")
-        return records
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    raise ConfigError(f"{path}: unknown data file type {suffix!r}; use .jsonl, .json or .parquet")
-
-
 def _usable(value: Any) -> bool:
     return value is not None and str(value).strip() != ""
 
@@ -163,18 +138,6 @@ def _to_examples(records: Sequence[dict[str, Any]], cfg: DataConfig, source: str
     return examples
 
 
-def _hub_records(name: str, split: str) -> list[dict[str, Any]]:
-    import datasets
-
-    try:
-        return list(datasets.load_dataset(name, split=split))
-    except Exception as exc:  # datasets raises many types (network, missing split...)
-        raise ConfigError(
-            f"could not load hub dataset {name!r} split {split!r}: {exc}; offline, use "
-            "data.train_data_path with a local file or data.dataset_name: arithmetic"
-        ) from exc
-
-
 def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
     """Load training and validation examples as the ``data`` section says.
 
@@ -190,9 +153,9 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
     """
     val: list[QAExample] | None = None
     if cfg.train_data_path:
-        train = _to_examples(read_records(cfg.train_data_path), cfg, cfg.train_data_path)
+        train = _to_examples(read_rows(cfg.train_data_path, setting="data.train_data_path"), cfg, cfg.train_data_path)
         if cfg.val_data_path:
-            val = _to_examples(read_records(cfg.val_data_path), cfg, cfg.val_data_path)
+            val = _to_examples(read_rows(cfg.val_data_path, setting="data.val_data_path"), cfg, cfg.val_data_path)
     elif cfg.dataset_name == BUILTIN_DATASET:
         train = builtin_arithmetic(cfg.num_builtin_examples, seed)
     elif cfg.dataset_name == DEMO_DATASET:
@@ -201,9 +164,9 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
         train = [QAExample(q, a) for q, a in train_pairs]
         val = [QAExample(q, a) for q, a in held_out]
     else:
-        train = _to_examples(_hub_records(cfg.dataset_name, cfg.train_split), cfg, cfg.dataset_name)
+        train = _to_examples(read_hub_rows(cfg.dataset_name, cfg.train_split, hint=_HUB_HINT), cfg, cfg.dataset_name)
         if cfg.val_split:
-            val = _to_examples(_hub_records(cfg.dataset_name, cfg.val_split), cfg, cfg.dataset_name)
+            val = _to_examples(read_hub_rows(cfg.dataset_name, cfg.val_split, hint=_HUB_HINT), cfg, cfg.dataset_name)
     if val is None:
         shuffled = list(train)
         random.Random(seed).shuffle(shuffled)
@@ -215,7 +178,7 @@ def load_splits(cfg: DataConfig, seed: int) -> DataSplits:
     return DataSplits(train=train, val=val)
 
 
-class PromptBuilder:
+class PolicyPromptRenderer:
     """Renders questions with the policy's chat template, as NeMo-RL's data processors do."""
 
     def __init__(self, cfg: DataConfig, tokenizer: Any):

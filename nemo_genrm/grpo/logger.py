@@ -78,16 +78,6 @@ class MetricsLogger:
             reinit="finish_previous",
         )
 
-    @property
-    def tensorboard_dir(self) -> Path | None:
-        """Where TensorBoard writes, when enabled."""
-        return self.log_dir / "tensorboard" if self._tb is not None else None
-
-    @property
-    def wandb_dir(self) -> Path | None:
-        """Where wandb writes its runs, when enabled."""
-        return self.log_dir / "wandb" if self.cfg.wandb_enabled else None
-
     def begin(self, resumed_step: int) -> None:
         """Prepare ``metrics.jsonl`` for a run starting after ``resumed_step``.
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from nemo_genrm.config import ConfigError, GenRMConfig, load_config, to_container, validate
 from nemo_genrm.grpo.config import DataConfig
-from nemo_genrm.grpo.data import PromptBuilder, QAExample, load_splits
+from nemo_genrm.grpo.data import PolicyPromptRenderer, QAExample, load_splits
 from nemo_genrm.grpo.models import resolve_model_name
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def _process(datum: dict[str, Any], task_spec: Any, tokenizer: Any, max_seq_leng
     }
 
 
-def _rows(examples: list[QAExample], builder: PromptBuilder, max_len: int) -> list[dict[str, str]]:
+def _rows(examples: list[QAExample], builder: PolicyPromptRenderer, max_len: int) -> list[dict[str, str]]:
     """Render each example; prompts over ``max_len`` tokens are dropped here (and counted in a
     warning), as the built-in driver does, so no sample reaches NeMo-RL shortened or masked."""
     return [
@@ -182,7 +182,7 @@ def _datasets(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
     spec = TaskDataSpec(task_name=TASK_NAME)
     processors = {TASK_NAME: (spec, _process)}
     max_len = inputs.config["data"]["max_input_seq_length"]
-    builder = PromptBuilder(inputs.data, tokenizer)
+    builder = PolicyPromptRenderer(inputs.data, tokenizer)
 
     def build(examples: list[QAExample]) -> Any:
         rows = _rows(examples, builder, max_len)

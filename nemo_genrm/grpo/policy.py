@@ -18,6 +18,7 @@ from typing import Any
 import ray
 import torch
 
+from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.grpo.config import LossFnConfig, PolicyConfig
 from nemo_genrm.grpo.loss import clipped_pg_loss
 from nemo_genrm.ray_env import actor_runtime_env
@@ -25,8 +26,6 @@ from nemo_genrm.ray_env import actor_runtime_env
 logger = logging.getLogger(__name__)
 
 __all__ = ["GeneratedSample", "PolicyActor", "PolicyWorker", "TrainBatch"]
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass
@@ -120,7 +119,7 @@ class PolicyWorker:
         self.device = _resolve_device(policy_cfg.device)
         if policy_cfg.cpu_threads is not None:
             torch.set_num_threads(policy_cfg.cpu_threads)
-        self.compute_dtype = _DTYPES[policy_cfg.precision]
+        self.compute_dtype = DTYPES[policy_cfg.precision]
         self.tokenizer = AutoTokenizer.from_pretrained(policy_cfg.tokenizer_name)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

@@ -32,7 +32,7 @@ import ray
 
 from nemo_genrm.grpo.checkpoint import Checkpointer
 from nemo_genrm.grpo.config import GRPOMasterConfig
-from nemo_genrm.grpo.data import PromptBuilder, load_splits
+from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
@@ -240,7 +240,7 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     cfg = resolve_models(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)
-    builder = PromptBuilder(cfg.data, tokenizer)
+    builder = PolicyPromptRenderer(cfg.data, tokenizer)
     max_prompt = cfg.policy.max_total_sequence_length - cfg.policy.generation.max_new_tokens
     train, val = builder.render_all(splits.train, max_prompt), builder.render_all(splits.val, max_prompt)
     start = time.perf_counter()

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import torch
 
+from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.testing.tokenizer import (
     EOS_TOKEN,
     PAD_TOKEN,
@@ -50,11 +51,6 @@ logger = logging.getLogger(__name__)
 
 Arch = Literal["qwen2", "llama"]
 ARCHS: tuple[str, ...] = ("qwen2", "llama")
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
 MIN_HEAD_DIM = 32  # vLLM's attention kernels reject smaller heads
 CHAIN_LOGIT = 30.0
 # Random logits get this standard deviation, so greedy decoding of the random model has
@@ -119,29 +115,12 @@ class TinyModelSpec:
         if problems:
             raise ValueError("Invalid tiny model spec: " + "; ".join(problems))
 
-    @property
-    def head_dim(self) -> int:
-        """Size of one attention head."""
-        return self.hidden_size // self.num_heads
-
     def to_dict(self) -> dict[str, Any]:
         """All fields, defaults included, as a plain dict (used as the cache key)."""
         return dataclasses.asdict(self)
 
 
-def build_tiny_model(
-    path: str | os.PathLike,
-    *,
-    arch: Arch = "qwen2",
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 2,
-    num_kv_heads: int = 2,
-    intermediate_size: int = 128,
-    max_position_embeddings: int = 4096,
-    seed: int = 0,
-    dtype: str = "float32",
-) -> Path:
+def build_tiny_model(path: str | os.PathLike, **spec: Any) -> Path:
     """Build a tiny randomly initialised causal LM with its tokenizer and save it to ``path``.
 
     Weights are drawn from a ``torch.Generator`` seeded with ``seed``, parameter by parameter
@@ -150,15 +129,9 @@ def build_tiny_model(
 
     Args:
         path: Folder to write into (created if missing).
-        arch: ``"qwen2"`` or ``"llama"``.
-        hidden_size: Model width.
-        num_layers: Number of decoder blocks.
-        num_heads: Query heads (head size ``hidden_size / num_heads`` must be >= 32).
-        num_kv_heads: Key/value heads; must divide ``num_heads``.
-        intermediate_size: MLP width.
-        max_position_embeddings: Longest sequence supported.
-        seed: Seed for every weight; same arguments give bit-identical weights.
-        dtype: Dtype of the saved weights.
+        **spec: Fields of :class:`TinyModelSpec` (``arch``, ``hidden_size``, ``num_layers``,
+            ``num_heads``, ``num_kv_heads``, ``intermediate_size``, ``max_position_embeddings``,
+            ``seed``, ``dtype``); the same fields give bit-identical weights.
 
     Returns:
         ``path`` as a ``Path``.
@@ -166,19 +139,9 @@ def build_tiny_model(
     Raises:
         ValueError: If the sizes are inconsistent or the head size is below 32.
     """
-    spec = TinyModelSpec(
-        arch=arch,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=max_position_embeddings,
-        seed=seed,
-        dtype=dtype,
-    )
-    model = _new_model(spec, make_tiny_tokenizer(spec.max_position_embeddings))
-    return _save(model, spec, path)
+    model_spec = TinyModelSpec(**spec)
+    model = _new_model(model_spec, make_tiny_tokenizer(model_spec.max_position_embeddings))
+    return _save(model, model_spec, path)
 
 
 def build_fixed_verdict_judge(path: str | os.PathLike, text: str, **spec: Any) -> Path:

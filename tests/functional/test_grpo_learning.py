@@ -18,7 +18,7 @@ import torch
 
 from nemo_genrm.env_types import EnvironmentReturn
 from nemo_genrm.grpo.config import GRPOMasterConfig
-from nemo_genrm.grpo.data import PromptBuilder, builtin_arithmetic
+from nemo_genrm.grpo.data import PolicyPromptRenderer, builtin_arithmetic
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
@@ -97,7 +97,7 @@ def restore_torch_threads():
 def test_grpo_raises_the_reward_of_a_rule_based_env(tmp_path, tiny_cache_dir):
     cfg = _config(tmp_path, resolve_model_name("tiny://policy"))
     policy = PolicyWorker(cfg.policy, cfg.loss_fn, seed=0)
-    prompts = [PromptBuilder(cfg.data, policy.tokenizer)(e) for e in builtin_arithmetic(32, seed=0)]
+    prompts = [PolicyPromptRenderer(cfg.data, policy.tokenizer)(e) for e in builtin_arithmetic(32, seed=0)]
     target, initial_rate = _pick_target(policy, prompts[:8])
     env = StartsWithEnv(target)
     metrics_logger = MetricsLogger(cfg.logger)
@@ -132,7 +132,7 @@ def test_a_resumed_run_continues_exactly_where_it_stopped(tmp_path, tiny_cache_d
         cfg.checkpointing.checkpoint_dir = str(tmp_path / folder / "ckpt")
         torch.manual_seed(seed_noise)  # a resumed process starts from unrelated RNG state
         policy = PolicyWorker(cfg.policy, cfg.loss_fn, seed=0)
-        prompts = [PromptBuilder(cfg.data, policy.tokenizer)(e) for e in builtin_arithmetic(16, seed=0)]
+        prompts = [PolicyPromptRenderer(cfg.data, policy.tokenizer)(e) for e in builtin_arithmetic(16, seed=0)]
         metrics_logger = MetricsLogger(cfg.logger)
         GRPOTrainer(cfg, policy, StartsWithEnv("c"), prompts, [], metrics_logger, Checkpointer(cfg.checkpointing)).fit()
         metrics_logger.close()

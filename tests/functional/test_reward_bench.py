@@ -20,9 +20,9 @@ import pytest
 
 from nemo_genrm.config import RewardBenchConfig
 from nemo_genrm.evals import RewardBenchEvaluator, chosen_at_a, open_judge
-from nemo_genrm.evals.rewardbench_data import write_examples
-from nemo_genrm.evals.rewardbench_scores import SUBSETS
-from nemo_genrm.evals.rewardbench_synthetic import synthetic_examples
+from nemo_genrm.evals.reward_bench.data import write_examples
+from nemo_genrm.evals.reward_bench.scores import SUBSETS
+from nemo_genrm.evals.reward_bench.synthetic import synthetic_examples
 from nemo_genrm.judges.base import Judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,7 +251,7 @@ def test_reward_bench2_end_to_end(always_a, tmp_path) -> None:
     the Ties score is 0.
     """
     from nemo_genrm.evals import RewardBench2Evaluator, examples_for
-    from nemo_genrm.evals.rewardbench2 import chosen_position
+    from nemo_genrm.evals.reward_bench.v2 import chosen_position
 
     model, judge = always_a
     rows = [

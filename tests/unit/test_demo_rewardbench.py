@@ -6,7 +6,7 @@ from nemo_genrm.config import PromptConfig, RewardBenchConfig, VerdictConfig
 from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.rewardbench import DEMO_SUBSET, RATING_NONCE, demo_pairwise_examples, demo_rating_config
 from nemo_genrm.demo.task import exact_match
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 
 

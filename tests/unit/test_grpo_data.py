@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError
+from nemo_genrm.data_files import read_rows
 from nemo_genrm.grpo.config import DataConfig, GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.data import (
     Prompt,
-    PromptBuilder,
+    PolicyPromptRenderer,
     PromptSampler,
     QAExample,
     builtin_arithmetic,
     load_splits,
-    read_records,
 )
 from nemo_genrm.grpo.models import is_tiny, resolve_model_name
 
@@ -24,7 +24,7 @@ RECORDS = [{"q": f"What is {i} + 1?", "a": str(i + 1), "extra": i} for i in rang
 
 
 class _Tokenizer:
-    """Just enough tokenizer for PromptBuilder: a visible chat template and whitespace tokens."""
+    """Just enough tokenizer for PolicyPromptRenderer: a visible chat template and whitespace tokens."""
 
     def apply_chat_template(self, messages, tokenize, add_generation_prompt):
         assert tokenize is False and add_generation_prompt is True
@@ -56,7 +56,7 @@ def test_files_are_read_with_configurable_fields(tmp_path, suffix):
         import pyarrow.parquet as pq
 
         pq.write_table(pa.Table.from_pylist(RECORDS), path)
-    assert read_records(path) == RECORDS
+    assert read_rows(path) == RECORDS
     cfg = DataConfig(train_data_path=str(path), input_key="q", output_key="a", val_fraction=0.2)
     splits = load_splits(cfg, seed=0)
     assert len(splits.train) == 8 and len(splits.val) == 2
@@ -84,7 +84,7 @@ def test_missing_fields_and_files_say_what_to_set(tmp_path):
     bad = tmp_path / "d.csv"
     bad.write_text("a,b\n")
     with pytest.raises(ConfigError, match="jsonl, .json or .parquet"):
-        read_records(bad)
+        read_rows(bad)
 
 
 def test_rows_without_a_usable_question_or_answer_are_dropped_with_a_count(tmp_path, caplog):
@@ -137,7 +137,7 @@ def test_hub_dataset_records_are_mapped(monkeypatch):
 
 def test_prompt_is_chat_templated_and_metadata_keeps_the_raw_question():
     cfg = DataConfig(prompt="Q: {}", system_prompt="Be brief.")
-    prompt = PromptBuilder(cfg, _Tokenizer())(QAExample("What is 2 + 2?", "4"))
+    prompt = PolicyPromptRenderer(cfg, _Tokenizer())(QAExample("What is 2 + 2?", "4"))
     assert prompt.text == "<system>Be brief.<user>Q: What is 2 + 2?<assistant>"
     assert prompt.metadata == {"question": "What is 2 + 2?", "ground_truth": "4"}
 
@@ -145,14 +145,14 @@ def test_prompt_is_chat_templated_and_metadata_keeps_the_raw_question():
 def test_prompt_file_and_placeholder_check(tmp_path):
     path = tmp_path / "p.txt"
     path.write_text("Think, then answer.\n{}")
-    prompt = PromptBuilder(DataConfig(prompt_file=str(path)), _Tokenizer())(QAExample("q?", "a"))
+    prompt = PolicyPromptRenderer(DataConfig(prompt_file=str(path)), _Tokenizer())(QAExample("q?", "a"))
     assert prompt.text == "<user>Think, then answer.\nq?<assistant>"
     with pytest.raises(ConfigError, match="must contain"):
-        PromptBuilder(DataConfig(prompt="no placeholder"), _Tokenizer())
+        PolicyPromptRenderer(DataConfig(prompt="no placeholder"), _Tokenizer())
 
 
 def test_long_prompts_are_dropped():
-    builder = PromptBuilder(DataConfig(prompt="{}"), _Tokenizer())
+    builder = PolicyPromptRenderer(DataConfig(prompt="{}"), _Tokenizer())
     examples = [QAExample("one two", "x"), QAExample("one two three four five six", "y")]
     kept = builder.render_all(examples, max_prompt_tokens=3)
     assert [p.ground_truth for p in kept] == ["x"]
@@ -163,7 +163,7 @@ def test_nemo_rl_engine_drops_long_prompts_at_load_instead_of_masking(caplog):
     # (no 4-token stub with loss_multiplier 0), and the kept rows hold the full templated text.
     from nemo_genrm.grpo.nemo_rl_engine import TASK_NAME, _rows
 
-    builder = PromptBuilder(DataConfig(prompt="{}"), _Tokenizer())
+    builder = PolicyPromptRenderer(DataConfig(prompt="{}"), _Tokenizer())
     examples = [QAExample("one two", "x"), QAExample("one two three four five six", "y")]
     with caplog.at_level("WARNING", logger="nemo_genrm.grpo.data"):
         rows = _rows(examples, builder, 3)

@@ -17,7 +17,7 @@ from nemo_genrm.prompts import (
     neutralise,
     template_labels_from_config,
 )
-from nemo_genrm.verdicts import parse_verdict
+from nemo_genrm.verdicts import VerdictParser
 
 # ------------------------------------------------------------------------------ extraction
 # (response, options, expected text, reason, source)
@@ -143,7 +143,7 @@ def test_neutralise_is_idempotent(answer, expected):
 def test_neutralised_markers_are_not_read_as_a_choice():
     # A response quoting the markers can no longer be parsed as either choice.
     placed = neutralise("Clearly [[A]]. Not [[B]].", labels=LABELS, markers=MARKERS)
-    assert parse_verdict(placed, "choice").reason == "no_label"
+    assert VerdictParser("choice").parse(placed).reason == "no_label"
 
 
 def test_neutralise_extra_special_tokens():

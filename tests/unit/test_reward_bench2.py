@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
-from nemo_genrm.evals.compare import compare, load_reference
-from nemo_genrm.evals.rewardbench2 import (
+from nemo_genrm.evals.reward_bench.compare import compare, load_reference
+from nemo_genrm.evals.reward_bench.v2 import (
     RewardBench2Evaluator,
     chosen_position,
     examples_for,
     rows_to_v2_examples,
 )
-from nemo_genrm.evals.rewardbench2_scores import arrangement, best_of_4_score, ties_score
-from nemo_genrm.evals.rewardbench_data import RewardBenchDataError
+from nemo_genrm.evals.reward_bench.v2_scores import arrangement, best_of_4_score, ties_score
+from nemo_genrm.evals.reward_bench.data import RewardBenchDataError
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
@@ -145,14 +145,14 @@ def test_arrangement_swaps_chosen_into_place(position: int, shown: str) -> None:
 
 def test_preset_reads_replies_like_the_reference(tmp_path) -> None:
     evaluator = RewardBench2Evaluator(_cfg(tmp_path, prompt={"preset": "rewardbench"}))
-    from nemo_genrm.evals.reward_bench import _Reply
+    from nemo_genrm.evals.reward_bench.evaluator import JudgeReply
 
     # The reference takes the first of [[A]]..[[D]] anywhere in the reply, think blocks included.
-    assert evaluator._choice(_Reply("<think>[[C]]</think> so [[B]]", None, None)) == "B"
+    assert evaluator._choice(JudgeReply("<think>[[C]]</think> so [[B]]", None, None)) == "B"
     assert evaluator.v2_preset.version == "0.1.4" and evaluator.v2_preset.source.endswith("generative_v2.py")
     project = RewardBench2Evaluator(_cfg(tmp_path / "p"))
-    assert project._choice(_Reply("<think>[[C]]</think> so [[B]]", None, None)) == "B"
-    assert project._choice(_Reply("[[C]] or [[B]]", None, None)) is None  # two markers: no verdict
+    assert project._choice(JudgeReply("<think>[[C]]</think> so [[B]]", None, None)) == "B"
+    assert project._choice(JudgeReply("[[C]] or [[B]]", None, None)) is None  # two markers: no verdict
     example = rows_to_v2_examples(_rows())[0]
     np.random.seed(5)
     placement = RewardBench2Evaluator(_cfg(tmp_path / "r", placement="reference_random")).plan(example).placement

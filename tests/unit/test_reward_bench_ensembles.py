@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 

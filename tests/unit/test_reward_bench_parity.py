@@ -22,16 +22,16 @@ import numpy as np
 import pytest
 
 from nemo_genrm.config import RewardBenchConfig, RewardBenchDataConfig
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample, load_examples
-from nemo_genrm.evals.rewardbench_preset import load_rewardbench_preset
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample, load_examples
+from nemo_genrm.evals.reward_bench.preset import load_rewardbench_preset
+from nemo_genrm.evals.reward_bench.scores import (
     PRIOR_SETS,
     SUBSETS,
     ExampleScore,
     RewardBenchScores,
 )
-from nemo_genrm.evals.rewardbench_synthetic import synthetic_examples
+from nemo_genrm.evals.reward_bench.synthetic import synthetic_examples
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
@@ -108,9 +108,9 @@ def test_project_default_stays_think_aware() -> None:
 
 
 def _reply(text: str):
-    from nemo_genrm.evals.reward_bench import _Reply
+    from nemo_genrm.evals.reward_bench.evaluator import JudgeReply
 
-    return _Reply(text, None, None)
+    return JudgeReply(text, None, None)
 
 
 # ---------------------------------------------------------------------- 2. request parameters
@@ -238,7 +238,7 @@ def test_prior_sets_use_the_leaderboard_weights() -> None:
     # mtbench_human 0 is reported but not in Prior Sets. Leaderboard average with weights
     # 2, 2, 2, 2, 1: (2 * (1 + 0 + 1 + 0.5) + 0.75) / 9 = 5.75 / 9.
     section_of = {"Chat": 1.0, "Chat Hard": 0.0, "Safety": 1.0, "Reasoning": 0.5}
-    from nemo_genrm.evals.rewardbench_scores import SUBSET_TO_SECTION
+    from nemo_genrm.evals.reward_bench.scores import SUBSET_TO_SECTION
 
     scores = [ExampleScore(i, s, section_of[SUBSET_TO_SECTION[s]]) for i, s in enumerate(SUBSETS)]
     prior = {"anthropic_helpful": 1.0, "anthropic_hhh": 0.0, "shp": 1.0, "summarize": 1.0, "mtbench_human": 0.0}

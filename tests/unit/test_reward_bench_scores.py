@@ -15,16 +15,16 @@ from collections.abc import Sequence
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, RewardBenchDataConfig
-from nemo_genrm.evals.compare import ComparisonError, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
-from nemo_genrm.evals.rewardbench_data import (
+from nemo_genrm.evals.reward_bench.compare import ComparisonError, compare, load_reference, plot_comparison
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.data import (
     RewardBenchDataError,
     load_examples,
     rows_to_examples,
     select,
     write_examples,
 )
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.scores import (
     EXAMPLE_COUNTS,
     SUBSET_MAPPING,
     SUBSETS,
@@ -35,7 +35,7 @@ from nemo_genrm.evals.rewardbench_scores import (
     rating_score,
     section_scores,
 )
-from nemo_genrm.evals.rewardbench_synthetic import synthetic_examples
+from nemo_genrm.evals.reward_bench.synthetic import synthetic_examples
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 

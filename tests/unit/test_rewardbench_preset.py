@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
-from nemo_genrm.evals.rewardbench_preset import (
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.preset import (
     load_rewardbench_preset,
     module_constant,
     reference_choice,

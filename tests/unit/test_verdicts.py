@@ -8,8 +8,6 @@ from nemo_genrm.config import ConfigError, VerdictConfig
 from nemo_genrm.verdicts import (
     Verdict,
     VerdictParser,
-    parse_verdict,
-    parse_verdict_from_config,
     strip_think,
 )
 
@@ -149,7 +147,7 @@ CASES = [
 
 @pytest.mark.parametrize(("text", "parser", "options", "value", "reason"), CASES)
 def test_parse_verdict(text, parser, options, value, reason):
-    verdict = parse_verdict(text, parser, **options)
+    verdict = VerdictParser(parser, **options).parse(text)
     assert verdict == Verdict(value, reason)
     assert verdict.ok is (value is not None)
 
@@ -157,7 +155,7 @@ def test_parse_verdict(text, parser, options, value, reason):
 @pytest.mark.parametrize(("text", "parser", "options", "value", "reason"), CASES)
 def test_failure_is_none_never_a_number(text, parser, options, value, reason):
     # A failed verdict carries None itself; arithmetic on it fails loudly instead of giving 2 or -1.
-    verdict = parse_verdict(text, parser, **options)
+    verdict = VerdictParser(parser, **options).parse(text)
     if reason != "ok":
         assert verdict.value is None
         with pytest.raises(TypeError):
@@ -169,15 +167,15 @@ def test_failure_is_none_never_a_number(text, parser, options, value, reason):
 @pytest.mark.parametrize("text", [None, 1, b"1", ["1"]], ids=["none", "int", "bytes", "list"])
 def test_non_text_reply(text):
     # Non-string replies (an engine error slipped through) are no verdict, not an exception.
-    assert parse_verdict(text) == Verdict(None, "not_text")
+    assert VerdictParser().parse(text) == Verdict(None, "not_text")
 
 
 def test_parser_reused_on_batch_keeps_order_and_count():
     # One verdict per reply, in input order, from a parser built once.
     parser = VerdictParser("lenient", synonyms=SYN)
     replies = ["yes", None, "no", "", "<think>", "Verdict: 1"]
-    assert [v.value for v in parser.parse_batch(replies)] == [1, None, 0, None, None, 1]
-    assert parser("no") == Verdict(0, "ok")
+    assert [parser.parse(r).value for r in replies] == [1, None, 0, None, None, 1]
+    assert parser.parse("no") == Verdict(0, "ok")
 
 
 BAD_OPTIONS = [
@@ -229,13 +227,13 @@ def test_from_config_uses_every_option():
     cfg = VerdictConfig(
         parser="lenient", positive="CORRECT", negative="INCORRECT", synonyms={"CORRECT": ["yes"]}
     )
-    assert parse_verdict_from_config("Yes.", cfg) == Verdict(1, "ok")
-    assert parse_verdict_from_config("Verdict: INCORRECT", cfg) == Verdict(0, "ok")
+    assert VerdictParser.from_config(cfg).parse("Yes.") == Verdict(1, "ok")
+    assert VerdictParser.from_config(cfg).parse("Verdict: INCORRECT") == Verdict(0, "ok")
     rating = VerdictParser.from_config(VerdictConfig(parser="rating", rating_min=0, rating_max=3))
-    assert (rating("3"), rating("4")) == (Verdict(3, "ok"), Verdict(None, "out_of_range"))
+    assert (rating.parse("3"), rating.parse("4")) == (Verdict(3, "ok"), Verdict(None, "out_of_range"))
     choice_cfg = VerdictConfig(parser="choice", choice_markers=["(A)", "(B)"])
     choice = VerdictParser.from_config(choice_cfg)
-    assert choice("(B)") == Verdict("B", "ok")
+    assert choice.parse("(B)") == Verdict("B", "ok")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ Every subset but Ties: one request shows the first chosen response and three rej
 A-D. They start in that order and the chosen one is swapped with position ``k``: with
 ``placement: seeded`` ``k`` is drawn from a hash of ``seed`` and the id, with
 ``placement: reference_random`` from ``numpy.random.randint(0, 4)`` as the reference does.
-Scores: 1, 0, or 0.25 without a verdict (see :mod:`.rewardbench2_scores`).
+Scores: 1, 0, or 0.25 without a verdict (see :mod:`.v2_scores`).
 
 Ties: every response is rated alone (the reference's ``ratings_prompt_ties`` under the preset,
 else the project's rating prompt); an unread rating is -1 and enters the subset's statistics,
@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.evals.reward_bench import RewardBenchEvaluator, _Reply
-from nemo_genrm.evals.rewardbench2_scores import (
+from nemo_genrm.data_files import read_hub_rows, read_rows
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, JudgeReply
+from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
     TIES,
     UNREAD_RATING,
@@ -43,10 +44,10 @@ from nemo_genrm.evals.rewardbench2_scores import (
     overall_score,
     ties_score,
 )
-from nemo_genrm.evals.rewardbench_data import RewardBenchDataError, _load_hub, read_rows, select
-from nemo_genrm.evals.rewardbench_preset import load_rewardbench2_preset, reference_choice_of, reference_rating
-from nemo_genrm.evals.rewardbench_requests import RequestPlan
-from nemo_genrm.evals.rewardbench_scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
+from nemo_genrm.evals.reward_bench.data import HUB_HINT, RewardBenchDataError, select
+from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
+from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
+from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens, load_template
@@ -126,9 +127,10 @@ def load_v2_examples(cfg: RewardBenchConfig) -> list[RewardBench2Example]:
     """The RewardBench 2 examples ``cfg.data`` names (local file first, else the hub)."""
     data = cfg.data
     if data.path:
-        rows, source = read_rows(data.path), str(data.path)
+        rows, source = read_rows(data.path, error=RewardBenchDataError), str(data.path)
     else:
-        rows, source = _load_hub(data.hf_name, data.split), f"{data.hf_name}[{data.split}]"  # type: ignore[arg-type]
+        rows = read_hub_rows(data.hf_name, data.split, hint=HUB_HINT, error=RewardBenchDataError)  # type: ignore[arg-type]
+        source = f"{data.hf_name}[{data.split}]"
     return select(rows_to_v2_examples(rows, source), data.subsets, data.limit)  # type: ignore[arg-type]
 
 
@@ -181,14 +183,14 @@ class RewardBench2Evaluator(RewardBenchEvaluator):
         messages = self.ties_template.render(prompt=prompt, completion=text, question=prompt, response=text)
         return JudgeRequest(messages=tuple(messages))
 
-    def _choice(self, reply: _Reply) -> str | None:
+    def _choice(self, reply: JudgeReply) -> str | None:
         if self.v2_preset is not None:
             return reference_choice_of(reply.text, MARKERS)
         body = strip_think(reply.text) if reply.text is not None else None
         found = {letter for letter, marker in zip(LETTERS, MARKERS, strict=True) if body and marker in body}
         return found.pop() if len(found) == 1 else None
 
-    def _rating(self, reply: _Reply) -> int:
+    def _rating(self, reply: JudgeReply) -> int:
         if reply.text is None:
             return UNREAD_RATING
         rating = reference_rating(reply.text) if self.v2_preset is not None else self.rating_parser.parse(reply.text).value
@@ -254,6 +256,6 @@ def evaluator_for(cfg: RewardBenchConfig) -> RewardBenchEvaluator:
 
 def examples_for(cfg: RewardBenchConfig) -> list:
     """The examples of the config's benchmark (see :func:`load_v2_examples`, ``load_examples``)."""
-    from nemo_genrm.evals.rewardbench_data import load_examples
+    from nemo_genrm.evals.reward_bench.data import load_examples
 
     return load_v2_examples(cfg) if cfg.protocol == "best_of_4" else load_examples(cfg.data)

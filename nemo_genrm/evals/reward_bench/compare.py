@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.evals.rewardbench2_scores import V2_SUBSETS
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.v2_scores import V2_SUBSETS
+from nemo_genrm.evals.reward_bench.scores import (
     OVERALL,
     SECTIONS,
     SUBSET_MAPPING,

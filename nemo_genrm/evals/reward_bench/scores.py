@@ -74,7 +74,6 @@ EXAMPLE_COUNTS: dict[str, int] = {
     "hep-python": 164,
     "hep-rust": 164,
 }
-MATH_PRM_ROWS = 447  # the real size of math-prm in the filtered split
 
 # The prior preference sets (allenai/pref-test-sets). The leaderboard's "Prior Sets" column is the
 # plain mean of four of them, and its average weighs the four sections 2 and Prior Sets 1
@@ -186,7 +185,7 @@ class ExampleScore:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ExampleScore:
-        """Rebuild from a per-example JSONL record (see :mod:`nemo_genrm.evals.reward_bench`)."""
+        """Rebuild from a per-example JSONL record (see :mod:`nemo_genrm.evals.reward_bench.evaluator`)."""
         swapped = record.get("swapped")
         return cls(
             id=record["id"],
@@ -344,25 +343,14 @@ class RewardBenchScores:
             sections[PRIOR_SETS] = prior
         return cls(subsets=subsets, sections=sections, score=mean_of_sections(sections))
 
-    @property
-    def num_examples(self) -> int:
-        """Examples scored."""
-        return sum(s.n for s in self.subsets.values())
+    def _total(self, name: str) -> int:
+        """The sum of one :class:`SubsetScore` count over the subsets."""
+        return sum(getattr(s, name) for s in self.subsets.values())
 
-    @property
-    def errors(self) -> int:
-        """Examples without a verdict."""
-        return sum(s.errors for s in self.subsets.values())
-
-    @property
-    def ties(self) -> int:
-        """Examples with equal ratings."""
-        return sum(s.ties for s in self.subsets.values())
-
-    @property
-    def skipped(self) -> int:
-        """Examples too long for the judge, left out of the scores."""
-        return sum(s.skipped for s in self.subsets.values())
+    num_examples = property(lambda self: self._total("n"), doc="Examples scored.")
+    errors = property(lambda self: self._total("errors"), doc="Examples without a verdict.")
+    ties = property(lambda self: self._total("ties"), doc="Examples with equal ratings.")
+    skipped = property(lambda self: self._total("skipped"), doc="Examples too long for the judge, left out of the scores.")
 
     def subset_accuracy(self, pref_sets: bool | None = None) -> dict[str, float]:
         """Accuracy of every scored subset (the reference's per-subset keys).

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from nemo_genrm.config import JudgeConfig, RewardBenchConfig
-from nemo_genrm.evals.compare import Comparison, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench import RewardBenchOutcome
-from nemo_genrm.evals.rewardbench2 import evaluator_for, examples_for
+from nemo_genrm.evals.reward_bench.compare import Comparison, compare, load_reference, plot_comparison
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchOutcome
+from nemo_genrm.evals.reward_bench.v2 import evaluator_for, examples_for
 from nemo_genrm.judges.base import Judge, Placement, ReplicaPlacement
 
 PLOT_FILE = "comparison.png"
@@ -95,8 +95,8 @@ def run_reward_bench(
         The outcome.
 
     Raises:
-        nemo_genrm.evals.compare.ComparisonError: ``compare_to`` names an unusable file.
-        nemo_genrm.evals.rewardbench_data.RewardBenchDataError: The data cannot be used.
+        nemo_genrm.evals.reward_bench.compare.ComparisonError: ``compare_to`` names an unusable file.
+        nemo_genrm.evals.reward_bench.data.RewardBenchDataError: The data cannot be used.
     """
     if cfg.compare_to is not None:
         load_reference(cfg.compare_to)  # fail before judging, not after
@@ -112,7 +112,7 @@ def compare_outcome(outcome: RewardBenchOutcome, reference_path: str | Path, tol
         The comparison (``exit_code`` 1 when a delta exceeds ``tolerance``).
 
     Raises:
-        nemo_genrm.evals.compare.ComparisonError: The reference cannot be used.
+        nemo_genrm.evals.reward_bench.compare.ComparisonError: The reference cannot be used.
     """
     comparison = compare(outcome.scores.flat(), load_reference(reference_path), tolerance)
     plot_comparison(

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
-from nemo_genrm.evals.rewardbench_preset import RewardBenchPreset
-from nemo_genrm.evals.rewardbench_scores import chosen_at_a, placement_of
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.preset import RewardBenchPreset
+from nemo_genrm.evals.reward_bench.scores import chosen_at_a, placement_of
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import render_ids, shorten
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens

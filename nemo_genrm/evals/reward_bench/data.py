@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, RewardBenchDataConfig
+from nemo_genrm.data_files import read_hub_rows, read_rows
 
 logger = logging.getLogger(__name__)
 
 TEXT_COLUMNS = ("prompt", "chosen", "rejected", "subset")
 REQUIRED_COLUMNS = ("id", *TEXT_COLUMNS)
-SUFFIXES = (".jsonl", ".json", ".parquet")
 _MAX_PROBLEMS_SHOWN = 20
 
 
@@ -57,75 +57,10 @@ class RewardBenchExample:
 
 
 # ------------------------------------------------------------------------------------ reading
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local JSONL, JSON or Parquet file.
-
-    Args:
-        path: The file.
-
-    Returns:
-        One dict per row.
-
-    Raises:
-        RewardBenchDataError: Missing file, unknown suffix, or content that is not rows.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise RewardBenchDataError(f"data.path: file {str(path)!r} does not exist")
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return list(_read_jsonl(path))
-    if suffix == ".json":
-        return _rows_from_json(json.loads(path.read_text(encoding="utf-8")), path)
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    raise RewardBenchDataError(f"data.path: {str(path)!r} must end in one of {', '.join(SUFFIXES)}")
-
-
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RewardBenchDataError(f"{path}: line {line_no} is not valid JSON ({err})") from err
-            if not isinstance(row, dict):
-                raise RewardBenchDataError(f"{path}: line {line_no} is not a JSON object")
-            yield row
-
-
-def _rows_from_json(data: Any, path: Path) -> list[dict[str, Any]]:
-    if isinstance(data, list):
-        if not all(isinstance(row, dict) for row in data):
-            raise RewardBenchDataError(f"{path}: a JSON list must hold one object per row")
-        return data
-    if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
-        lengths = {k: len(v) for k, v in data.items()}
-        if len(set(lengths.values())) != 1:
-            raise RewardBenchDataError(f"{path}: column lists differ in length: {lengths}")
-        names = list(data)
-        return [dict(zip(names, values, strict=True)) for values in zip(*data.values(), strict=True)]
-    raise RewardBenchDataError(f"{path}: expected a list of row objects or an object of column lists")
-
-
-def _load_hub(name: str, split: str) -> list[dict[str, Any]]:
-    try:
-        import datasets
-    except ImportError as err:  # pragma: no cover - datasets is a dependency
-        raise RewardBenchDataError("data.hf_name needs the `datasets` package") from err
-    try:
-        ds = datasets.load_dataset(name, split=split)
-    except Exception as err:  # the hub raises many types (offline, missing split, auth)
-        raise RewardBenchDataError(
-            f"cannot load {name!r} (split {split!r}) from the hub: {type(err).__name__}: {err}. "
-            "Without a hub, download the dataset elsewhere and set data.path to a local "
-            "JSONL/JSON/Parquet file with the same columns"
-        ) from err
-    return [dict(row) for row in ds]
+HUB_HINT = (
+    "without a hub, download the dataset elsewhere and set data.path to a local JSONL/JSON/Parquet "
+    "file with the same columns"
+)
 
 
 # --------------------------------------------------------------------------------- validation
@@ -210,9 +145,10 @@ def load_examples(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
         ConfigError: ``data.subsets`` names a subset the data lacks.
     """
     if cfg.path:
-        rows, source = read_rows(cfg.path), str(cfg.path)
+        rows, source = read_rows(cfg.path, error=RewardBenchDataError), str(cfg.path)
     elif cfg.hf_name:
-        rows, source = _load_hub(cfg.hf_name, cfg.split), f"{cfg.hf_name}[{cfg.split}]"
+        rows = read_hub_rows(cfg.hf_name, cfg.split, hint=HUB_HINT, error=RewardBenchDataError)
+        source = f"{cfg.hf_name}[{cfg.split}]"
     else:
         raise ConfigError(["set data.path (a local file) or data.hf_name (a hub dataset)"])
     examples = rows_to_examples(rows, source)
@@ -241,7 +177,8 @@ def load_pref_sets(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
         RewardBenchDataError: The data cannot be read or has bad rows.
     """
     if cfg.pref_sets_path:
-        rows, source = read_rows(cfg.pref_sets_path), str(cfg.pref_sets_path)
+        rows = read_rows(cfg.pref_sets_path, setting="data.pref_sets_path", error=RewardBenchDataError)
+        source = str(cfg.pref_sets_path)
     else:
         rows, source = _load_hub_splits(cfg.pref_sets_hf_name), cfg.pref_sets_hf_name
     kept, dropped = [], 0

@@ -17,11 +17,11 @@ pass (the two choice markers, or every rating) instead of parsed text.
 Outputs under ``output_dir``: ``examples.jsonl`` (one record per example, appended and flushed
 per batch, so an interrupted run resumes where it stopped), ``results.json`` in reward-bench's
 own shape (and ``results_pref_sets.json`` for the prior sets), ``summary.json`` with sections,
-``Score`` and the project's counters (see :mod:`.rewardbench_results`), and ``run_config.json``
+``Score`` and the project's counters (see :mod:`.results`), and ``run_config.json``
 (what a resume must match).
 
 Examples too long for the judge's context are skipped and counted per subset, or have both
-responses shortened alike (``long_prompts``, see :mod:`.rewardbench_requests`).
+responses shortened alike (``long_prompts``, see :mod:`.judge_requests`).
 """
 
 from __future__ import annotations
@@ -36,15 +36,15 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample
-from nemo_genrm.evals.rewardbench_preset import (
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.preset import (
     RewardBenchPreset,
     load_rewardbench_preset,
     reference_choice,
     reference_rating,
 )
-from nemo_genrm.evals.rewardbench_requests import RequestBuilder, RequestPlan
-from nemo_genrm.evals.rewardbench_results import (
+from nemo_genrm.evals.reward_bench.judge_requests import RequestBuilder, RequestPlan
+from nemo_genrm.evals.reward_bench.results import (
     PREF_RESULTS_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
@@ -53,14 +53,14 @@ from nemo_genrm.evals.rewardbench_results import (
     results_row,
     write_json,
 )
-from nemo_genrm.evals.rewardbench_scores import (
+from nemo_genrm.evals.reward_bench.scores import (
     OVERALL,
     ExampleScore,
     RewardBenchScores,
     pairwise_score,
     rating_score,
 )
-from nemo_genrm.evals.rewardbench_store import EXAMPLES_FILE, RecordStore, fingerprint
+from nemo_genrm.evals.reward_bench.store import EXAMPLES_FILE, RecordStore, fingerprint
 from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, load_template, template_labels_from_config
@@ -73,7 +73,7 @@ PROVIDED_FIELDS = {"pairwise": ("question", "response_a", "response_b"), "rating
 
 
 @dataclass(frozen=True)
-class _Reply:
+class JudgeReply:
     """One engine answer, from ``generate`` (text) or ``score`` (probabilities)."""
 
     text: str | None
@@ -171,7 +171,7 @@ class RewardBenchEvaluator:
 
     # ------------------------------------------------------------------------- requests
     def plan(self, example: RewardBenchExample) -> RequestPlan:
-        """The judge requests of one example and its placement (see :mod:`.rewardbench_requests`)."""
+        """The judge requests of one example and its placement (see :mod:`.judge_requests`)."""
         return self.builder.plan(example)
 
     # --------------------------------------------------------------------------- judging
@@ -180,28 +180,28 @@ class RewardBenchEvaluator:
             return list(self.markers)
         return [str(r) for r in range(self.cfg.verdict.rating_min, self.cfg.verdict.rating_max + 1)]
 
-    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[_Reply]]:
+    def _ballots(self, judges: Sequence[Judge], requests: list[JudgeRequest]) -> list[list[JudgeReply]]:
         """Every member's replies to every request (``votes`` each): one ballot per request."""
         votes = self.cfg.votes
-        ballots: list[list[_Reply]] = [[] for _ in requests]
+        ballots: list[list[JudgeReply]] = [[] for _ in requests]
         for judge, member in zip(judges, self.cfg.members, strict=True):
             replies = self._ask(judge, [r for r in requests for _ in range(votes)], member.verdict_from)
             for index, ballot in enumerate(ballots):
                 ballot.extend(replies[index * votes : (index + 1) * votes])
         return ballots
 
-    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[_Reply]:
+    def _ask(self, judge: Judge, requests: list[JudgeRequest], verdict_from: str) -> list[JudgeReply]:
         if verdict_from == "logprobs":
             scored = judge.score(requests, self._labels())
-            replies = [_Reply(None, s.probs, s.error) for s in scored]
+            replies = [JudgeReply(None, s.probs, s.error) for s in scored]
         else:
             generated = judge.generate(requests)
-            replies = [_Reply(g.text, None, g.error) for g in generated]
+            replies = [JudgeReply(g.text, None, g.error) for g in generated]
         if len(replies) != len(requests):
             raise RuntimeError(f"judge returned {len(replies)} results for {len(requests)} requests")
         return replies
 
-    def _verdict(self, reply: _Reply) -> Verdict:
+    def _verdict(self, reply: JudgeReply) -> Verdict:
         if reply.probs is not None:
             labels = self._labels()
             best = max(labels, key=lambda label: reply.probs.get(label, 0.0))  # type: ignore[union-attr]
@@ -221,7 +221,7 @@ class RewardBenchEvaluator:
             return Verdict(choice, "ok") if choice is not None else Verdict(None, "no_marker")
         return self.parser.parse(reply.text)
 
-    def _side(self, placement: str, ballot: Sequence[_Reply]) -> dict[str, Any]:
+    def _side(self, placement: str, ballot: Sequence[JudgeReply]) -> dict[str, Any]:
         if len(ballot) == 1:
             verdict = self._verdict(ballot[0])
             value, reason, extra = verdict.value, verdict.reason, {"output": ballot[0].output}
@@ -240,7 +240,7 @@ class RewardBenchEvaluator:
         }
 
     def record_for(
-        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[_Reply]]
+        self, example: RewardBenchExample, plan: RequestPlan, ballots: Sequence[Sequence[JudgeReply]]
     ) -> dict[str, Any]:
         """The per-example JSONL record from its plan and each request's replies (see :meth:`plan`)."""
         head = {"id": example.id, "subset": example.subset, "protocol": self.cfg.protocol}
@@ -276,7 +276,7 @@ class RewardBenchEvaluator:
         """Judge every example not already in ``output_dir``, then score and write the results.
 
         Args:
-            examples: The examples (see :func:`~nemo_genrm.evals.rewardbench_data.load_examples`).
+            examples: The examples (see :func:`~nemo_genrm.evals.reward_bench.data.load_examples`).
             judge: A started judge, or one per member of ``judges`` in order (see
                 :func:`open_judges`); the caller shuts them down.
 

@@ -5,7 +5,7 @@ Every RewardBench subset name appears; the texts are short made-up requests and 
 
 Write one with::
 
-    uv run python -m nemo_genrm.evals.rewardbench_synthetic results/rb_synthetic.jsonl --per-subset 3
+    uv run python -m nemo_genrm.evals.reward_bench.synthetic results/rb_synthetic.jsonl --per-subset 3
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
-from nemo_genrm.evals.rewardbench_data import RewardBenchExample, write_examples
-from nemo_genrm.evals.rewardbench_scores import SUBSETS
+from nemo_genrm.evals.reward_bench.data import RewardBenchExample, write_examples
+from nemo_genrm.evals.reward_bench.scores import SUBSETS
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,257 @@
+"""The ``env.genrm`` section: the GenRM environment's judge, prompt, reward modes and resources."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from nemo_genrm.config.base import StrictModel
+from nemo_genrm.config.judge import JudgeConfig
+from nemo_genrm.config.prompt import PromptConfig, VerdictConfig, builtin_template, template_problems
+from nemo_genrm.config_loading import report_problems
+
+
+class PairwiseGroupConfig(StrictModel):
+    """``reward.mode: pairwise_group``: responses to one prompt judged against each other."""
+
+    template: str = Field(
+        "pairwise",
+        description="Built-in 'pairwise' or a template file with {question}, {response_a}, {response_b}.",
+    )
+    group_key: str = Field(
+        "group_id",
+        description="Metadata key that, with the question, names a response's group (absent: the question alone).",
+    )
+    group_size: int | None = Field(
+        None,
+        ge=2,
+        description=(
+            "Responses per group (num_generations_per_prompt). Set it when samples arrive one by "
+            "one (asynchronous rollouts): a judge call waits up to group_wait_ms for its groups "
+            "to be complete."
+        ),
+    )
+    group_wait_ms: float = Field(
+        2000.0, ge=0.0, description="With group_size: longest wait for a group's missing responses."
+    )
+    all_pairs_up_to: int = Field(
+        8, ge=2, description="Groups with at most this many distinct responses judge every pair."
+    )
+    opponents: int = Field(
+        4, ge=1, description="Larger groups: random opponents drawn per distinct response."
+    )
+    seed: int = Field(0, description="Seeds the draw of opponents.")
+
+
+class RubricConfig(StrictModel):
+    """``reward.mode: rubric``: each rubric item of a sample judged met or not met."""
+
+    template: str = Field(
+        "rubric",
+        description="Built-in 'rubric' or a template file with {question}, {response}, {criterion}.",
+    )
+    items_key: str = Field("rubric", description="Metadata key holding a sample's rubric items.")
+    file: str | None = Field(
+        None,
+        description="JSON or YAML mapping a question to its items ('*': items for every question).",
+    )
+
+
+class RewardConfig(StrictModel):
+    """How verdicts become rewards."""
+
+    kind: Literal["binary", "probability"] = Field(
+        "binary", description="binary: 1/0; probability: P(positive) (needs verdict_from: logprobs)."
+    )
+    dedup: bool = Field(True, description="Judge identical (question, reference, answer) once per step.")
+    mode: Literal["reference", "pairwise_group", "rubric"] = Field(
+        "reference",
+        description=(
+            "reference: answer against the reference; pairwise_group: win rate within the "
+            "prompt's group; rubric: weighted share of rubric items met."
+        ),
+    )
+    votes: int = Field(
+        1, ge=1, description="Samples per judge and prompt (needs temperature > 0); majority verdict."
+    )
+    judges: list[JudgeConfig] = Field(
+        default_factory=list,
+        description="Further judges voting with 'judge' (each on its own resources, placement separate).",
+    )
+    swap: bool = Field(
+        False, description="reference mode: also judge with candidate and reference swapped; both must agree."
+    )
+    pairwise_group: PairwiseGroupConfig = Field(default_factory=PairwiseGroupConfig)
+    rubric: RubricConfig = Field(default_factory=RubricConfig)
+
+
+def _mode_problems(cfg: Any) -> list[str]:
+    """Checks that tie ``reward``'s mode options to the judge and resources sections."""
+    reward, problems = cfg.reward, []
+    if reward.mode != "reference" and reward.kind == "probability":
+        problems.append(f"reward.kind 'probability' is for mode 'reference'; mode {reward.mode!r} gives a share")
+    if reward.swap and reward.mode != "reference":
+        problems.append(f"reward.swap swaps candidate and reference: mode {reward.mode!r} has no reference")
+    for where, judge in [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(reward.judges)]:
+        if reward.votes > 1 and judge.sampling.temperature <= 0.0:
+            problems.append(
+                f"reward.votes ({reward.votes}) samples each judge several times: {where}.sampling."
+                "temperature must be > 0, else every vote is the same"
+            )
+    if reward.judges and cfg.resources.placement != "separate":
+        problems.append("reward.judges start judges of their own: use resources.placement 'separate'")
+    return problems
+
+
+class ResourcesConfig(StrictModel):
+    """Where the judge runs: its own placement group, or inside the policy's."""
+
+    placement: Literal["separate", "colocated"] = Field(
+        "separate", description="separate: own GPUs; colocated: share the policy's GPUs."
+    )
+    num_replicas: int = Field(1, ge=1, description="Data-parallel judge replicas.")
+    gpus_per_replica: int = Field(1, ge=0, description="GPUs per replica; 0 on a CPU-only machine.")
+    num_nodes: int = Field(1, ge=1, description="Nodes the separate placement group may span.")
+    gpu_fraction: float = Field(
+        0.3, gt=0.0, le=1.0, description="Colocated only: share of each GPU the judge takes."
+    )
+    colocate_with: str | None = Field(
+        None, description="Colocated only: name of the placement group to join."
+    )
+    cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per judge worker.")
+
+
+class CoalesceConfig(StrictModel):
+    """How concurrent ``step`` calls (NeMo-RL's asynchronous rollouts) share judge calls."""
+
+    max_wait_ms: float = Field(
+        10.0,
+        ge=0.0,
+        description=(
+            "How long a step call waits for concurrent ones to join its judge call (calls that "
+            "arrive while the judge is busy join the next call anyway)."
+        ),
+    )
+    max_samples: int = Field(
+        4096, ge=1, description="Samples at which a shared judge call stops taking step calls."
+    )
+
+
+class FaultToleranceConfig(StrictModel):
+    """How judge failures are survived, and when training stops because the judge is gone."""
+
+    max_restarts: int = Field(
+        3,
+        ge=0,
+        description=(
+            "Restarts of crashed judge replicas the pool may spend at once (a budget that refills: "
+            "see restart_budget_refill_s). Replacing a replica stuck past the step deadline does "
+            "not spend it."
+        ),
+    )
+    restart_budget_refill_s: float = Field(
+        600.0,
+        ge=0.0,
+        description="One restart comes back to the budget every this many seconds, up to max_restarts; 0: never.",
+    )
+    restart_backoff_s: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Wait before restarting a crashed replica; doubles with each crash in a row of the same "
+            "replica (reset when it finishes work), up to restart_backoff_max_s."
+        ),
+    )
+    restart_backoff_max_s: float = Field(60.0, ge=0.0, description="Longest wait before a restart.")
+    step_timeout_s: float = Field(
+        600.0,
+        gt=0.0,
+        description=(
+            "Deadline of a whole step, from its call to its return (coalescing waits, prompt fitting "
+            "and the judge call included); past it the unfinished samples get judge_error rewards "
+            "and busy replicas are replaced."
+        ),
+    )
+    unavailable_grace_s: float = Field(
+        300.0,
+        ge=0.0,
+        description=(
+            "How long the judge may have no live replica before step raises JudgeUnavailableError "
+            "(training stops rather than trains on zero rewards); steps within it get judge_error."
+        ),
+    )
+    startup_timeout_s: float = Field(
+        120.0,
+        gt=0.0,
+        description=(
+            "Longest wait for the judge's Ray worker actors to be scheduled and their processes "
+            "up (model loading not included); past it, start-up fails saying which actor and why."
+        ),
+    )
+
+
+class GenRMConfig(StrictModel):
+    """The ``env.genrm`` section: everything the GenRM environment needs."""
+
+    judge: JudgeConfig
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    verdict: VerdictConfig = Field(default_factory=VerdictConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    fault_tolerance: FaultToleranceConfig = Field(default_factory=FaultToleranceConfig)
+    coalesce: CoalesceConfig = Field(default_factory=CoalesceConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> GenRMConfig:
+        problems = []
+        if self.reward.kind == "probability" and self.judge.verdict_from != "logprobs":
+            problems.append(
+                "reward.kind 'probability' needs judge.verdict_from: logprobs (the probability of "
+                "the positive label comes from one forward pass)"
+            )
+        if self.verdict.parser not in ("strict", "lenient"):
+            problems.append(
+                f"verdict.parser {self.verdict.parser!r} does not give a binary verdict: the "
+                "environment needs strict or lenient"
+            )
+        kind = builtin_template(self.prompt.template)
+        if kind is not None and not kind.startswith("consistency"):
+            problems.append(
+                f"prompt.template {kind!r} is for RewardBench; the environment compares an answer "
+                "with a reference: use 'consistency', 'consistency_compact' or a custom template file"
+            )
+        if self.prompt.preset is not None:
+            problems.append(
+                f"prompt.preset {self.prompt.preset!r} is for RewardBench evaluation only; the "
+                "environment ignores it: remove prompt.preset (set prompt.template instead)"
+            )
+        problems += template_problems(self.prompt, self.verdict, ("question", "reference", "candidate"))
+        problems += _placement_problems(self.judge, self.resources)
+        problems += _mode_problems(self)
+        report_problems(self, problems)
+        return self
+
+
+def _placement_problems(judge: JudgeConfig, res: ResourcesConfig) -> list[str]:
+    """Static layout checks (the ones that need no cluster)."""
+    problems = []
+    tp = judge.tensor_parallel_size
+    if judge.backend != "http" and res.gpus_per_replica > 0 and res.gpus_per_replica % tp:
+        problems.append(
+            f"resources.gpus_per_replica ({res.gpus_per_replica}) is not a multiple of the tensor "
+            f"parallel size ({tp}): set gpus_per_replica to {tp} or a multiple of it"
+        )
+    if res.placement == "colocated" and res.gpus_per_replica == 0:
+        problems.append(
+            "resources.placement 'colocated' shares the policy's GPUs but gpus_per_replica is 0: "
+            "use placement: separate on a CPU-only machine"
+        )
+    if judge.backend == "vllm" and res.placement == "colocated":
+        if judge.vllm.gpu_memory_utilization > res.gpu_fraction + 1e-9:
+            problems.append(
+                f"judge.vllm.gpu_memory_utilization ({judge.vllm.gpu_memory_utilization}) exceeds "
+                f"resources.gpu_fraction ({res.gpu_fraction}): vLLM would take more of the GPU than "
+                "the judge's share"
+            )
+    return problems

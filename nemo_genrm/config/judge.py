@@ -1,0 +1,177 @@
+"""The ``judge`` section: the frozen judge LLM, its sampling and the engine that runs it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from nemo_genrm.config.base import StrictModel
+from nemo_genrm.config_loading import report_problems
+
+
+class SamplingConfig(StrictModel):
+    """How the judge decodes its verdict."""
+
+    temperature: float = Field(0.0, ge=0.0, description="0 means greedy decoding.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(16, ge=1, description="Longest verdict the judge may write.")
+    seed: int = Field(0, description="Sampling seed, used when temperature > 0.")
+
+
+class BatchingConfig(StrictModel):
+    """How prompts are cut into engine batches."""
+
+    max_batch_size: int = Field(64, ge=1, description="Most prompts in one engine batch.")
+    max_tokens_per_batch: int = Field(
+        32768, ge=1, description="Token budget of one batch (padded prompt + new tokens)."
+    )
+
+
+class DTensorConfig(StrictModel):
+    """Options of the transformers/DTensor engine."""
+
+    tensor_parallel_size: int = Field(1, ge=1, description="Ranks that shard one replica.")
+    generation: Literal["auto", "static", "dynamic"] = Field(
+        "auto",
+        description=(
+            "Decoding loop. static: a preallocated KV cache per length bucket, the decode step "
+            "compiled with CUDA graphs on a GPU (tensor parallel size 1); dynamic: "
+            "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
+        ),
+    )
+    sleep_buffers: Literal["auto", "at_load", "at_first_sleep"] = Field(
+        "auto",
+        description=(
+            "When to allocate the (pinned) host buffers that sleep copies the weights into; they "
+            "are kept and reused. at_load: every sleep, the first included, runs at copy speed, "
+            "for host memory the size of the weights held from the start. auto: at_load for a "
+            "judge the environment colocates (the only one it puts to sleep), else at_first_sleep, "
+            "so a judge that never sleeps holds no host copy of its weights."
+        ),
+    )
+    memory_fraction: float = Field(
+        0.8, gt=0.0, le=1.0,
+        description=(
+            "On a GPU, share of the free device memory (after the weights) that one batch's KV "
+            "cache and activations may take; batch sizes follow from it (on CPU, batching.* applies)."
+        ),
+    )
+
+
+class VllmConfig(StrictModel):
+    """Options of the vLLM engine."""
+
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size.")
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, le=1.0, description="Share of each GPU vLLM may take (KV cache included)."
+    )
+    enable_prefix_caching: bool = Field(
+        True, description="Reuse KV of prompts sharing a prefix (same question and reference)."
+    )
+    enable_sleep_mode: bool | None = Field(
+        None, description="vLLM sleep mode; null means on when colocated, off when separate."
+    )
+    extra_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Passed verbatim to vllm.LLM(...)."
+    )
+
+
+class HttpConfig(StrictModel):
+    """Options of the OpenAI-compatible HTTP engine."""
+
+    base_url: str | None = Field(None, description="Server root, e.g. http://host:8000/v1.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (never logged)."
+    )
+    max_concurrency: int = Field(32, ge=1, description="Requests in flight at once.")
+    timeout_s: float = Field(
+        30.0,
+        gt=0.0,
+        description=(
+            "Longest wait for one attempt of one request, connect and whole reply included; "
+            "with the defaults a hung server holds a step at most about 2 minutes (124 s)."
+        ),
+    )
+    connect_timeout_s: float = Field(10.0, gt=0.0, description="Connect timeout of one request.")
+    max_retries: int = Field(3, ge=0, description="Retries on 429, 5xx and timeouts.")
+    backoff_s: float = Field(0.5, ge=0.0, description="First retry delay; doubles, with jitter.")
+    supports_logprobs: bool = Field(
+        True, description="Whether the server returns top_logprobs (needed for verdict_from: logprobs)."
+    )
+
+    def __repr_args__(self) -> Any:
+        # repr (and so any log line or error quoting the config) masks URL credentials.
+        from nemo_genrm.redact import mask_url
+
+        for name, value in super().__repr_args__():
+            yield name, mask_url(value) if name == "base_url" and isinstance(value, str) else value
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _no_echo(cls, value: Any) -> Any:
+        # pydantic's own messages quote the value; a URL may carry user:key@, so it is checked
+        # here and any message names its type or its redacted form only.
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"must be a string URL such as http://host:8000/v1, got a {type(value).__name__}")
+        if isinstance(value, str) and value and not value.startswith(("http://", "https://")):
+            from nemo_genrm.redact import mask_url
+
+            raise ValueError(f"must start with http:// or https://, got {mask_url(value)!r}")
+        return value
+
+
+class JudgeConfig(StrictModel):
+    """The frozen judge LLM and the engine that runs it."""
+
+    backend: Literal["dtensor", "vllm", "http"] = Field(
+        "dtensor", description="Engine: transformers+DTensor, vLLM, or an OpenAI-compatible server."
+    )
+    model_name: str = Field(
+        ..., min_length=1, description="Checkpoint path or hub id; for http, the served model name."
+    )
+    tokenizer: str | None = Field(None, description="Tokenizer path or id; defaults to model_name.")
+    precision: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Weight and compute dtype."
+    )
+    max_model_len: int = Field(4096, ge=16, description="Longest prompt + verdict, in tokens.")
+    verdict_from: Literal["text", "logprobs"] = Field(
+        "text", description="text: generate then parse; logprobs: one forward pass over the labels."
+    )
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    batching: BatchingConfig = Field(default_factory=BatchingConfig)
+    dtensor: DTensorConfig = Field(default_factory=DTensorConfig)
+    vllm: VllmConfig = Field(default_factory=VllmConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+
+    @property
+    def tokenizer_name(self) -> str:
+        """The tokenizer to load: ``tokenizer`` when set, else ``model_name``."""
+        return self.tokenizer or self.model_name
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """Tensor parallel size of the selected backend (1 for http)."""
+        if self.backend == "dtensor":
+            return self.dtensor.tensor_parallel_size
+        if self.backend == "vllm":
+            return self.vllm.tensor_parallel_size
+        return 1
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
+        problems = []
+        if self.sampling.max_new_tokens >= self.max_model_len:
+            problems.append(
+                f"sampling.max_new_tokens ({self.sampling.max_new_tokens}) must be smaller than "
+                f"max_model_len ({self.max_model_len}): raise max_model_len or lower max_new_tokens"
+            )
+        if self.backend == "http" and not self.http.base_url:
+            problems.append("http.base_url is required when backend is 'http' (e.g. http://localhost:8000/v1)")
+        if self.backend == "http" and self.verdict_from == "logprobs" and not self.http.supports_logprobs:
+            problems.append(
+                "verdict_from 'logprobs' needs a server with top_logprobs: set http.supports_logprobs: "
+                "true or verdict_from: text"
+            )
+        report_problems(self, problems)
+        return self
