@@ -86,7 +86,9 @@ def _expected(number: int) -> float:
 
 def test_256_single_sample_calls_make_one_engine_call_of_64_prompts():
     judge = _CountingJudge()
-    env = _env(judge, max_wait_ms=5000, max_samples=256)  # the batch closes when full, not at 5 s
+    # The batch closes when full, not at the end of a 60 s window (a wide margin, so a loaded
+    # machine starting 256 threads slowly cannot blur the two).
+    env = _env(judge, max_wait_ms=60_000, max_samples=256)
     numbers = [i % 64 for i in range(256)]
     start = time.perf_counter()
     results = _run_concurrently(lambda i, n: _call(env, f"ans{n}x", i), [(i, n) for i, n in enumerate(numbers)])
@@ -94,7 +96,7 @@ def test_256_single_sample_calls_make_one_engine_call_of_64_prompts():
 
     assert judge.calls == [64], judge.calls  # one engine call, deduplicated across the 256 callers
     assert sorted(judge.prompts) == sorted(f"ans{n}x" for n in range(64))
-    assert elapsed < 4.0  # closed when full, not at the end of the window
+    assert elapsed < 30.0  # closed when full, not at the end of the window
     for i, (n, result) in enumerate(zip(numbers, results, strict=True)):
         assert not isinstance(result, Exception), result
         assert result.rewards.tolist() == [_expected(n)]
