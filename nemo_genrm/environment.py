@@ -66,6 +66,7 @@ from nemo_genrm.env_types import (
     JUDGED,
     EnvironmentInterface,
     EnvironmentReturn,
+    SampleResult,
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
@@ -73,7 +74,6 @@ from nemo_genrm.metrics import StepTally
 from nemo_genrm.modes import (
     Counters,
     Reader,
-    SampleResult,
     Vote,
     assemble,
     binary_reader,
@@ -103,23 +103,6 @@ class _StepCall:
 
 class _SharedCallFailed(Exception):
     """A judge call shared by several step calls raised; retry each alone."""
-
-
-@dataclass(frozen=True)
-class JudgeOutcome:
-    """The judge's result for one distinct prompt.
-
-    Attributes:
-        reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
-        verdict: 1 or 0 when judged, else ``None``.
-        prob: P(positive label) when the verdict came from logprobs, else ``None``.
-        truncated: A parse failure because the judge ran out of tokens before its verdict.
-    """
-
-    reason: str
-    verdict: int | None = None
-    prob: float | None = None
-    truncated: bool = False
 
 
 class GenRMEnvironmentImpl(EnvironmentInterface):
@@ -280,10 +263,13 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         results: list[EnvironmentReturn | BaseException] = []
         batch = StepTally()
         batch.add(engine)
-        for call, outcomes in zip(calls, per_call, strict=True):
+        for call, votes in zip(calls, per_call, strict=True):
             tally = StepTally(steps=1, samples=len(call.samples))
             try:
-                results.append(self._assemble(call.samples, outcomes, call.metas, tally))
+                results.append(assemble(
+                    call.samples, [self._result(v) for v in votes], call.metas, tally,
+                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                ))  # fmt: skip
             except Exception as exc:  # this caller's own failure; the others keep their results
                 logger.exception("could not assemble the results of one step call")
                 results.append(exc)
@@ -346,13 +332,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
                 return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
 
-            votes = self._judge_all(requests, tally, judge=judges[member], call=call)
-            return [Vote(v.reason) if isinstance(v, JudgeOutcome) else v for v in votes]
+            return self._judge_all(requests, tally, judge=judges[member], call=call)
 
         return ask
 
-    def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[JudgeOutcome]]:
-        """Per call, per sample, the judge's outcome; dedup runs across calls.
+    def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[Vote]]:
+        """Per call, per sample, the judge's vote; dedup runs across calls.
 
         When the shared engine call raises (a non-fatal error), each call's prompts are judged
         again on their own, so a prompt that breaks the engine only costs its own caller.
@@ -369,11 +354,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             offset += len(call.samples)
         return per_call
 
-    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[JudgeOutcome]:
+    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[Vote]:
         slot, requests = self._requests(samples)
-        outcomes = self._judge_all(requests, tally, isolate=isolate)
+        votes = self._judge_all(requests, tally, isolate=isolate)
         return [
-            outcomes[s] if s is not None else JudgeOutcome(sample.reason or JUDGE_ERROR)
+            votes[s] if s is not None else Vote(sample.reason or JUDGE_ERROR)
             for s, sample in zip(slot, samples, strict=True)
         ]
 
@@ -406,11 +391,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judge: Judge | None = None,
         call: Callable[[Judge, list[JudgeRequest]], list[Any]] | None = None,
     ) -> list[Any]:
-        """One batched judge call; one outcome per request, whatever happens.
+        """One batched judge call; one vote per request, whatever happens.
 
         With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
         caller retries per step call) instead of giving every request ``judge_error``. ``judge``
-        and ``call`` (judge, requests -> outcomes) default to the judge and :meth:`_call`.
+        and ``call`` (judge, requests -> votes) default to the judge and :meth:`_call`.
         """
         if not requests:
             return []
@@ -437,7 +422,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             if isolate:
                 raise _SharedCallFailed from exc
             logger.exception("judge call failed for %d prompt(s); their samples get judge_error", len(requests))
-            outcomes = [JudgeOutcome(JUDGE_ERROR)] * len(requests)
+            outcomes = [Vote(JUDGE_ERROR)] * len(requests)
         finally:
             if self._colocated:
                 self._sleep(judge, tally)
@@ -457,43 +442,25 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             logger.exception("could not put the colocated judge to sleep")
         tally.sleep_s += time.perf_counter() - t0
 
-    def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[JudgeOutcome]:
+    def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[Vote]:
         # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
         # label, and a tie is not a positive verdict.
-        votes = read_replies(
+        return read_replies(
             judge,
             requests,
             self._reader,
             self.cfg.judge.verdict_from,
             max_new_tokens=self.cfg.judge.sampling.max_new_tokens,
         )
-        return [
-            JudgeOutcome(v.reason, None if v.value is None else int(v.value), v.prob, v.truncated)
-            for v in votes
-        ]
 
     # -------------------------------------------------------------------------- results
-    def _reward(self, outcome: JudgeOutcome) -> float:
-        if outcome.reason != JUDGED:
-            return 0.0
-        if self.cfg.reward.kind == "probability" and outcome.prob is not None:
-            return outcome.prob
-        return float(outcome.verdict or 0)
-
-    def _assemble(
-        self,
-        samples: list[PreparedSample],
-        outcomes: list[JudgeOutcome],
-        metas: list[Any],
-        tally: StepTally,
-    ) -> EnvironmentReturn:
-        results = [
-            SampleResult(o.reason, self._reward(o), o.verdict, prob=o.prob, truncated=o.truncated)
-            for o in outcomes
-        ]
-        return assemble(
-            samples, results, metas, tally, mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask"
-        )
+    def _result(self, vote: Vote) -> SampleResult:
+        """A sample's result from its prompt's vote (the reward is the verdict or its probability)."""
+        if vote.reason != JUDGED or vote.value is None:
+            return SampleResult(vote.reason, why=vote.why)
+        verdict = int(vote.value)  # type: ignore[call-overload]  # the binary reader's 1 or 0
+        use_prob = self.cfg.reward.kind == "probability" and vote.prob is not None
+        return SampleResult(JUDGED, vote.prob if use_prob else float(verdict), verdict, prob=vote.prob)
 
     # -------------------------------------------------------------------------- metrics
     def last_metrics(self) -> dict[str, float]:

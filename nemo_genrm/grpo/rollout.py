@@ -2,7 +2,9 @@
 
 The environment sees exactly what NeMo-RL sends: per sample a message log of ``role``/``content``
 dicts (the user content is the chat-templated prompt text, the assistant content the decoded
-response) and a metadata dict with the raw ``question`` and the ``ground_truth``.
+response) and a metadata dict with the raw ``question`` and the ``ground_truth``. What it
+decided per sample comes back typed (:class:`~nemo_genrm.env_types.SampleResult`, carried by the
+returned metadata); the rollout keeps it next to the rewards.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import ray
 import torch
 
+from nemo_genrm.env_types import SampleResult, sample_results
 from nemo_genrm.grpo.data import Prompt
 from nemo_genrm.grpo.policy import GeneratedSample
 
@@ -50,6 +53,8 @@ class Rollout:
         samples: The generated responses.
         rewards: ``[N]`` float32 rewards from the environment.
         valid: ``[N]`` bool; False for samples the environment masked (left out of baselines).
+        results: The environment's result per sample (``None`` where it gave none, e.g. an
+            environment other than this package's).
         answers: The answers the environment judged (``None`` where none was).
         generation_s: Wall time of sampling.
         env_s: Wall time of the environment step (the judge).
@@ -59,6 +64,7 @@ class Rollout:
     samples: list[GeneratedSample]
     rewards: torch.Tensor
     valid: torch.Tensor
+    results: list[SampleResult | None]
     answers: list[Any]
     generation_s: float
     env_s: float
@@ -73,15 +79,6 @@ def message_logs(prompts: Sequence[Prompt], samples: Sequence[GeneratedSample]) 
         [{"role": "user", "content": p.text}, {"role": "assistant", "content": s.text}]
         for p, s in zip(prompts, samples, strict=True)
     ]
-
-
-def _masked(metadata: Sequence[Any] | None, size: int) -> torch.Tensor:
-    """``[N]`` bool, True where the environment's metadata marks the sample masked."""
-    flags = [False] * size
-    for i, meta in enumerate(metadata or []):
-        info = meta.get("genrm") if isinstance(meta, dict) else None
-        flags[i] = bool(isinstance(info, dict) and info.get("masked"))
-    return torch.tensor(flags, dtype=torch.bool)
 
 
 def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
@@ -109,11 +106,13 @@ def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: i
     if rewards.numel() != len(expanded):
         raise RuntimeError(f"the environment returned {rewards.numel()} rewards for {len(expanded)} samples")
     answers = list(result.answers) if getattr(result, "answers", None) is not None else [None] * len(expanded)
+    results = sample_results(result.metadata, len(expanded))
     return Rollout(
         prompts=expanded,
         samples=samples,
         rewards=rewards,
-        valid=~_masked(result.metadata, len(expanded)),  # [N]
+        valid=torch.tensor([r is None or not r.masked for r in results], dtype=torch.bool),  # [N]
+        results=results,
         answers=answers,
         generation_s=generated - start,
         env_s=scored - generated,

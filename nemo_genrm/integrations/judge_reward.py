@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.env_types import JUDGE_ERROR, PARSE_FAILURE
+from nemo_genrm.env_types import JUDGE_ERROR, PARSE_FAILURE, sample_results
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -142,10 +142,13 @@ class JudgeReward:
             metas.append(meta)
         result = self._env.step(logs, metas)
         rewards = result.rewards.tolist()
-        return [
-            Judgement(reward=float(reward), reason=meta["genrm"]["reason"], verdict=meta["genrm"]["verdict"], answer=ans)
-            for reward, meta, ans in zip(rewards, result.metadata, result.answers, strict=True)
-        ]
+        outcomes = sample_results(result.metadata, len(logs))
+        judgements = []
+        for reward, outcome, ans in zip(rewards, outcomes, result.answers, strict=True):
+            if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
+                raise RuntimeError("the GenRM environment returned a sample without its result")
+            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans))
+        return judgements
 
     async def ajudge(
         self,

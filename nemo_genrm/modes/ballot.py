@@ -13,6 +13,7 @@ share of votes for the winner, summed) and ``votes/ties``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ class Ballot:
         tie: The top verdicts drew (``reason`` is ``judged``, ``value`` is ``None``).
         prob: Mean P(first label) over the votes read from logprobs, else ``None``.
         agreement: Share of the votes that went to the winner.
+        why: For a failed parse, why no verdict could be read (the most frequent among its votes).
     """
 
     reason: str
@@ -39,6 +41,7 @@ class Ballot:
     tie: bool = False
     prob: float | None = None
     agreement: float = 1.0
+    why: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -80,7 +83,7 @@ def _count(polled: list[Vote], counters: Counters) -> Ballot:
     prob = sum(probs) / len(probs) if probs else None
     if len(polled) == 1:
         vote = polled[0]
-        return Ballot(vote.reason, vote.value, prob=vote.prob)
+        return Ballot(vote.reason, vote.value, prob=vote.prob, why=vote.why)
     result = majority([v.value if v.reason == JUDGED else None for v in polled], ties="abstain")
     counters.bump("votes/requests")
     counters.bump("votes/agreement_sum", result.agreement)
@@ -89,5 +92,7 @@ def _count(polled: list[Vote], counters: Counters) -> Ballot:
         return Ballot(JUDGED, None, tie=True, prob=prob, agreement=result.agreement)
     if result.verdict is None:  # failures outvoted every verdict
         reason = worst_reason(v.reason for v in polled if v.reason != JUDGED)
-        return Ballot(reason, agreement=result.agreement)
+        whys = Counter(v.why for v in polled if v.reason == reason and v.why is not None)
+        why = whys.most_common(1)[0][0] if whys else None
+        return Ballot(reason, agreement=result.agreement, why=why)
     return Ballot(JUDGED, result.verdict, prob=prob, agreement=result.agreement)

@@ -36,7 +36,7 @@ from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
 from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED
+from nemo_genrm.env_types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, cast
 from nemo_genrm.modes.base import (
@@ -44,7 +44,6 @@ from nemo_genrm.modes.base import (
     Counters,
     Mode,
     Reader,
-    SampleResult,
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate

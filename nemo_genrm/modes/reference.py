@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import JUDGE_ERROR, JUDGED
+from nemo_genrm.env_types import JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, cast
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult
+from nemo_genrm.modes.base import Ask, Counters, Mode, Reader
 from nemo_genrm.prompts import PromptBuilder
 
 
@@ -97,7 +97,7 @@ class ReferenceMode(Mode):
     def _result(self, ballots: list[Ballot], counters: Counters) -> SampleResult:
         failed = [b for b in ballots if not b.judged]
         if failed:
-            return SampleResult(failed[0].reason)
+            return SampleResult(failed[0].reason, why=failed[0].why)
         positive = [b.value == 1 for b in ballots]
         if self._swap:
             counters.bump("swap/pairs")

@@ -24,7 +24,7 @@ import yaml
 
 from nemo_genrm.config import ConfigError, RubricConfig
 from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC
+from nemo_genrm.env_types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import cast
 from nemo_genrm.modes.base import (
@@ -32,7 +32,6 @@ from nemo_genrm.modes.base import (
     Counters,
     Mode,
     Reader,
-    SampleResult,
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate, load_template
