@@ -14,34 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ray
 import torch
 
 from nemo_genrm.env_types import SampleResult, sample_results
 from nemo_genrm.grpo.data import Prompt
+from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.policy import GeneratedSample
 
-__all__ = ["Rollout", "call", "has_method", "message_logs", "rollout"]
-
-
-def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``method`` on a plain object, or on a Ray actor handle and wait for the result.
-
-    Lets the loop run with in-process workers (tests) or Ray actors (the driver) unchanged.
-    """
-    fn = getattr(target, method)
-    if isinstance(target, ray.actor.ActorHandle):
-        return ray.get(fn.remote(*args, **kwargs))
-    return fn(*args, **kwargs)
-
-
-def has_method(target: Any, method: str) -> bool:
-    """Whether ``target`` (object or actor handle) offers ``method``."""
-    try:
-        getattr(target, method)
-    except AttributeError:
-        return False
-    return True
+__all__ = ["Rollout", "message_logs", "rollout"]
 
 
 @dataclass
@@ -81,12 +61,12 @@ def message_logs(prompts: Sequence[Prompt], samples: Sequence[GeneratedSample]) 
     ]
 
 
-def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
+def rollout(policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
     """Sample ``num_generations`` responses per prompt and score them in one environment step.
 
     Args:
-        policy: A :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor handle.
-        env: An environment (object or actor handle) with NeMo-RL's ``step``.
+        policy: The policy.
+        env: The environment.
         prompts: The step's prompts.
         num_generations: Responses per prompt; samples of a prompt are contiguous.
 
@@ -98,9 +78,9 @@ def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: i
     """
     expanded = [p for p in prompts for _ in range(num_generations)]
     start = time.perf_counter()
-    samples: list[GeneratedSample] = call(policy, "generate", [p.text for p in expanded])
+    samples = policy.generate([p.text for p in expanded])
     generated = time.perf_counter()
-    result = call(env, "step", message_logs(expanded, samples), [p.metadata for p in expanded])
+    result = env.step(message_logs(expanded, samples), [p.metadata for p in expanded])
     scored = time.perf_counter()
     rewards = torch.as_tensor(result.rewards, dtype=torch.float32).reshape(-1)  # [N]
     if rewards.numel() != len(expanded):
