@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import ray
 
-from nemo_genrm.env_types import EnvironmentReturn
+from nemo_genrm.env.types import EnvironmentReturn
 from nemo_genrm.grpo.policy import GeneratedSample, TrainBatch
 
 __all__ = ["EnvHandle", "PolicyHandle"]

@@ -3,7 +3,7 @@
 The environment sees exactly what NeMo-RL sends: per sample a message log of ``role``/``content``
 dicts (the user content is the chat-templated prompt text, the assistant content the decoded
 response) and a metadata dict with the raw ``question`` and the ``ground_truth``. What it
-decided per sample comes back typed (:class:`~nemo_genrm.env_types.SampleResult`, carried by the
+decided per sample comes back typed (:class:`~nemo_genrm.env.types.SampleResult`, carried by the
 returned metadata); the rollout keeps it next to the rewards.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nemo_genrm.env_types import SampleResult, sample_results
+from nemo_genrm.env.types import SampleResult, sample_results
 from nemo_genrm.grpo.data import Prompt
 from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.policy import GeneratedSample

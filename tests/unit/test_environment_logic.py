@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.env_types import REASONS, EnvironmentReturn, SampleResult, sample_results
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.types import REASONS, EnvironmentReturn, SampleResult, sample_results
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker

@@ -322,7 +322,7 @@ class _MaskingEnv:
     def step(self, message_log_batch, metadata):
         from types import SimpleNamespace
 
-        from nemo_genrm.env_types import SampleResult
+        from nemo_genrm.env.types import SampleResult
 
         n = len(message_log_batch)
         rewards = [1.0 if i % 4 == 0 else 0.0 for i in range(n)]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
     first_at_least_second,
@@ -288,7 +288,7 @@ def test_mode_options_are_checked_together():
 
 
 def test_coalescer_runs_a_ready_batch_before_its_window_ends():
-    from nemo_genrm.coalesce import Coalescer
+    from nemo_genrm.env.coalesce import Coalescer
 
     batches: list[list[int]] = []
 

@@ -6,7 +6,7 @@ the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
 
 1. reads each sample (last assistant message, ``metadata["question"]`` or the user message,
    ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;
-2. joins the concurrent step calls (:mod:`nemo_genrm.coalesce`): calls that arrive within
+2. joins the concurrent step calls (:mod:`nemo_genrm.env.coalesce`): calls that arrive within
    ``coalesce.max_wait_ms`` of each other, or while the judge is busy, share one judge call
    (NeMo-RL's asynchronous rollout calls ``step`` once per sample, from many threads);
 3. renders one judge prompt per distinct (question, reference, answer) across those calls
@@ -25,7 +25,7 @@ raises, each call is judged again on its own, so one caller's samples never chan
 rewards.
 
 Bad data never raises out of ``step``: every sample gets a reward and a reason
-(:data:`nemo_genrm.env_types.REASONS`), and a judge engine that fails at run time gives its
+(:data:`nemo_genrm.env.types.REASONS`), and a judge engine that fails at run time gives its
 samples ``judge_error``. What training must not run through raises: caller bugs (a ``metadata``
 list whose length differs from the batch, or ``metadata`` that is not a list), a judge config
 the engine refuses (:class:`~nemo_genrm.errors.ConfigError`), a judge that was shut down
@@ -45,23 +45,23 @@ from typing import Any
 
 import ray
 
-from nemo_genrm.coalesce import Coalescer
+from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
-from nemo_genrm.env_inputs import (
+from nemo_genrm.env.inputs import (
     PreparedSample,
     message_logs,
     metadata_list,
     prepare_sample,
 )
-from nemo_genrm.env_support import (
+from nemo_genrm.env.support import (
     add_stats_delta,
     is_fatal,
     safe_stats,
     special_tokens,
     worker_facts,
 )
-from nemo_genrm.env_types import (
+from nemo_genrm.env.types import (
     JUDGE_ERROR,
     JUDGED,
     EnvironmentInterface,
@@ -70,7 +70,7 @@ from nemo_genrm.env_types import (
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
-from nemo_genrm.metrics import StepTally
+from nemo_genrm.env.metrics import StepTally
 from nemo_genrm.modes import (
     Counters,
     Reader,
@@ -464,7 +464,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     # -------------------------------------------------------------------------- metrics
     def last_metrics(self) -> dict[str, float]:
-        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.metrics`).
+        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.env.metrics`).
 
         That is every step call that shared the most recent judge call, together: the last
         step when calls do not overlap (synchronous rollouts), the last coalesced group of
