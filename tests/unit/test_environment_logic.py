@@ -414,3 +414,14 @@ def test_shutdown_is_idempotent_and_step_after_raises(judges):
     assert judges["1"].model is not None  # an injected judge belongs to the caller
     with pytest.raises(RuntimeError, match="shut down"):
         env.step([_sample("1")], [{"ground_truth": "1"}])
+
+
+def test_the_registered_actor_path_names_the_environment():
+    """NeMo-RL starts the actor from its registered class path; the env/ package keeps it valid."""
+    import importlib
+
+    from nemo_genrm.env.environment import GenRMEnvironment
+    from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
+
+    module, _, name = ACTOR_FQN.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is GenRMEnvironment
