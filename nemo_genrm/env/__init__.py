@@ -9,6 +9,7 @@
 - :mod:`~nemo_genrm.env.types`: NeMo-RL's ``EnvironmentReturn``/``EnvironmentInterface`` (or
   stand-ins), the reasons, and the per-sample ``SampleResult``;
 - :mod:`~nemo_genrm.env.metrics`: the ``genrm/*`` counters and metrics;
+- :mod:`~nemo_genrm.env.startup`: starting the judges on their resources, where they run;
 - :mod:`~nemo_genrm.env.support`: judge counters, fatal errors, tokenizer specials, worker facts.
 
 Importing this package imports none of them (``import nemo_genrm`` stays light).

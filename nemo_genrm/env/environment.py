@@ -45,21 +45,22 @@ from typing import Any
 
 import ray
 
-from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
+from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.env.inputs import (
     PreparedSample,
     message_logs,
     metadata_list,
     prepare_sample,
 )
+from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.env.startup import judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     add_stats_delta,
     is_fatal,
     safe_stats,
     special_tokens,
-    worker_facts,
 )
 from nemo_genrm.env.types import (
     JUDGE_ERROR,
@@ -70,7 +71,6 @@ from nemo_genrm.env.types import (
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
-from nemo_genrm.env.metrics import StepTally
 from nemo_genrm.modes import (
     Counters,
     Reader,
@@ -82,13 +82,12 @@ from nemo_genrm.modes import (
 )
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
-from nemo_genrm.resources import JudgeResources, acquire_resources
+from nemo_genrm.resources import JudgeResources
 
 logger = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 100
 """Judge calls kept for the latency percentiles."""
-
 
 
 @dataclass(frozen=True)
@@ -141,13 +140,18 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._resources: JudgeResources | None = None
         self._owns_judge = judge is None
         if judge is None:
-            judge = self._start_judge(placement_group, policy_gpu_fraction)
+            judge, self._resources = start_judge(
+                self._judge_config(), self.cfg, placement_group=placement_group,
+                policy_gpu_fraction=policy_gpu_fraction,
+            )  # fmt: skip
         self._judge: Judge | None = judge
         self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
         self._owned_members: list[tuple[Judge, JudgeResources]] = []
         try:
-            if judges is None:
-                self._start_members()
+            for member in self.cfg.reward.judges if judges is None else ():  # each on resources of its own
+                started = start_judge(member, self.cfg)
+                self._members.append(started[0])
+                self._owned_members.append(started)
             special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
                 self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
@@ -174,47 +178,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         )
 
     def _judge_config(self) -> JudgeConfig:
-        """The judge section, with ``sleep_buffers: auto`` resolved for this placement."""
-        judge = self.cfg.judge
-        if judge.dtensor.sleep_buffers != "auto" or not self._colocated:
-            return judge
-        # A colocated judge sleeps every step: its pinned buffers are allocated at load, so the
-        # first sleep runs at copy speed too.
-        return judge.model_copy(update={"dtensor": judge.dtensor.model_copy(update={"sleep_buffers": "at_load"})})
-
-    def _start_judge(self, placement_group: Any, policy_gpu_fraction: float | None) -> Judge:
-        from nemo_genrm.judges import create_judge
-
-        self._resources = acquire_resources(
-            self.cfg.judge,
-            self.cfg.resources,
-            placement_group=placement_group,
-            policy_gpu_fraction=policy_gpu_fraction,
-            ready_timeout_s=self.cfg.fault_tolerance.startup_timeout_s,
-        )
-        try:
-            return create_judge(
-                self._judge_config(), self._resources.placement, fault_tolerance=self.cfg.fault_tolerance
-            )
-        except BaseException:
-            self._resources.release()
-            raise
-
-    def _start_members(self) -> None:
-        """Start the further voting judges of ``reward.judges``, each on resources of its own."""
-        from nemo_genrm.judges import create_judge
-
-        for member in self.cfg.reward.judges:
-            resources = acquire_resources(
-                member, self.cfg.resources, ready_timeout_s=self.cfg.fault_tolerance.startup_timeout_s
-            )
-            try:
-                judge = create_judge(member, resources.placement, fault_tolerance=self.cfg.fault_tolerance)
-            except BaseException:
-                resources.release()
-                raise
-            self._members.append(judge)
-            self._owned_members.append((judge, resources))
+        """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
+        return judge_config(self.cfg)
 
     # ------------------------------------------------------------------------------ step
     def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
@@ -255,66 +220,47 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
-        if self._mode is not None:
-            return self._run_mode_calls(calls)
-        engine = StepTally()
-        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
-            per_call = self._judge_calls(calls, engine)
-        results: list[EnvironmentReturn | BaseException] = []
         batch = StepTally()
-        batch.add(engine)
-        for call, votes in zip(calls, per_call, strict=True):
+        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
+            if self._mode is None:
+                per_call = [[self._result(v) for v in votes] for votes in self._judge_calls(calls, batch)]
+            else:
+                per_call = self._mode_results(calls, batch)
+        logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), batch.judge_prompts)
+        out: list[EnvironmentReturn | BaseException] = []
+        for call, results in zip(calls, per_call, strict=True):
             tally = StepTally(steps=1, samples=len(call.samples))
             try:
-                results.append(assemble(
-                    call.samples, [self._result(v) for v in votes], call.metas, tally,
+                out.append(assemble(
+                    call.samples, results, call.metas, tally,
                     mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
                 ))  # fmt: skip
             except Exception as exc:  # this caller's own failure; the others keep their results
                 logger.exception("could not assemble the results of one step call")
-                results.append(exc)
+                out.append(exc)
                 continue
             tally.step_time_s = time.perf_counter() - call.start
             batch.add(tally)
         with self._metrics_lock:
             self._last = batch
             self._since_global.add(batch)
-        logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), engine.judge_prompts)
-        return results
+        return out
 
-    def _run_mode_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
-        """:meth:`_run_calls` for a reward mode (:mod:`nemo_genrm.modes`): the mode judges the
+    def _mode_results(self, calls: list[_StepCall], tally: StepTally) -> list[list[SampleResult]]:
+        """Per call, the reward mode's results (:mod:`nemo_genrm.modes`): the mode judges the
         samples of all calls together (a GRPO group may span calls); an engine failure gives
         the prompts it held ``judge_error``, in every call that shared them."""
         assert self._mode is not None
-        batch = StepTally()
         samples = [s for call in calls for s in call.samples]
         metas = [m for call in calls for m in call.metas]
         counters = Counters()
-        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
-            results = self._mode.judge(samples, metas, self._asker(batch), counters)
-        batch.modes.update(counters)
-        out: list[EnvironmentReturn | BaseException] = []
-        offset = 0
+        results = self._mode.judge(samples, metas, self._asker(tally), counters)
+        tally.modes.update(counters)
+        per_call, offset = [], 0
         for call in calls:
-            size = len(call.samples)
-            tally = StepTally(steps=1, samples=size)
-            try:
-                out.append(assemble(
-                    call.samples, results[offset : offset + size], call.metas, tally,
-                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
-                ))  # fmt: skip
-            except Exception as exc:  # this caller's own failure; the others keep their results
-                logger.exception("could not assemble the results of one step call")
-                out.append(exc)
-            else:
-                tally.step_time_s = time.perf_counter() - call.start
-                batch.add(tally)
-            offset += size
-        with self._metrics_lock:
-            self._last = batch
-            self._since_global.add(batch)
-        return out
+            per_call.append(results[offset : offset + len(call.samples)])
+            offset += len(call.samples)
+        return per_call
 
     def _groups_complete(self, calls: list[_StepCall]) -> bool:
         """Coalescing may close a pairwise judge call early: every group in it is complete."""
@@ -494,24 +440,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return self._require_judge().stats()
 
     def placement_info(self) -> dict[str, Any]:
-        """Where the judge runs: the layout, and per worker its pid, resources and group.
-
-        Returns:
-            ``{"layout": ..., "owned_groups": [group ids], "joined_group": id or None,
-            "replicas": [[{"pid", "resources", "placement_group_id", "gpu_ids"}, ...], ...]}``;
-            ``replicas`` is empty for an engine without Ray workers (in process, HTTP).
-        """
-        res = self._resources
-        info: dict[str, Any] = {
-            "layout": res.layout if res is not None else "injected",
-            "owned_groups": [g.id.hex() for g in res.owned_groups] if res is not None else [],
-            "joined_group": res.joined_group.id.hex() if res is not None and res.joined_group is not None else None,
-            "replicas": [],
-        }
-        actors = getattr(getattr(self._require_judge(), "pool", None), "actors", None)
-        for hosts in (actors() if callable(actors) else actors) or []:
-            info["replicas"].append(ray.get([h.__ray_call__.remote(worker_facts) for h in hosts], timeout=60))
-        return info
+        """Where the judge runs (see :func:`nemo_genrm.env.startup.placement_info`)."""
+        return placement_info(self._resources, self._require_judge())
 
     def shutdown(self) -> None:
         """Stop the judge's workers and remove its placement groups; safe to call twice."""
@@ -533,8 +463,6 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         if self._judge is None:
             raise JudgeClosedError("the GenRM environment was shut down")
         return self._judge
-
-
 
 
 MAX_CONCURRENCY = 512
