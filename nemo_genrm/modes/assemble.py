@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
 from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
 
 
 def assemble(

@@ -49,33 +49,47 @@ class Ballot:
         return self.reason == JUDGED
 
 
-def cast(
-    requests: list[JudgeRequest], reader: Reader, ask: Ask, *, votes: int, members: int, counters: Counters
-) -> list[Ballot]:
-    """Put every request to the vote; one ballot per request, in order.
+@dataclass(frozen=True)
+class Panel:
+    """Who judges each request of a mode, and how their replies are read.
 
-    Args:
-        requests: The distinct prompts.
+    Attributes:
         reader: How a reply becomes a vote.
-        ask: The batched judge call.
-        votes: Samples per judge and request.
-        members: Voting judges (1: ``judge`` alone).
-        counters: Where the voting counters go.
-
-    Returns:
-        The ballots.
+        votes: Samples per judge and request (``reward.votes``).
+        members: Voting judges (1: ``judge`` alone; more with ``reward.judges``).
     """
-    if votes * members > 1:
-        counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
-    if not requests:
-        return []
-    polled: list[list[Vote]] = [[] for _ in requests]
-    expanded = [r for r in requests for _ in range(votes)]
-    for member in range(members):
-        replies = ask(member, expanded, reader)
-        for index in range(len(requests)):
-            polled[index].extend(replies[index * votes : (index + 1) * votes])
-    return [_count(ballot, counters) for ballot in polled]
+
+    reader: Reader
+    votes: int = 1
+    members: int = 1
+
+    @property
+    def polls(self) -> bool:
+        """Whether each request gets more than one vote."""
+        return self.votes * self.members > 1
+
+    def cast(self, requests: list[JudgeRequest], ask: Ask, counters: Counters) -> list[Ballot]:
+        """Put every request to the vote; one ballot per request, in order.
+
+        Args:
+            requests: The distinct prompts.
+            ask: The batched judge call.
+            counters: Where the voting counters go.
+
+        Returns:
+            The ballots.
+        """
+        if self.polls:
+            counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
+        if not requests:
+            return []
+        polled: list[list[Vote]] = [[] for _ in requests]
+        expanded = [r for r in requests for _ in range(self.votes)]
+        for member in range(self.members):
+            replies = ask(member, expanded, self.reader)
+            for index in range(len(requests)):
+                polled[index].extend(replies[index * self.votes : (index + 1) * self.votes])
+        return [_count(ballot, counters) for ballot in polled]
 
 
 def _count(polled: list[Vote], counters: Counters) -> Ballot:
