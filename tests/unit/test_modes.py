@@ -12,6 +12,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.types import SampleResult, sample_results
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
     first_at_least_second,
@@ -193,6 +194,14 @@ def test_votes_sample_one_judge_several_times():
     assert result.rewards.tolist() == [1.0, 0.0]
     assert judge.stats().prompts_generated == 6
     assert env.last_metrics()["genrm/votes/agreement"] == 1.0
+
+
+def test_votes_keep_why_no_verdict_could_be_read():
+    # Three votes, none with a label: the sample is a parse failure whose sub-reason is kept.
+    env = GenRMEnvironmentImpl(_cfg({"votes": 3}, temperature=0.7), judge=RuleJudge(lambda text: "maybe"))
+    result = env.step([_log(4)], [{"ground_truth": "ans-4"}])
+    assert sample_results(result.metadata, 1) == [SampleResult("parse_failure", why="no_label")]
+    assert env.last_metrics()["genrm/parse_failure/no_label"] == 1
 
 
 def test_reference_mode_without_options_keeps_its_own_path():
