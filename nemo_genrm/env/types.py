@@ -112,6 +112,7 @@ def sample_results(metadata: Sequence[Any] | None, size: int) -> list[SampleResu
         out[i] = info.result if isinstance(info, GenRMInfo) else None
     return out
 
+
 try:  # pragma: no cover - exercised only where NeMo-RL is installed
     from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
 
