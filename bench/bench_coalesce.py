@@ -31,7 +31,7 @@ from bench_dedup import _batch as grpo_batch  # noqa: E402
 
 offline()
 
-from nemo_genrm.environment import GenRMEnvironmentImpl  # noqa: E402
+from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 

@@ -23,7 +23,7 @@ from _common import median, offline, write_result  # noqa: E402
 offline()
 
 from nemo_genrm.config import PromptConfig, VerdictConfig  # noqa: E402
-from nemo_genrm.environment import GenRMEnvironmentImpl  # noqa: E402
+from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
 from nemo_genrm.prompts import PromptBuilder  # noqa: E402
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge  # noqa: E402
 from nemo_genrm.testing.redteam import QUESTION, REDTEAM_ANSWERS, REFERENCE, run_redteam  # noqa: E402

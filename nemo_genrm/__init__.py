@@ -12,8 +12,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "GenRMEnvironment": "nemo_genrm.environment",
-    "GenRMEnvironmentImpl": "nemo_genrm.environment",
+    "GenRMEnvironment": "nemo_genrm.env.environment",
+    "GenRMEnvironmentImpl": "nemo_genrm.env.environment",
 }
 
 __all__ = ["GenRMEnvironment", "GenRMEnvironmentImpl", "__version__"]

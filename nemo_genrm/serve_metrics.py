@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from nemo_genrm.metrics import percentile
+from nemo_genrm.env.metrics import percentile
 
 __all__ = ["LATENCY_WINDOW", "MetricsStore", "prometheus_text"]
 

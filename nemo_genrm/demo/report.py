@@ -92,14 +92,15 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
     """Send wrong answers that try to dictate the verdict through ``env`` and count the zeros.
 
     Args:
-        env: A ``GenRMEnvironment`` actor handle (or object with the same ``step``).
+        env: A ``GenRMEnvironment`` actor handle, an object with the same ``step``, or an
+            :class:`~nemo_genrm.grpo.handles.EnvHandle` on either.
         num_questions: Held-out questions to try each candidate on (references 2 and more, so a
             bare ``1`` is wrong).
 
     Returns:
         How many of the candidates got reward 0.
     """
-    from nemo_genrm.grpo.rollout import call
+    from nemo_genrm.grpo.handles import EnvHandle
 
     questions = [q for q in demo_splits()[1] if int(q[1]) >= 2][:num_questions]
     logs, metadata, texts = [], [], []
@@ -110,7 +111,7 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
             logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
             metadata.append({"question": question, "ground_truth": answer})
             texts.append(text)
-    rewards = call(env, "step", logs, metadata).rewards.tolist()
+    rewards = EnvHandle.of(env).step(logs, metadata).rewards.tolist()
     leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
     return HackingCheck(total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked)
 

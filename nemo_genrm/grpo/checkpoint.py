@@ -31,7 +31,7 @@ import torch
 from nemo_genrm.atomic_io import write_json_atomic
 from nemo_genrm.config import ConfigError
 from nemo_genrm.grpo.config import CheckpointingConfig
-from nemo_genrm.grpo.rollout import call
+from nemo_genrm.grpo.handles import PolicyHandle
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +96,12 @@ class Checkpointer:
         """Whether ``step`` is a save step (every ``save_period`` and the last one)."""
         return self.cfg.enabled and (step % self.cfg.save_period == 0 or step == last_step)
 
-    def save(self, step: int, policy: Any, state: dict[str, Any]) -> Path:
+    def save(self, step: int, policy: PolicyHandle | Any, state: dict[str, Any]) -> Path:
         """Write the checkpoint of ``step``.
 
         Args:
             step: The step just finished.
-            policy: The policy worker or its actor handle (it writes its own files).
+            policy: The policy: a handle, the worker or its actor (it writes its own files).
             state: JSON-able trainer state (step, sampler position, history).
 
         Returns:
@@ -112,7 +112,7 @@ class Checkpointer:
         old = self.root / f"old_step_{step}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        call(policy, "save_checkpoint", str(tmp.resolve()))
+        PolicyHandle.of(policy).save_checkpoint(str(tmp.resolve()))
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, tmp / "driver_rng.pt")
         write_json_atomic(tmp / STATE_FILE, {"step": step, **state})  # last: marks it complete
         shutil.rmtree(old, ignore_errors=True)
@@ -124,9 +124,9 @@ class Checkpointer:
         logger.info("Saved checkpoint %s", final)
         return final
 
-    def load(self, path: Path, policy: Any) -> dict[str, Any]:
-        """Restore a checkpoint into ``policy`` and the driver's RNG; return the trainer state."""
-        call(policy, "load_checkpoint", str(Path(path).resolve()))
+    def load(self, path: Path, policy: PolicyHandle | Any) -> dict[str, Any]:
+        """Restore a checkpoint into ``policy`` (as in :meth:`save`) and the driver's RNG; return the trainer state."""
+        PolicyHandle.of(policy).load_checkpoint(str(Path(path).resolve()))
         rng = torch.load(path / "driver_rng.pt", weights_only=False)
         random.setstate(rng["python"])
         torch.set_rng_state(rng["torch"])

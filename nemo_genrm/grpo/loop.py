@@ -1,7 +1,8 @@
 """The GRPO training loop: rollout, advantages, update, validation, logging, checkpoints.
 
 :class:`GRPOTrainer` takes ready parts (a policy and an environment, each a plain object or a
-Ray actor handle), so the same loop runs the full driver and the tests' rule-based runs.
+Ray actor handle, reached through :mod:`nemo_genrm.grpo.handles`), so the same loop runs the
+full driver and the tests' rule-based runs.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from nemo_genrm.demo.task import exact_match
 from nemo_genrm.grpo.checkpoint import Checkpointer
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import Prompt, PromptSampler
+from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loss import compute_advantages
 from nemo_genrm.grpo.policy import TrainBatch
-from nemo_genrm.grpo.rollout import Rollout, call, has_method, rollout
+from nemo_genrm.grpo.rollout import Rollout, rollout
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +95,11 @@ class GRPOTrainer:
 
     Args:
         cfg: The validated config.
-        policy: A :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor handle.
+        policy: A :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor handle (kept as
+            :attr:`policy`; the loop calls it through a :class:`~nemo_genrm.grpo.handles.PolicyHandle`).
         env: The environment (object or actor handle) with NeMo-RL's ``step``; ``last_metrics``
-            is used when it has one.
+            is used when it has one (kept as :attr:`env`, called through an
+            :class:`~nemo_genrm.grpo.handles.EnvHandle`).
         train_prompts: Rendered training prompts.
         val_prompts: Rendered validation prompts (may be empty).
         metrics_logger: Where metrics go.
@@ -113,13 +117,13 @@ class GRPOTrainer:
         checkpointer: Checkpointer | None = None,
     ):
         self.cfg, self.policy, self.env = cfg, policy, env
+        self._policy, self._env = PolicyHandle.of(policy), EnvHandle.of(env)
         self.val_prompts = list(val_prompts)[: cfg.grpo.max_val_samples]
         self.metrics = metrics_logger
         self.checkpointer = checkpointer
         self.sampler = PromptSampler(
             train_prompts, seed=cfg.grpo.seed, shuffle=cfg.data.shuffle, max_epochs=cfg.grpo.max_num_epochs
         )
-        self._env_has_metrics = has_method(env, "last_metrics")
 
     # ------------------------------------------------------------------------------ the run
     def fit(self) -> RunSummary:
@@ -165,7 +169,7 @@ class GRPOTrainer:
                 summary.parse_failure_rates.append(metrics["genrm/parse_failure_rate"])
             summary.last_step = step
             if self.checkpointer is not None and self.checkpointer.should_save(step, last):
-                summary.checkpoint = str(self.checkpointer.save(step, self.policy, self._state(summary)))
+                summary.checkpoint = str(self.checkpointer.save(step, self._policy, self._state(summary)))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['train/reward_mean']:.3f}")
@@ -181,7 +185,7 @@ class GRPOTrainer:
         latest = self.checkpointer.latest()
         if latest is None:
             return 0, None
-        state = self.checkpointer.load(latest, self.policy)
+        state = self.checkpointer.load(latest, self._policy)
         self.sampler.load_state_dict(state["sampler"])
         return int(state["step"]), latest
 
@@ -204,7 +208,7 @@ class GRPOTrainer:
         """Rollout, advantages and one policy update; returns the step's metrics."""
         step_start = time.perf_counter()
         grpo = self.cfg.grpo
-        ro = rollout(self.policy, self.env, prompts, grpo.num_generations_per_prompt)
+        ro = rollout(self._policy, self._env, prompts, grpo.num_generations_per_prompt)
         advantages = compute_advantages(
             ro.rewards,
             grpo.num_generations_per_prompt,
@@ -218,12 +222,12 @@ class GRPOTrainer:
             advantages=advantages.tolist(),
         )
         train_start = time.perf_counter()
-        train_metrics = call(self.policy, "train", batch)
+        train_metrics = self._policy.train(batch)
         train_s = time.perf_counter() - train_start
         metrics = {**_rollout_metrics(ro, grpo.num_generations_per_prompt, "train")}
         metrics["train/advantage_abs_mean"] = advantages.abs().mean().item()
         metrics.update({f"train/{k}": v for k, v in train_metrics.items() if k != "train_time_s"})
-        metrics.update(self._env_metrics())
+        metrics.update(self._env.last_metrics())
         metrics.update(
             {
                 "timeline/generation_s": ro.generation_s,
@@ -233,11 +237,6 @@ class GRPOTrainer:
             }
         )
         return metrics
-
-    def _env_metrics(self) -> dict[str, float]:
-        if not self._env_has_metrics:
-            return {}
-        return {k: float(v) for k, v in call(self.env, "last_metrics").items() if isinstance(v, (int, float))}
 
     # ---------------------------------------------------------------------------- validation
     def validate(self, step: int) -> dict[str, float]:
@@ -254,7 +253,7 @@ class GRPOTrainer:
         shown = 0
         for i in range(0, len(self.val_prompts), self.cfg.grpo.val_batch_size):
             chunk = self.val_prompts[i : i + self.cfg.grpo.val_batch_size]
-            ro = rollout(self.policy, self.env, chunk, self.cfg.grpo.num_val_generations_per_prompt)
+            ro = rollout(self._policy, self._env, chunk, self.cfg.grpo.num_val_generations_per_prompt)
             rewards.append(ro.rewards)
             valid.append(ro.valid)
             matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]

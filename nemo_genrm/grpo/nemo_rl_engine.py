@@ -293,7 +293,7 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
     from nemo_rl.models.generation import configure_generation_config
     from nemo_rl.utils.logger import get_next_experiment_dir
 
-    from nemo_genrm.environment import GenRMEnvironment
+    from nemo_genrm.env.environment import GenRMEnvironment
     from nemo_genrm.integrations.nemo_rl import register
     from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
     from nemo_genrm.ray_env import actor_options

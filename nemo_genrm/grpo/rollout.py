@@ -2,7 +2,9 @@
 
 The environment sees exactly what NeMo-RL sends: per sample a message log of ``role``/``content``
 dicts (the user content is the chat-templated prompt text, the assistant content the decoded
-response) and a metadata dict with the raw ``question`` and the ``ground_truth``.
+response) and a metadata dict with the raw ``question`` and the ``ground_truth``. What it
+decided per sample comes back typed (:class:`~nemo_genrm.env.types.SampleResult`, carried by the
+returned metadata); the rollout keeps it next to the rewards.
 """
 
 from __future__ import annotations
@@ -12,33 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ray
 import torch
 
+from nemo_genrm.env.types import SampleResult, sample_results
 from nemo_genrm.grpo.data import Prompt
+from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.policy import GeneratedSample
 
-__all__ = ["Rollout", "call", "has_method", "message_logs", "rollout"]
-
-
-def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``method`` on a plain object, or on a Ray actor handle and wait for the result.
-
-    Lets the loop run with in-process workers (tests) or Ray actors (the driver) unchanged.
-    """
-    fn = getattr(target, method)
-    if isinstance(target, ray.actor.ActorHandle):
-        return ray.get(fn.remote(*args, **kwargs))
-    return fn(*args, **kwargs)
-
-
-def has_method(target: Any, method: str) -> bool:
-    """Whether ``target`` (object or actor handle) offers ``method``."""
-    try:
-        getattr(target, method)
-    except AttributeError:
-        return False
-    return True
+__all__ = ["Rollout", "message_logs", "rollout"]
 
 
 @dataclass
@@ -50,6 +33,8 @@ class Rollout:
         samples: The generated responses.
         rewards: ``[N]`` float32 rewards from the environment.
         valid: ``[N]`` bool; False for samples the environment masked (left out of baselines).
+        results: The environment's result per sample (``None`` where it gave none, e.g. an
+            environment other than this package's).
         answers: The answers the environment judged (``None`` where none was).
         generation_s: Wall time of sampling.
         env_s: Wall time of the environment step (the judge).
@@ -59,6 +44,7 @@ class Rollout:
     samples: list[GeneratedSample]
     rewards: torch.Tensor
     valid: torch.Tensor
+    results: list[SampleResult | None]
     answers: list[Any]
     generation_s: float
     env_s: float
@@ -75,21 +61,12 @@ def message_logs(prompts: Sequence[Prompt], samples: Sequence[GeneratedSample]) 
     ]
 
 
-def _masked(metadata: Sequence[Any] | None, size: int) -> torch.Tensor:
-    """``[N]`` bool, True where the environment's metadata marks the sample masked."""
-    flags = [False] * size
-    for i, meta in enumerate(metadata or []):
-        info = meta.get("genrm") if isinstance(meta, dict) else None
-        flags[i] = bool(isinstance(info, dict) and info.get("masked"))
-    return torch.tensor(flags, dtype=torch.bool)
-
-
-def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
+def rollout(policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
     """Sample ``num_generations`` responses per prompt and score them in one environment step.
 
     Args:
-        policy: A :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor handle.
-        env: An environment (object or actor handle) with NeMo-RL's ``step``.
+        policy: The policy.
+        env: The environment.
         prompts: The step's prompts.
         num_generations: Responses per prompt; samples of a prompt are contiguous.
 
@@ -101,19 +78,21 @@ def rollout(policy: Any, env: Any, prompts: Sequence[Prompt], num_generations: i
     """
     expanded = [p for p in prompts for _ in range(num_generations)]
     start = time.perf_counter()
-    samples: list[GeneratedSample] = call(policy, "generate", [p.text for p in expanded])
+    samples = policy.generate([p.text for p in expanded])
     generated = time.perf_counter()
-    result = call(env, "step", message_logs(expanded, samples), [p.metadata for p in expanded])
+    result = env.step(message_logs(expanded, samples), [p.metadata for p in expanded])
     scored = time.perf_counter()
     rewards = torch.as_tensor(result.rewards, dtype=torch.float32).reshape(-1)  # [N]
     if rewards.numel() != len(expanded):
         raise RuntimeError(f"the environment returned {rewards.numel()} rewards for {len(expanded)} samples")
     answers = list(result.answers) if getattr(result, "answers", None) is not None else [None] * len(expanded)
+    results = sample_results(result.metadata, len(expanded))
     return Rollout(
         prompts=expanded,
         samples=samples,
         rewards=rewards,
-        valid=~_masked(result.metadata, len(expanded)),  # [N]
+        valid=torch.tensor([r is None or not r.masked for r in results], dtype=torch.bool),  # [N]
+        results=results,
         answers=answers,
         generation_s=generated - start,
         env_s=scored - generated,

@@ -212,7 +212,7 @@ def _start_policy(cfg: GRPOMasterConfig) -> tuple[Any, Any, float | None]:
 
 
 def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) -> Any:
-    from nemo_genrm.environment import GenRMEnvironment
+    from nemo_genrm.env.environment import GenRMEnvironment
 
     genrm = cfg.env.genrm
     kwargs: dict[str, Any] = {}

@@ -3,7 +3,7 @@
 Each drop-in (:mod:`~nemo_genrm.integrations.trl`, :mod:`~nemo_genrm.integrations.verl`,
 :mod:`~nemo_genrm.integrations.nemo_gym`) adapts its framework's call to :class:`JudgeReward`,
 which runs the package's own environment logic
-(:class:`~nemo_genrm.environment.GenRMEnvironmentImpl`) without Ray around it: the same answer
+(:class:`~nemo_genrm.env.environment.GenRMEnvironmentImpl`) without Ray around it: the same answer
 extraction, prompt, dedup, verdict parsing and reasons as a NeMo-RL run, on any judge engine
 (``dtensor``, ``vllm``, or ``http`` for the judge service of :mod:`nemo_genrm.serve`).
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.env_types import JUDGE_ERROR, PARSE_FAILURE
+from nemo_genrm.env.types import JUDGE_ERROR, PARSE_FAILURE, sample_results
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Judgement:
 
     Attributes:
         reward: The environment's reward (0.0 for every reason but ``judged``).
-        reason: One of :data:`nemo_genrm.env_types.REASONS`.
+        reason: One of :data:`nemo_genrm.env.types.REASONS`.
         verdict: 1 or 0 when judged, else ``None``.
         answer: The extracted answer sent to the judge, or ``None`` when none was sent.
     """
@@ -100,7 +100,7 @@ class JudgeReward:
     """
 
     def __init__(self, config: Any, *, judge: Judge | None = None, overrides: Sequence[str] = ()) -> None:
-        from nemo_genrm.environment import GenRMEnvironmentImpl
+        from nemo_genrm.env.environment import GenRMEnvironmentImpl
 
         self._env = GenRMEnvironmentImpl(genrm_section(config, overrides), judge=judge)
 
@@ -142,10 +142,13 @@ class JudgeReward:
             metas.append(meta)
         result = self._env.step(logs, metas)
         rewards = result.rewards.tolist()
-        return [
-            Judgement(reward=float(reward), reason=meta["genrm"]["reason"], verdict=meta["genrm"]["verdict"], answer=ans)
-            for reward, meta, ans in zip(rewards, result.metadata, result.answers, strict=True)
-        ]
+        outcomes = sample_results(result.metadata, len(logs))
+        judgements = []
+        for reward, outcome, ans in zip(rewards, outcomes, result.answers, strict=True):
+            if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
+                raise RuntimeError("the GenRM environment returned a sample without its result")
+            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans))
+        return judgements
 
     async def ajudge(
         self,

@@ -8,28 +8,19 @@
 
 Every mode gets the judge through the same :data:`~nemo_genrm.modes.base.Ask` (one batched call
 per voting judge, verdicts from text or logprobs) and returns one
-:class:`~nemo_genrm.modes.base.SampleResult` per sample; :func:`assemble` turns those into
+:class:`~nemo_genrm.env.types.SampleResult` per sample; :func:`assemble` turns those into
 NeMo-RL's ``EnvironmentReturn``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from nemo_genrm.config import GenRMConfig
-from nemo_genrm.metrics import mode_metrics
+from nemo_genrm.env.metrics import mode_metrics
 from nemo_genrm.modes.assemble import assemble
-from nemo_genrm.modes.base import (
-    Ask,
-    Counters,
-    Mode,
-    Reader,
-    SampleResult,
-    Vote,
-    neutraliser,
-    read_replies,
-)
+from nemo_genrm.modes.ballot import Panel
+from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, Vote, neutraliser, read_replies
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.verdicts import CHOICE_VALUES, VerdictParser
 
@@ -38,7 +29,6 @@ __all__ = [
     "Counters",
     "Mode",
     "Reader",
-    "SampleResult",
     "Vote",
     "assemble",
     "binary_reader",
@@ -74,7 +64,7 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
     """
     reward = cfg.reward
     members = 1 + len(reward.judges)
-    options: dict[str, Any] = {"votes": reward.votes, "members": members}
+    binary = Panel(binary_reader(cfg), votes=reward.votes, members=members)
     neutral = neutraliser(cfg.prompt, cfg.verdict, special_tokens)
     labels = template_labels_from_config(cfg.verdict)
     if reward.mode == "pairwise_group":
@@ -82,17 +72,17 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
 
         fields = ("question", "response_a", "response_b")
         template = load_template(reward.pairwise_group.template, provided_fields=fields, labels=labels)
-        return PairwiseGroupMode(reward.pairwise_group, template, choice_reader(cfg), neutral, **options)
+        panel = Panel(choice_reader(cfg), votes=reward.votes, members=members)
+        return PairwiseGroupMode(reward.pairwise_group, template, panel, neutral)
     if reward.mode == "rubric":
         from nemo_genrm.modes.rubric import RubricMode, rubric_template
 
         template = rubric_template(reward.rubric.template, labels)
-        return RubricMode(reward.rubric, template, binary_reader(cfg), neutral, **options)
-    if reward.votes == 1 and members == 1 and not reward.swap:
+        return RubricMode(reward.rubric, template, binary, neutral)
+    if not binary.polls and not reward.swap:
         return None
     from nemo_genrm.modes.reference import ReferenceMode
 
     return ReferenceMode(
-        builder, binary_reader(cfg), swap=reward.swap, dedup=reward.dedup,
-        probability=reward.kind == "probability", **options,
-    )  # fmt: skip
+        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability"
+    )

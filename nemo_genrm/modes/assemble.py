@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
-from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import JUDGED, PARSE_FAILURE, EnvironmentReturn
-from nemo_genrm.metrics import StepTally
-from nemo_genrm.modes.base import SampleResult
+from nemo_genrm.env.inputs import PreparedSample
+from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
 
 
 def assemble(
@@ -21,6 +21,10 @@ def assemble(
     mask_parse_failures: bool,
 ) -> EnvironmentReturn:
     """One step call's return, counting its samples into ``tally``.
+
+    The mode's results are settled here (reward 0 unless judged; parse failures masked under
+    ``mask_parse_failures``) and every dict in ``metas`` comes back as a copy whose ``genrm``
+    entry is the settled result (:class:`~nemo_genrm.env.types.GenRMInfo`).
 
     Args:
         samples: The call's prepared samples.
@@ -34,24 +38,18 @@ def assemble(
     """
     rewards, observations, out_meta, answers = [], [], [], []
     for sample, result, meta in zip(samples, results, metas, strict=True):
-        masked = result.masked or (mask_parse_failures and result.reason == PARSE_FAILURE)
-        reward = result.reward if result.reason == JUDGED else 0.0
-        tally.counts[result.reason] = tally.counts.get(result.reason, 0) + 1
-        tally.truncated_replies += int(result.truncated)
-        if masked:
-            tally.masked += 1
-        else:
-            tally.reward_sum += reward
-            tally.reward_count += 1
+        result = dataclasses.replace(
+            result,
+            reward=result.reward if result.reason == JUDGED else 0.0,
+            masked=result.masked or (mask_parse_failures and result.reason == PARSE_FAILURE),
+        )
+        tally.count(result)
         sent = sample.reason is None
         tally.sent_samples += int(sent)
-        rewards.append(reward)
+        rewards.append(result.reward)
         answers.append(sample.answer if sent else None)
-        observations.append({"role": "environment", "content": _observation(result, reward)})
-        if isinstance(meta, dict):
-            info = {"reason": result.reason, "verdict": result.verdict, "masked": masked, **result.info}
-            meta = {**meta, "genrm": info}
-        out_meta.append(meta)
+        observations.append({"role": "environment", "content": _observation(result)})
+        out_meta.append({**meta, "genrm": result.metadata()} if isinstance(meta, dict) else meta)
     size = len(samples)
     return EnvironmentReturn(
         observations=observations,
@@ -63,10 +61,10 @@ def assemble(
     )
 
 
-def _observation(result: SampleResult, reward: float) -> str:
+def _observation(result: SampleResult) -> str:
     if result.reason != JUDGED:
         return f"GenRM: not scored ({result.reason})"
     if result.verdict is not None:
         word = "correct" if result.verdict == 1 else "incorrect"
         return f"GenRM: {word}" if result.prob is None else f"GenRM: {word} (p={result.prob:.3f})"
-    return f"GenRM: reward {reward:.3f}"
+    return f"GenRM: reward {result.reward:.3f}"

@@ -13,10 +13,11 @@ share of votes for the winner, summed) and ``votes/ties``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from nemo_genrm.env_types import JUDGED
+from nemo_genrm.env.types import JUDGED
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.base import Ask, Counters, Reader, Vote, worst_reason
 from nemo_genrm.voting import majority
@@ -32,6 +33,7 @@ class Ballot:
         tie: The top verdicts drew (``reason`` is ``judged``, ``value`` is ``None``).
         prob: Mean P(first label) over the votes read from logprobs, else ``None``.
         agreement: Share of the votes that went to the winner.
+        why: For a failed parse, why no verdict could be read (the most frequent among its votes).
     """
 
     reason: str
@@ -39,6 +41,7 @@ class Ballot:
     tie: bool = False
     prob: float | None = None
     agreement: float = 1.0
+    why: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -46,33 +49,47 @@ class Ballot:
         return self.reason == JUDGED
 
 
-def cast(
-    requests: list[JudgeRequest], reader: Reader, ask: Ask, *, votes: int, members: int, counters: Counters
-) -> list[Ballot]:
-    """Put every request to the vote; one ballot per request, in order.
+@dataclass(frozen=True)
+class Panel:
+    """Who judges each request of a mode, and how their replies are read.
 
-    Args:
-        requests: The distinct prompts.
+    Attributes:
         reader: How a reply becomes a vote.
-        ask: The batched judge call.
-        votes: Samples per judge and request.
-        members: Voting judges (1: ``judge`` alone).
-        counters: Where the voting counters go.
-
-    Returns:
-        The ballots.
+        votes: Samples per judge and request (``reward.votes``).
+        members: Voting judges (1: ``judge`` alone; more with ``reward.judges``).
     """
-    if votes * members > 1:
-        counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
-    if not requests:
-        return []
-    polled: list[list[Vote]] = [[] for _ in requests]
-    expanded = [r for r in requests for _ in range(votes)]
-    for member in range(members):
-        replies = ask(member, expanded, reader)
-        for index in range(len(requests)):
-            polled[index].extend(replies[index * votes : (index + 1) * votes])
-    return [_count(ballot, counters) for ballot in polled]
+
+    reader: Reader
+    votes: int = 1
+    members: int = 1
+
+    @property
+    def polls(self) -> bool:
+        """Whether each request gets more than one vote."""
+        return self.votes * self.members > 1
+
+    def cast(self, requests: list[JudgeRequest], ask: Ask, counters: Counters) -> list[Ballot]:
+        """Put every request to the vote; one ballot per request, in order.
+
+        Args:
+            requests: The distinct prompts.
+            ask: The batched judge call.
+            counters: Where the voting counters go.
+
+        Returns:
+            The ballots.
+        """
+        if self.polls:
+            counters.declare("votes/requests", "votes/agreement_sum", "votes/ties")
+        if not requests:
+            return []
+        polled: list[list[Vote]] = [[] for _ in requests]
+        expanded = [r for r in requests for _ in range(self.votes)]
+        for member in range(self.members):
+            replies = ask(member, expanded, self.reader)
+            for index in range(len(requests)):
+                polled[index].extend(replies[index * self.votes : (index + 1) * self.votes])
+        return [_count(ballot, counters) for ballot in polled]
 
 
 def _count(polled: list[Vote], counters: Counters) -> Ballot:
@@ -80,7 +97,7 @@ def _count(polled: list[Vote], counters: Counters) -> Ballot:
     prob = sum(probs) / len(probs) if probs else None
     if len(polled) == 1:
         vote = polled[0]
-        return Ballot(vote.reason, vote.value, prob=vote.prob)
+        return Ballot(vote.reason, vote.value, prob=vote.prob, why=vote.why)
     result = majority([v.value if v.reason == JUDGED else None for v in polled], ties="abstain")
     counters.bump("votes/requests")
     counters.bump("votes/agreement_sum", result.agreement)
@@ -89,5 +106,7 @@ def _count(polled: list[Vote], counters: Counters) -> Ballot:
         return Ballot(JUDGED, None, tie=True, prob=prob, agreement=result.agreement)
     if result.verdict is None:  # failures outvoted every verdict
         reason = worst_reason(v.reason for v in polled if v.reason != JUDGED)
-        return Ballot(reason, agreement=result.agreement)
+        whys = Counter(v.why for v in polled if v.reason == reason and v.why is not None)
+        why = whys.most_common(1)[0][0] if whys else None
+        return Ballot(reason, agreement=result.agreement, why=why)
     return Ballot(JUDGED, result.verdict, prob=prob, agreement=result.agreement)

@@ -2,7 +2,7 @@
 
 A mode turns a judge call's prepared samples into judge requests, has them judged through an
 :data:`Ask` (the environment's batched judge call, with wake/sleep and counters), and turns the
-verdicts into one :class:`SampleResult` per sample. Verdicts are read as in reference mode: from
+verdicts into one :class:`~nemo_genrm.env.types.SampleResult` per sample. Verdicts are read as in reference mode: from
 the reply text with a :class:`~nemo_genrm.verdicts.VerdictParser`, or from the label logprobs
 when the judge's ``verdict_from`` is ``logprobs``.
 """
@@ -13,11 +13,18 @@ import abc
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, TOO_LONG
+from nemo_genrm.env.inputs import PreparedSample
+from nemo_genrm.env.types import (
+    JUDGE_ERROR,
+    JUDGED,
+    NO_LABEL_PROBS,
+    PARSE_FAILURE,
+    TOO_LONG,
+    SampleResult,
+)
 from nemo_genrm.injection import neutralise
 from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
@@ -48,13 +55,14 @@ class Vote:
         reason: ``judged``, ``parse_failure``, ``too_long`` or ``judge_error``.
         value: The vote (one of the reader's values) when judged, else ``None``.
         prob: P(first label) when read from logprobs, else ``None``.
-        truncated: A parse failure because the judge ran out of tokens before its verdict.
+        why: For a parse failure, why no verdict could be read
+            (:data:`~nemo_genrm.env.types.PARSE_FAILURE_WHYS`).
     """
 
     reason: str
     value: Hashable | None = None
     prob: float | None = None
-    truncated: bool = False
+    why: str | None = None
 
 
 Ask = Callable[[int, list[JudgeRequest], Reader], list[Vote]]
@@ -102,7 +110,7 @@ def _from_text(generation: Generation, candidate: str | None, reader: Reader, ma
     verdict = reader.parser.parse(generation.text, candidate=candidate)
     if verdict.value is None:
         out_of_tokens = max_new_tokens is not None and generation.output_tokens >= max_new_tokens
-        return Vote(PARSE_FAILURE, truncated=out_of_tokens or verdict.reason == TRUNCATED)
+        return Vote(PARSE_FAILURE, why=TRUNCATED if out_of_tokens else verdict.reason)
     return Vote(JUDGED, verdict.value)
 
 
@@ -111,7 +119,7 @@ def _from_probs(probs: dict[str, float] | None, error: str | None, reader: Reade
         return Vote(error_reason(error))
     first, second = (probs.get(label) for label in reader.labels)
     if first is None or second is None or math.isnan(first) or math.isnan(second):
-        return Vote(PARSE_FAILURE)
+        return Vote(PARSE_FAILURE, why=NO_LABEL_PROBS)
     # The argmax label; an exact tie goes to the second value (for binary verdicts: not positive).
     return Vote(JUDGED, reader.values[0] if first > second else reader.values[1], float(first))
 
@@ -130,29 +138,6 @@ def worst_reason(reasons: Iterable[str]) -> str:
     """The reason to report for a sample none of whose judgements succeeded: the most frequent."""
     counts = Counter(reasons)
     return counts.most_common(1)[0][0] if counts else JUDGE_ERROR
-
-
-@dataclass
-class SampleResult:
-    """A mode's result for one sample.
-
-    Attributes:
-        reason: One of :data:`nemo_genrm.env_types.REASONS`.
-        reward: The reward (0.0 unless judged).
-        verdict: The binary verdict when the mode has one (reference mode), else ``None``.
-        masked: Left out of training's baselines and of ``genrm/mean_reward``.
-        prob: P(positive) when read from logprobs (reference mode), for the observation.
-        info: Mode-specific details added to ``metadata["genrm"]``.
-        truncated: A parse failure because the judge ran out of tokens before its verdict.
-    """
-
-    reason: str
-    reward: float = 0.0
-    verdict: int | None = None
-    masked: bool = False
-    prob: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    truncated: bool = False
 
 
 class Counters(dict):
@@ -211,16 +196,3 @@ def neutraliser(prompt_cfg: Any, verdict_cfg: Any, special_tokens: Iterable[str]
     }
     return lambda text: neutralise(text, **options) if text else text
 
-
-__all__ = [
-    "Ask",
-    "Counters",
-    "Mode",
-    "Reader",
-    "SampleResult",
-    "Vote",
-    "error_reason",
-    "neutraliser",
-    "read_replies",
-    "worst_reason",
-]

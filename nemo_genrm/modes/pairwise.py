@@ -35,16 +35,14 @@ from itertools import combinations
 from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
-from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED
+from nemo_genrm.env.inputs import PreparedSample
+from nemo_genrm.env.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.modes.ballot import Ballot, cast
+from nemo_genrm.modes.ballot import Ballot, Panel
 from nemo_genrm.modes.base import (
     Ask,
     Counters,
     Mode,
-    Reader,
-    SampleResult,
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate
@@ -97,10 +95,8 @@ class PairwiseGroupMode(Mode):
     Args:
         cfg: ``reward.pairwise_group``.
         template: The pairwise template (``question``, ``response_a``, ``response_b``).
-        reader: Choice markers and the choice parser (votes ``"A"``/``"B"``).
+        panel: The voting judges, with the choice markers and parser (votes ``"A"``/``"B"``).
         neutral: Neutralises a response before it is shown.
-        votes: Samples per judge and prompt.
-        members: Voting judges.
     """
 
     name = "pairwise_group"
@@ -110,14 +106,10 @@ class PairwiseGroupMode(Mode):
         self,
         cfg: PairwiseGroupConfig,
         template: JudgeTemplate,
-        reader: Reader,
+        panel: Panel,
         neutral: Any,
-        *,
-        votes: int,
-        members: int,
     ) -> None:
-        self.cfg, self._template, self._reader, self._neutral = cfg, template, reader, neutral
-        self._votes, self._members = votes, members
+        self.cfg, self._template, self._panel, self._neutral = cfg, template, panel, neutral
 
     def _groups(self, samples: list[PreparedSample], metas: list[Any]) -> list[_Group]:
         groups: dict[tuple[Hashable, str], _Group] = {}
@@ -163,7 +155,7 @@ class PairwiseGroupMode(Mode):
                 second = self._slot(group.key[1], texts[j], texts[i], requests, slots)
                 pairs.append((i, j, first, second))
             plans.append((group, texts, pairs))
-        ballots = cast(requests, self._reader, ask, votes=self._votes, members=self._members, counters=counters)
+        ballots = self._panel.cast(requests, ask, counters)
         for group, texts, pairs in plans:
             self._score_group(group, texts, pairs, ballots, results, counters)
         return [r if r is not None else SampleResult(JUDGE_ERROR) for r in results]

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import JUDGE_ERROR, JUDGED
+from nemo_genrm.env.inputs import PreparedSample
+from nemo_genrm.env.types import JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.modes.ballot import Ballot, cast
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, SampleResult
+from nemo_genrm.modes.ballot import Ballot, Panel
+from nemo_genrm.modes.base import Ask, Counters, Mode
 from nemo_genrm.prompts import PromptBuilder
 
 
@@ -26,9 +26,7 @@ class ReferenceMode(Mode):
 
     Args:
         builder: The environment's prompt builder (template, neutralisation).
-        reader: Binary labels and parser.
-        votes: Samples per judge and prompt.
-        members: Voting judges.
+        panel: The voting judges and how they vote (binary labels and parser).
         swap: Also judge with answer and reference swapped.
         dedup: Judge identical (question, reference, answer) once.
         probability: Reward P(positive) (mean over votes, both orders) instead of the verdict.
@@ -40,16 +38,13 @@ class ReferenceMode(Mode):
     def __init__(
         self,
         builder: PromptBuilder,
-        reader: Reader,
+        panel: Panel,
         *,
-        votes: int,
-        members: int,
         swap: bool,
         dedup: bool,
         probability: bool,
     ) -> None:
-        self._builder, self._reader = builder, reader
-        self._votes, self._members, self._swap = votes, members, swap
+        self._builder, self._panel, self._swap = builder, panel, swap
         self._dedup, self._probability = dedup, probability
 
     def _requests(self, sample: PreparedSample) -> list[JudgeRequest]:
@@ -82,7 +77,7 @@ class ReferenceMode(Mode):
                 seen[sample.key] = len(requests)
                 slots.append(len(requests))
                 requests.extend(self._requests(sample))
-        ballots = cast(requests, self._reader, ask, votes=self._votes, members=self._members, counters=counters)
+        ballots = self._panel.cast(requests, ask, counters)
         results: list[SampleResult] = []
         decided: dict[int, SampleResult] = {}
         for sample, slot in zip(samples, slots, strict=True):
@@ -97,7 +92,7 @@ class ReferenceMode(Mode):
     def _result(self, ballots: list[Ballot], counters: Counters) -> SampleResult:
         failed = [b for b in ballots if not b.judged]
         if failed:
-            return SampleResult(failed[0].reason)
+            return SampleResult(failed[0].reason, why=failed[0].why)
         positive = [b.value == 1 for b in ballots]
         if self._swap:
             counters.bump("swap/pairs")
@@ -108,7 +103,7 @@ class ReferenceMode(Mode):
         prob = sum(probs) / len(probs) if len(probs) == len(ballots) else None
         reward = prob if self._probability and prob is not None else float(verdict)
         info: dict[str, Any] = {}
-        if len(ballots) > 1 or self._votes > 1 or self._members > 1:
+        if len(ballots) > 1 or self._panel.polls:
             info["agreement"] = min(b.agreement for b in ballots)
         if self._swap:
             info["orders_agree"] = positive[0] == positive[1]

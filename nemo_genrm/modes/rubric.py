@@ -23,16 +23,14 @@ from typing import Any
 import yaml
 
 from nemo_genrm.config import ConfigError, RubricConfig
-from nemo_genrm.env_inputs import PreparedSample
-from nemo_genrm.env_types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC
+from nemo_genrm.env.inputs import PreparedSample
+from nemo_genrm.env.types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.modes.ballot import cast
+from nemo_genrm.modes.ballot import Panel
 from nemo_genrm.modes.base import (
     Ask,
     Counters,
     Mode,
-    Reader,
-    SampleResult,
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate, load_template
@@ -122,20 +120,17 @@ class RubricMode(Mode):
     Args:
         cfg: ``reward.rubric``.
         template: Template with ``question``, ``response``, ``criterion``.
-        reader: The binary labels and the environment's parser.
+        panel: The voting judges, with the binary labels and the environment's parser.
         neutral: Neutralises policy text before it is shown.
-        votes: Samples per judge and prompt.
-        members: Voting judges.
     """
 
     name = "rubric"
     needs_reference = False
 
     def __init__(
-        self, cfg: RubricConfig, template: JudgeTemplate, reader: Reader, neutral: Any, *, votes: int, members: int
+        self, cfg: RubricConfig, template: JudgeTemplate, panel: Panel, neutral: Any
     ) -> None:
-        self.cfg, self._template, self._reader, self._neutral = cfg, template, reader, neutral
-        self._votes, self._members = votes, members
+        self.cfg, self._template, self._panel, self._neutral = cfg, template, panel, neutral
         self._file = load_rubric_file(cfg.file) if cfg.file else {}
 
     def _items(self, sample: PreparedSample, meta: Any) -> list[Item] | str:
@@ -164,7 +159,7 @@ class RubricMode(Mode):
                 plans.append(items)
                 continue
             plans.append([(item, self._slot(sample, item, requests, slots)) for item in items])
-        ballots = cast(requests, self._reader, ask, votes=self._votes, members=self._members, counters=counters)
+        ballots = self._panel.cast(requests, ask, counters)
         results = []
         for plan in plans:
             if isinstance(plan, str):

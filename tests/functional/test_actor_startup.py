@@ -103,7 +103,7 @@ def test_actor_runtime_env_merges_the_callers():
 
 def test_package_actor_classes_default_to_the_drivers_interpreter():
     """``SomeActor.remote(...)`` with no options already runs on this interpreter."""
-    from nemo_genrm.environment import MAX_CONCURRENCY, GenRMEnvironment
+    from nemo_genrm.env.environment import MAX_CONCURRENCY, GenRMEnvironment
     from nemo_genrm.grpo.policy import PolicyActor
     from nemo_genrm.judges.ray_pool import _RemoteHost
 

@@ -39,7 +39,7 @@ def test_learned_judge_is_right_on_held_out_pairs_through_the_environment(demo_j
     # ... and again through the environment (extraction, neutralisation, the transformers
     # engine generating the label as text), on cases drawn with yet another seed.
     from nemo_genrm.demo.task import judge_example
-    from nemo_genrm.environment import GenRMEnvironmentImpl
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
 
     env = GenRMEnvironmentImpl(
         {

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.env_types import EnvironmentReturn
-from nemo_genrm.environment import GenRMEnvironment, GenRMEnvironmentImpl
+from nemo_genrm.env.types import EnvironmentReturn
+from nemo_genrm.env.environment import GenRMEnvironment, GenRMEnvironmentImpl
 from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.testing import cached_tiny_judge
@@ -88,6 +88,17 @@ def test_step_through_the_actor(ray_cluster, env):
     assert metrics["genrm/prompt_tokens"] > 0
     _, total = ray_cluster.get(actor.global_post_process_and_metrics.remote({"rewards": result.rewards}))
     assert total["genrm/num_samples"] == 4 and total["genrm/mean_reward"] == 0.75
+
+
+def test_the_driver_handle_reads_typed_results_across_ray(ray_cluster, env):
+    """The GRPO driver's handle calls the actor by method, and the typed results cross Ray."""
+    from nemo_genrm.env.types import SampleResult, sample_results
+    from nemo_genrm.grpo.handles import EnvHandle
+
+    handle = EnvHandle(env[0])
+    result = handle.step([_sample("42"), [{"role": "assistant", "content": None}]], [{"ground_truth": "42"}] * 2)
+    assert sample_results(result.metadata, 2) == [SampleResult("judged", 1.0, 1), SampleResult("bad_input")]
+    assert handle.last_metrics()["genrm/num_samples"] == 2.0
 
 
 def test_separate_placement_lands_in_its_own_group(ray_cluster, env):

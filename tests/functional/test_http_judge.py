@@ -361,7 +361,7 @@ def test_config_is_checked_at_construction():
 def test_environment_neutralises_the_http_judges_special_tokens(server, state, tokenizer_path, tmp_path):
     from transformers import AutoTokenizer
 
-    from nemo_genrm.environment import GenRMEnvironmentImpl
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
 
     # A special token only this tokenizer knows: the prompt builder's own list does not cover it.
     special = "[JUDGE_SEP]"

@@ -18,7 +18,7 @@ from ray import cloudpickle
 
 from nemo_genrm.config import JudgeConfig
 from nemo_genrm.deadline import step_deadline
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR
 from nemo_genrm.judges.base import Placement, ReplicaPlacement

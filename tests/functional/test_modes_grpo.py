@@ -63,7 +63,7 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
 @pytest.mark.slow
 def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_dir):
     """NeMo-RL's asynchronous rollout calls ``step`` once per sample; the actor judges whole groups."""
-    from nemo_genrm.environment import GenRMEnvironment
+    from nemo_genrm.env.environment import GenRMEnvironment
     from nemo_genrm.testing import cached_tiny_judge
 
     path = str(cached_tiny_judge("[[A]]", cache_dir=tiny_cache_dir))
@@ -97,7 +97,7 @@ def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_d
 @pytest.mark.slow
 def test_environment_starts_and_frees_the_judges_of_reward_judges(ray_cluster, tiny_cache_dir):
     """``reward.judges`` from config: each voting judge started on its own resources, majority verdict."""
-    from nemo_genrm.environment import GenRMEnvironmentImpl
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.testing import cached_tiny_judge
 
     def judge(text: str) -> dict:

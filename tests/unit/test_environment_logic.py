@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import pickle
 import random
 from typing import Any
 
@@ -10,8 +12,8 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.env_types import REASONS, EnvironmentReturn
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.types import REASONS, EnvironmentReturn, SampleResult, sample_results
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
@@ -78,9 +80,26 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     metrics = env.last_metrics()
     assert metrics[f"genrm/count/{reason}"] == 6 and metrics[f"genrm/rate/{reason}"] == 1.0
     assert metrics["genrm/masked"] == (6 if masked else 0)
+    # The same decision, typed: what the driver reads instead of the dict.
+    why = "no_label" if reason == "parse_failure" else None  # "maybe" is no label of the strict parser
+    typed = SampleResult(reason, reward=reward, verdict=None if reason != "judged" else int(reward), masked=masked, why=why)
+    assert sample_results(result.metadata, 6) == [typed] * 6
+    assert metrics.get("genrm/parse_failure/no_label", 0.0) == (6 if why else 0)
     # mask: the failures leave the mean (no sample counts -> nan); zero: they count as 0.
     assert math.isnan(metrics["genrm/mean_reward"]) if masked else metrics["genrm/mean_reward"] == reward
     assert metrics["genrm/parse_failure_rate"] == (1.0 if reason == "parse_failure" else 0.0)
+
+
+def test_the_typed_result_survives_pickling_and_json(judges):
+    """``metadata[i]["genrm"]`` crosses Ray (pickle) with its typed result and logs as a plain dict."""
+    env = _env(judges, "1")
+    metadata = env.step([_sample("42"), _sample("")], [{"ground_truth": "42"}, None]).metadata
+    back = pickle.loads(pickle.dumps(metadata))
+    assert back == metadata and back[1] is None  # metadata that is not a dict comes back as given
+    assert sample_results(back, 2) == [SampleResult("judged", reward=1.0, verdict=1), None]
+    assert json.loads(json.dumps(back[0]["genrm"])) == {"reason": "judged", "verdict": 1, "masked": False}
+    # Another environment's plain dicts carry no typed result.
+    assert sample_results([{"genrm": {"reason": "judged", "masked": True}}], 1) == [None]
 
 
 def test_parse_failures_masked_apart_from_real_zeros(judges):
@@ -395,3 +414,14 @@ def test_shutdown_is_idempotent_and_step_after_raises(judges):
     assert judges["1"].model is not None  # an injected judge belongs to the caller
     with pytest.raises(RuntimeError, match="shut down"):
         env.step([_sample("1")], [{"ground_truth": "1"}])
+
+
+def test_the_registered_actor_path_names_the_environment():
+    """NeMo-RL starts the actor from its registered class path; the env/ package keeps it valid."""
+    import importlib
+
+    from nemo_genrm.env.environment import GenRMEnvironment
+    from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
+
+    module, _, name = ACTOR_FQN.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is GenRMEnvironment

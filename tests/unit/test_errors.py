@@ -7,10 +7,10 @@ import inspect
 
 import nemo_genrm.config as config
 import nemo_genrm.config_loading as config_loading
-import nemo_genrm.env_types as env_types
+import nemo_genrm.env.types as env_types
 import nemo_genrm.errors as errors
 from nemo_genrm.judges import JUDGE_ERROR, PROMPT_TOO_LONG, TIMEOUT
-from nemo_genrm.metrics import StepTally
+from nemo_genrm.env.metrics import StepTally
 
 
 def test_errors_imports_nothing_from_the_package():

@@ -322,9 +322,15 @@ class _MaskingEnv:
     def step(self, message_log_batch, metadata):
         from types import SimpleNamespace
 
+        from nemo_genrm.env.types import SampleResult
+
         n = len(message_log_batch)
         rewards = [1.0 if i % 4 == 0 else 0.0 for i in range(n)]
-        meta = [{**m, "genrm": {"masked": i % 4 == 1}} for i, m in enumerate(metadata)]
+        results = [
+            SampleResult("parse_failure", masked=True) if i % 4 == 1 else SampleResult("judged", rewards[i], int(rewards[i]))
+            for i in range(n)
+        ]
+        meta = [{**m, "genrm": r.metadata()} for m, r in zip(metadata, results, strict=True)]
         return SimpleNamespace(rewards=torch.tensor(rewards), metadata=meta, answers=None)
 
 

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.injection import clean_unicode, fence, is_content_free, neutralise
 from nemo_genrm.judges.fitting import ELISION_MARKER, fit_prompt
 from nemo_genrm.judges.base import JudgeRequest

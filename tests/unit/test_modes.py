@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.types import SampleResult, sample_results
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
     first_at_least_second,
@@ -195,6 +196,14 @@ def test_votes_sample_one_judge_several_times():
     assert env.last_metrics()["genrm/votes/agreement"] == 1.0
 
 
+def test_votes_keep_why_no_verdict_could_be_read():
+    # Three votes, none with a label: the sample is a parse failure whose sub-reason is kept.
+    env = GenRMEnvironmentImpl(_cfg({"votes": 3}, temperature=0.7), judge=RuleJudge(lambda text: "maybe"))
+    result = env.step([_log(4)], [{"ground_truth": "ans-4"}])
+    assert sample_results(result.metadata, 1) == [SampleResult("parse_failure", why="no_label")]
+    assert env.last_metrics()["genrm/parse_failure/no_label"] == 1
+
+
 def test_reference_mode_without_options_keeps_its_own_path():
     env = GenRMEnvironmentImpl(_cfg({}), judge=RuleJudge(same_value))
     assert env._mode is None
@@ -288,7 +297,7 @@ def test_mode_options_are_checked_together():
 
 
 def test_coalescer_runs_a_ready_batch_before_its_window_ends():
-    from nemo_genrm.coalesce import Coalescer
+    from nemo_genrm.env.coalesce import Coalescer
 
     batches: list[list[int]] = []
 

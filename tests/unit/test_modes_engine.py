@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.types import sample_results
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.gullible import GullibleJudge, fenced_content
 from nemo_genrm.verdicts import VerdictParser, strip_quoted
@@ -89,4 +90,7 @@ def test_environment_counts_truncated_replies_apart_and_ignores_quotes():
     assert [m["genrm"]["reason"] for m in out.metadata] == ["parse_failure"] * 4
     metrics = env.last_metrics()
     assert metrics["genrm/count/parse_failure"] == 4 and metrics["genrm/parse_failure/truncated"] == 2
+    # The other two held no label: 39's plain reply, and the quoted candidate once unread.
+    assert metrics["genrm/parse_failure/no_label"] == 2
+    assert [r.why for r in sample_results(out.metadata, 4)] == ["truncated", "truncated", "no_label", "no_label"]
     env.shutdown()

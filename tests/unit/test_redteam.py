@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines

@@ -146,4 +146,4 @@ def test_import_nemo_genrm_stays_light():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
     # The environment resolves lazily, on first access.
     assert hasattr(nemo_genrm.GenRMEnvironment, "remote")
-    assert nemo_genrm.GenRMEnvironmentImpl.__module__ == "nemo_genrm.environment"
+    assert nemo_genrm.GenRMEnvironmentImpl.__module__ == "nemo_genrm.env.environment"

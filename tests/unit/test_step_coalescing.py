@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from nemo_genrm.coalesce import Coalescer
-from nemo_genrm.environment import GenRMEnvironmentImpl
+from nemo_genrm.env.coalesce import Coalescer
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats
 

@@ -6,12 +6,17 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
 - ``genrm/mean_reward``: mean reward over the samples that count: every sample except the
   parse failures masked by ``verdict.on_parse_failure: mask``. ``nan`` when none counts.
 - ``genrm/count/<reason>`` and ``genrm/rate/<reason>``: samples per outcome reason
-  (:data:`nemo_genrm.env_types.REASONS`), and that count over all samples.
+  (:data:`nemo_genrm.env.types.REASONS`), and that count over all samples.
 - ``genrm/parse_failure_rate``: parse failures over the samples whose judge reply arrived
   (``judged + parse_failure``): how often the judge's reply holds no verdict.
-- ``genrm/parse_failure/truncated``: the parse failures where the judge ran out of tokens
-  before its verdict (it used all ``max_new_tokens``, or stopped inside a ``<think>`` block):
-  a budget to raise, not a judge that cannot follow the format.
+- ``genrm/parse_failure/<why>``: the parse failures per sub-reason
+  (:data:`nemo_genrm.env.types.PARSE_FAILURE_WHYS`). ``truncated``: the judge ran out of tokens
+  before its verdict (it used all ``max_new_tokens``, or stopped inside a ``<think>`` block), a
+  budget to raise rather than a judge that cannot follow the format; ``no_label``, ``empty``,
+  ``ambiguous``, ...: what the verdict parser found instead of a verdict; ``no_label_probs``: no
+  usable label probability (verdicts from logprobs). ``truncated`` is always reported, the
+  others from the first step that has one. Pairwise and rubric samples combine several replies
+  and are not split by sub-reason.
 - ``genrm/masked``: samples left out of ``mean_reward`` (masked parse failures).
 - ``genrm/judge_prompts``: distinct prompts sent to the judge; ``genrm/dedup_hits``: samples
   that reused another sample's verdict in the same step (sent samples minus prompts).
@@ -35,13 +40,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
-from nemo_genrm.env_types import JUDGED, PARSE_FAILURE, REASONS
+from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, REASONS, SampleResult
+from nemo_genrm.verdicts import TRUNCATED
 
 PREFIX = "genrm/"
 
 
 def _zero_counts() -> dict[str, int]:
     return dict.fromkeys(REASONS, 0)
+
+
+def _zero_whys() -> dict[str, int]:
+    return {TRUNCATED: 0}  # always reported; the other sub-reasons once they occur
 
 
 @dataclass
@@ -61,7 +71,7 @@ class StepTally:
     prompt_tokens: int = 0
     output_tokens: int = 0
     truncated_prompts: int = 0
-    truncated_replies: int = 0
+    parse_failures: dict[str, int] = field(default_factory=_zero_whys)  # per sub-reason (why)
     engine_errors: int = 0
     judge_restarts: int = 0
     deadline_exceeded: int = 0
@@ -71,10 +81,21 @@ class StepTally:
     sleep_s: float = 0.0
     modes: dict[str, float] = field(default_factory=dict)  # reward-mode counters (nemo_genrm.modes)
 
+    def count(self, result: SampleResult) -> None:
+        """Count one sample's settled result: its reason, parse failure detail, mask and reward."""
+        self.counts[result.reason] = self.counts.get(result.reason, 0) + 1
+        if result.reason == PARSE_FAILURE and result.why is not None:
+            self.parse_failures[result.why] = self.parse_failures.get(result.why, 0) + 1
+        if result.masked:
+            self.masked += 1
+        else:
+            self.reward_sum += result.reward
+            self.reward_count += 1
+
     def add(self, other: StepTally) -> None:
         """Add another tally's counts into this one."""
         for f in fields(self):
-            if f.name in ("counts", "modes"):
+            if isinstance(getattr(self, f.name), dict):
                 mine = getattr(self, f.name)
                 for name, n in getattr(other, f.name).items():
                     mine[name] = mine.get(name, 0) + n
@@ -101,7 +122,6 @@ class StepTally:
             "parse_failure_rate": _ratio(
                 self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
             ),
-            "parse_failure/truncated": float(self.truncated_replies),
             "prompt_tokens": float(self.prompt_tokens),
             "output_tokens": float(self.output_tokens),
             "truncated_prompts": float(self.truncated_prompts),
@@ -119,6 +139,8 @@ class StepTally:
         for reason in REASONS:
             out[f"count/{reason}"] = float(self.counts[reason])
             out[f"rate/{reason}"] = _ratio(self.counts[reason], n)
+        for why, count in self.parse_failures.items():
+            out[f"parse_failure/{why}"] = float(count)
         result = {PREFIX + k: v for k, v in out.items()}
         if self.modes:
             result.update(mode_metrics(self.modes))

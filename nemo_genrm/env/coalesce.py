@@ -15,7 +15,7 @@ runs them together, one batch at a time:
   GRPO group in the batch is complete), so a long window costs only what it must; a full or
   ready batch takes no further calls.
 
-The class knows nothing of judges; :class:`nemo_genrm.environment.GenRMEnvironmentImpl` uses it
+The class knows nothing of judges; :class:`nemo_genrm.env.environment.GenRMEnvironmentImpl` uses it
 with one call's prepared samples as the item.
 """
 

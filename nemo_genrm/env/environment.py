@@ -1,0 +1,482 @@
+"""The GenRM environment: a frozen judge LLM turns each policy answer into a reward.
+
+:class:`GenRMEnvironmentImpl` holds the logic and runs without Ray when given a judge;
+:class:`GenRMEnvironment` is the Ray actor a GRPO loop (NeMo-RL's or this package's) starts with
+the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
+
+1. reads each sample (last assistant message, ``metadata["question"]`` or the user message,
+   ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;
+2. joins the concurrent step calls (:mod:`nemo_genrm.env.coalesce`): calls that arrive within
+   ``coalesce.max_wait_ms`` of each other, or while the judge is busy, share one judge call
+   (NeMo-RL's asynchronous rollout calls ``step`` once per sample, from many threads);
+3. renders one judge prompt per distinct (question, reference, answer) across those calls
+   (``reward.dedup``);
+4. makes ONE batched judge call (``generate`` then parse, or ``score`` for verdicts from
+   logprobs), waking a colocated judge before it and putting it to sleep after;
+5. returns to each caller NeMo-RL's ``EnvironmentReturn`` with one reward per sample of its own
+   call, in its input order.
+
+That is ``reward.mode: reference``; the pairwise-group and rubric modes, and the votes and swap
+options, build their own judge prompts and rewards in :mod:`nemo_genrm.modes` (steps 3-4),
+through the same batched judge call.
+
+A caller's bad input raises in that caller only; when a judge call shared by several step calls
+raises, each call is judged again on its own, so one caller's samples never change another's
+rewards.
+
+Bad data never raises out of ``step``: every sample gets a reward and a reason
+(:data:`nemo_genrm.env.types.REASONS`), and a judge engine that fails at run time gives its
+samples ``judge_error``. What training must not run through raises: caller bugs (a ``metadata``
+list whose length differs from the batch, or ``metadata`` that is not a list), a judge config
+the engine refuses (:class:`~nemo_genrm.errors.ConfigError`), a judge that was shut down
+(:class:`~nemo_genrm.errors.JudgeClosedError`) and a judge that is gone for good
+(:class:`~nemo_genrm.errors.JudgeUnavailableError`); all are told apart by type.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
+from nemo_genrm.deadline import step_deadline
+from nemo_genrm.env.coalesce import Coalescer
+from nemo_genrm.env.inputs import (
+    PreparedSample,
+    message_logs,
+    metadata_list,
+    prepare_sample,
+)
+from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.env.startup import judge_config, placement_info, start_judge
+from nemo_genrm.env.support import (
+    add_stats_delta,
+    is_fatal,
+    safe_stats,
+    special_tokens,
+)
+from nemo_genrm.env.types import (
+    JUDGE_ERROR,
+    JUDGED,
+    EnvironmentInterface,
+    EnvironmentReturn,
+    SampleResult,
+)
+from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.modes import (
+    Counters,
+    Reader,
+    Vote,
+    assemble,
+    binary_reader,
+    build_mode,
+    read_replies,
+)
+from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.resources import JudgeResources
+
+logger = logging.getLogger(__name__)
+
+LATENCY_WINDOW = 100
+"""Judge calls kept for the latency percentiles."""
+
+
+@dataclass(frozen=True)
+class _StepCall:
+    """One ``step`` call waiting for its share of a judge call."""
+
+    samples: list[PreparedSample]
+    metas: list[Any]
+    start: float
+    deadline: float  # time.monotonic() by which this call must be answered
+
+
+class _SharedCallFailed(Exception):
+    """A judge call shared by several step calls raised; retry each alone."""
+
+
+class GenRMEnvironmentImpl(EnvironmentInterface):
+    """The environment's logic, usable without Ray (see the module docstring).
+
+    Args:
+        cfg: The ``env.genrm`` section (dict, DictConfig or :class:`GenRMConfig`).
+        judge: A ready judge to use instead of building one (it is then not shut down here).
+        placement_group: Colocated only: the placement group to join (wins over
+            ``resources.colocate_with``).
+        policy_gpu_fraction: Colocated only: share of each GPU the policy holds, when known,
+            to check that the fractions add up to at most 1.
+        judges: Ready judges voting with ``judge`` instead of starting ``reward.judges`` (one per
+            entry, in order; not shut down here).
+
+    Raises:
+        ConfigError: Every problem with the config or the resource layout, at once.
+    """
+
+    def __init__(
+        self,
+        cfg: Any,
+        *,
+        judge: Judge | None = None,
+        placement_group: Any = None,
+        policy_gpu_fraction: float | None = None,
+        judges: Sequence[Judge] | None = None,
+    ) -> None:
+        self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
+        if judges is not None and len(judges) != len(self.cfg.reward.judges):
+            raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
+        self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
+        self._reader = binary_reader(self.cfg)
+        self._needs_reference = "reference" in self._builder.template.fields
+        self._colocated = self.cfg.resources.placement == "colocated"
+        self._resources: JudgeResources | None = None
+        self._owns_judge = judge is None
+        if judge is None:
+            judge, self._resources = start_judge(
+                self._judge_config(), self.cfg, placement_group=placement_group,
+                policy_gpu_fraction=policy_gpu_fraction,
+            )  # fmt: skip
+        self._judge: Judge | None = judge
+        self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
+        self._owned_members: list[tuple[Judge, JudgeResources]] = []
+        try:
+            for member in self.cfg.reward.judges if judges is None else ():  # each on resources of its own
+                started = start_judge(member, self.cfg)
+                self._members.append(started[0])
+                self._owned_members.append(started)
+            special = special_tokens(judge)
+            if special:  # also defang the judge tokenizer's own special tokens inside answers
+                self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+            self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
+            if self._mode is not None:
+                self._needs_reference = self._mode.needs_reference and self._needs_reference
+            if self._colocated:
+                judge.sleep()  # free the device for the policy until the first step
+        except BaseException:
+            self.shutdown()
+            raise
+        self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
+        self._last = StepTally()
+        self._since_global = StepTally()
+        self._metrics_lock = threading.Lock()
+        wait_ms, ready = self.cfg.coalesce.max_wait_ms, None
+        pairwise = self.cfg.reward.pairwise_group
+        if self.cfg.reward.mode == "pairwise_group" and pairwise.group_size is not None:
+            # Responses delivered one by one: wait for the groups to fill, not longer.
+            wait_ms = max(wait_ms, pairwise.group_wait_ms)
+            ready = self._groups_complete
+        self._coalescer: Coalescer[_StepCall, EnvironmentReturn] = Coalescer(
+            self._run_calls, max_wait_s=wait_ms / 1000.0, max_items=self.cfg.coalesce.max_samples, ready=ready
+        )
+
+    def _judge_config(self) -> JudgeConfig:
+        """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
+        return judge_config(self.cfg)
+
+    # ------------------------------------------------------------------------------ step
+    def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
+        """Judge a batch of responses; one reward per sample, in order.
+
+        Safe to call from many threads at once: concurrent calls share judge calls (see the
+        module docstring) and each gets exactly its own results.
+
+        Args:
+            message_log_batch: Per sample, the conversation (dicts with ``role`` and
+                ``content``); the last ``assistant`` message is the response judged.
+            metadata: Per sample, a dict with ``ground_truth`` and optionally ``question``
+                (``None`` entries, or ``None`` for the whole batch, are accepted).
+
+        Returns:
+            ``EnvironmentReturn(observations, metadata, next_stop_strings, rewards,
+            terminateds, answers)``; ``rewards`` is float32 ``[B]``, ``terminateds`` all True.
+
+        Raises:
+            ValueError: ``metadata`` has a different length than the batch.
+            TypeError: ``message_log_batch`` or ``metadata`` is a string or a mapping (or
+                ``metadata`` is neither ``None`` nor a list): a bug in the caller.
+            ConfigError: The judge refused its config (e.g. labels it cannot score).
+            JudgeClosedError: The environment or its judge was shut down.
+            JudgeUnavailableError: The judge has had no live worker past
+                ``fault_tolerance.unavailable_grace_s``.
+        """
+        start = time.perf_counter()
+        # The deadline starts now: input checks, coalescing waits and fitting all count.
+        deadline = time.monotonic() + self.cfg.fault_tolerance.step_timeout_s
+        logs = message_logs(message_log_batch)
+        metas = metadata_list(metadata, len(logs))
+        samples = [
+            prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
+            for log, meta in zip(logs, metas, strict=True)
+        ]
+        return self._coalescer.submit(_StepCall(samples, metas, start, deadline), size=max(1, len(samples)))
+
+    def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
+        """Judge every call's samples in one engine call; one result (or error) per call."""
+        batch = StepTally()
+        with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
+            if self._mode is None:
+                per_call = [[self._result(v) for v in votes] for votes in self._judge_calls(calls, batch)]
+            else:
+                per_call = self._mode_results(calls, batch)
+        logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), batch.judge_prompts)
+        out: list[EnvironmentReturn | BaseException] = []
+        for call, results in zip(calls, per_call, strict=True):
+            tally = StepTally(steps=1, samples=len(call.samples))
+            try:
+                out.append(assemble(
+                    call.samples, results, call.metas, tally,
+                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                ))  # fmt: skip
+            except Exception as exc:  # this caller's own failure; the others keep their results
+                logger.exception("could not assemble the results of one step call")
+                out.append(exc)
+                continue
+            tally.step_time_s = time.perf_counter() - call.start
+            batch.add(tally)
+        with self._metrics_lock:
+            self._last = batch
+            self._since_global.add(batch)
+        return out
+
+    def _mode_results(self, calls: list[_StepCall], tally: StepTally) -> list[list[SampleResult]]:
+        """Per call, the reward mode's results (:mod:`nemo_genrm.modes`): the mode judges the
+        samples of all calls together (a GRPO group may span calls); an engine failure gives
+        the prompts it held ``judge_error``, in every call that shared them."""
+        assert self._mode is not None
+        samples = [s for call in calls for s in call.samples]
+        metas = [m for call in calls for m in call.metas]
+        counters = Counters()
+        results = self._mode.judge(samples, metas, self._asker(tally), counters)
+        tally.modes.update(counters)
+        per_call, offset = [], 0
+        for call in calls:
+            per_call.append(results[offset : offset + len(call.samples)])
+            offset += len(call.samples)
+        return per_call
+
+    def _groups_complete(self, calls: list[_StepCall]) -> bool:
+        """Coalescing may close a pairwise judge call early: every group in it is complete."""
+        assert self._mode is not None
+        return self._mode.batch_ready([s for c in calls for s in c.samples], [m for c in calls for m in c.metas])
+
+    def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
+        """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
+        judges = [self._require_judge(), *self._members]
+        configs = [self.cfg.judge, *self.cfg.reward.judges]
+        verdict_from = [c.verdict_from for c in configs]
+        budgets = [c.sampling.max_new_tokens for c in configs]
+
+        def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
+            def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
+                return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
+
+            return self._judge_all(requests, tally, judge=judges[member], call=call)
+
+        return ask
+
+    def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[Vote]]:
+        """Per call, per sample, the judge's vote; dedup runs across calls.
+
+        When the shared engine call raises (a non-fatal error), each call's prompts are judged
+        again on their own, so a prompt that breaks the engine only costs its own caller.
+        """
+        merged = [sample for call in calls for sample in call.samples]
+        try:
+            outcomes = self._judge_samples(merged, tally, isolate=len(calls) > 1)
+        except _SharedCallFailed:
+            logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
+            return [self._judge_samples(call.samples, tally, isolate=False) for call in calls]
+        per_call, offset = [], 0
+        for call in calls:
+            per_call.append(outcomes[offset : offset + len(call.samples)])
+            offset += len(call.samples)
+        return per_call
+
+    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[Vote]:
+        slot, requests = self._requests(samples)
+        votes = self._judge_all(requests, tally, isolate=isolate)
+        return [
+            votes[s] if s is not None else Vote(sample.reason or JUDGE_ERROR)
+            for s, sample in zip(slot, samples, strict=True)
+        ]
+
+    def _requests(self, samples: list[PreparedSample]) -> tuple[list[int | None], list[JudgeRequest]]:
+        """Per sample, the index of its prompt (``None`` when not sent); the distinct prompts."""
+        slot: list[int | None] = []
+        requests: list[JudgeRequest] = []
+        seen: dict[tuple[str, str, str], int] = {}
+        for sample in samples:
+            if sample.reason is not None:
+                slot.append(None)
+                continue
+            if self.cfg.reward.dedup and sample.key in seen:
+                slot.append(seen[sample.key])
+                continue
+            prompt = self._builder.build(
+                question=sample.question, reference=sample.reference, candidate=sample.answer or ""
+            )
+            seen[sample.key] = len(requests)
+            slot.append(len(requests))
+            requests.append(JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None))
+        return slot, requests
+
+    def _judge_all(
+        self,
+        requests: list[JudgeRequest],
+        tally: StepTally,
+        *,
+        isolate: bool = False,
+        judge: Judge | None = None,
+        call: Callable[[Judge, list[JudgeRequest]], list[Any]] | None = None,
+    ) -> list[Any]:
+        """One batched judge call; one vote per request, whatever happens.
+
+        With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
+        caller retries per step call) instead of giving every request ``judge_error``. ``judge``
+        and ``call`` (judge, requests -> votes) default to the judge and :meth:`_call`.
+        """
+        if not requests:
+            return []
+        judge = judge or self._require_judge()
+        call = call or self._call
+        before = safe_stats(judge)
+        try:
+            if self._colocated:
+                t0 = time.perf_counter()
+                judge.wake()
+                tally.wake_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                outcomes = call(judge, requests)
+            finally:
+                elapsed = time.perf_counter() - t0
+                tally.judge_calls += 1
+                tally.judge_time_s += elapsed
+                with self._metrics_lock:
+                    self._latencies.append(elapsed)
+        except Exception as exc:
+            if is_fatal(exc):
+                raise
+            if isolate:
+                raise _SharedCallFailed from exc
+            logger.exception("judge call failed for %d prompt(s); their samples get judge_error", len(requests))
+            outcomes = [Vote(JUDGE_ERROR)] * len(requests)
+        finally:
+            if self._colocated:
+                self._sleep(judge, tally)
+            # Counted on every path: a shared call that failed (and is retried per caller) still
+            # sent its prompts and may have spent tokens and engine errors.
+            tally.judge_prompts += len(requests)
+            add_stats_delta(tally, before, safe_stats(judge))
+        return outcomes
+
+    @staticmethod
+    def _sleep(judge: Judge, tally: StepTally) -> None:
+        """Put a colocated judge to sleep; a failure is logged, the verdicts are kept."""
+        t0 = time.perf_counter()
+        try:
+            judge.sleep()
+        except Exception:
+            logger.exception("could not put the colocated judge to sleep")
+        tally.sleep_s += time.perf_counter() - t0
+
+    def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[Vote]:
+        # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
+        # label, and a tie is not a positive verdict.
+        return read_replies(
+            judge,
+            requests,
+            self._reader,
+            self.cfg.judge.verdict_from,
+            max_new_tokens=self.cfg.judge.sampling.max_new_tokens,
+        )
+
+    # -------------------------------------------------------------------------- results
+    def _result(self, vote: Vote) -> SampleResult:
+        """A sample's result from its prompt's vote (the reward is the verdict or its probability)."""
+        if vote.reason != JUDGED or vote.value is None:
+            return SampleResult(vote.reason, why=vote.why)
+        verdict = int(vote.value)  # type: ignore[call-overload]  # the binary reader's 1 or 0
+        use_prob = self.cfg.reward.kind == "probability" and vote.prob is not None
+        return SampleResult(JUDGED, vote.prob if use_prob else float(verdict), verdict, prob=vote.prob)
+
+    # -------------------------------------------------------------------------- metrics
+    def last_metrics(self) -> dict[str, float]:
+        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.env.metrics`).
+
+        That is every step call that shared the most recent judge call, together: the last
+        step when calls do not overlap (synchronous rollouts), the last coalesced group of
+        per-sample calls under asynchronous rollouts. For a whole training step use
+        :meth:`global_post_process_and_metrics`.
+        """
+        with self._metrics_lock:
+            return self._last.metrics(list(self._latencies))
+
+    def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """Return the batch unchanged and the metrics of every step since the previous call.
+
+        Args:
+            batch: The rollout batch (a ``BatchedDataDict`` or a dict); not modified.
+
+        Returns:
+            ``(batch, metrics)`` with the ``genrm/*`` metrics summed over those steps.
+        """
+        with self._metrics_lock:
+            metrics = self._since_global.metrics(list(self._latencies))
+            self._since_global = StepTally()
+        return batch, metrics
+
+    # ------------------------------------------------------------------------- lifecycle
+    def judge_stats(self) -> JudgeStats:
+        """The judge engine's own counters (for tests and benchmarks)."""
+        return self._require_judge().stats()
+
+    def placement_info(self) -> dict[str, Any]:
+        """Where the judge runs (see :func:`nemo_genrm.env.startup.placement_info`)."""
+        return placement_info(self._resources, self._require_judge())
+
+    def shutdown(self) -> None:
+        """Stop the judge's workers and remove its placement groups; safe to call twice."""
+        judge, self._judge = self._judge, None
+        owned, self._owned_members = getattr(self, "_owned_members", []), []
+        try:
+            if judge is not None and self._owns_judge:
+                judge.shutdown()
+        finally:
+            if self._resources is not None:
+                self._resources.release()
+            for member, resources in owned:
+                try:
+                    member.shutdown()
+                finally:
+                    resources.release()
+
+    def _require_judge(self) -> Judge:
+        if self._judge is None:
+            raise JudgeClosedError("the GenRM environment was shut down")
+        return self._judge
+
+
+MAX_CONCURRENCY = 512
+"""Step calls the actor runs at once (threads); calls beyond wait in Ray's queue."""
+
+
+@ray.remote(max_concurrency=MAX_CONCURRENCY, runtime_env=actor_runtime_env())
+class GenRMEnvironment(GenRMEnvironmentImpl):
+    """The GenRM environment as a Ray actor: ``GenRMEnvironment.remote(cfg)``.
+
+    NeMo-RL starts it from its registry with the ``env.genrm`` section; its methods are those of
+    :class:`GenRMEnvironmentImpl` (``step``, ``global_post_process_and_metrics``,
+    ``last_metrics``, ``shutdown``). It is a threaded actor, so concurrent ``step`` calls share
+    judge calls, and it runs on the driver's interpreter (:mod:`nemo_genrm.ray_env`): a caller
+    that passes ``.options(runtime_env=...)`` replaces that default and should build its
+    runtime environment with :func:`nemo_genrm.ray_env.actor_runtime_env`.
+    """

@@ -1,0 +1,85 @@
+"""Starting the environment's judges on resources of their own, and saying where they run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from nemo_genrm.config import GenRMConfig, JudgeConfig
+from nemo_genrm.env.support import worker_facts
+from nemo_genrm.judges.base import Judge
+from nemo_genrm.resources import JudgeResources, acquire_resources
+
+
+def judge_config(cfg: GenRMConfig) -> JudgeConfig:
+    """The ``judge`` section, with ``dtensor.sleep_buffers: auto`` resolved for the placement."""
+    judge = cfg.judge
+    if judge.dtensor.sleep_buffers != "auto" or cfg.resources.placement != "colocated":
+        return judge
+    # A colocated judge sleeps every step: its pinned buffers are allocated at load, so the
+    # first sleep runs at copy speed too.
+    return judge.model_copy(update={"dtensor": judge.dtensor.model_copy(update={"sleep_buffers": "at_load"})})
+
+
+def start_judge(
+    judge: JudgeConfig,
+    cfg: GenRMConfig,
+    *,
+    placement_group: Any = None,
+    policy_gpu_fraction: float | None = None,
+) -> tuple[Judge, JudgeResources]:
+    """Acquire a judge's resources (``cfg.resources``) and start it there.
+
+    Args:
+        judge: The judge to start (``judge``, or an entry of ``reward.judges``).
+        cfg: The environment's config (resources and fault tolerance).
+        placement_group: Colocated only: the placement group to join.
+        policy_gpu_fraction: Colocated only: the policy's share of each GPU, when known.
+
+    Returns:
+        The judge and its resources (released by the caller after the judge's shutdown).
+
+    Raises:
+        ConfigError: The layout does not fit the cluster, or the judge refused its config; the
+            resources are released before it raises.
+    """
+    from nemo_genrm.judges import create_judge
+
+    resources = acquire_resources(
+        judge,
+        cfg.resources,
+        placement_group=placement_group,
+        policy_gpu_fraction=policy_gpu_fraction,
+        ready_timeout_s=cfg.fault_tolerance.startup_timeout_s,
+    )
+    try:
+        return create_judge(judge, resources.placement, fault_tolerance=cfg.fault_tolerance), resources
+    except BaseException:
+        resources.release()
+        raise
+
+
+def placement_info(resources: JudgeResources | None, judge: Judge) -> dict[str, Any]:
+    """Where a judge runs: the layout, and per worker its pid, resources and group.
+
+    Args:
+        resources: The judge's resources (``None`` for a judge handed in ready).
+        judge: The judge.
+
+    Returns:
+        ``{"layout": ..., "owned_groups": [group ids], "joined_group": id or None,
+        "replicas": [[{"pid", "resources", "placement_group_id", "gpu_ids"}, ...], ...]}``;
+        ``replicas`` is empty for an engine without Ray workers (in process, HTTP).
+    """
+    res = resources
+    info: dict[str, Any] = {
+        "layout": res.layout if res is not None else "injected",
+        "owned_groups": [g.id.hex() for g in res.owned_groups] if res is not None else [],
+        "joined_group": res.joined_group.id.hex() if res is not None and res.joined_group is not None else None,
+        "replicas": [],
+    }
+    actors = getattr(getattr(judge, "pool", None), "actors", None)
+    for hosts in (actors() if callable(actors) else actors) or []:
+        info["replicas"].append(ray.get([h.__ray_call__.remote(worker_facts) for h in hosts], timeout=60))
+    return info
