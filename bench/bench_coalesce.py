@@ -32,7 +32,7 @@ from bench_dedup import _batch as grpo_batch  # noqa: E402
 offline()
 
 from nemo_genrm.environment import GenRMEnvironmentImpl  # noqa: E402
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker  # noqa: E402
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 

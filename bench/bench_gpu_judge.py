@@ -94,7 +94,7 @@ def main() -> int:
         "matmul_peak_flops": matmul_peak(device, dtype, 512 if args.tiny else 8192),
         "memory_bytes_per_s": memory_bandwidth(device, 2**24 if args.tiny else 2**30),
     }
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 
     with tempfile.TemporaryDirectory(prefix="genrm_judge_bench_") as tmp:
         shapes = build_model(Path(tmp), dims, dtype, device)
@@ -126,7 +126,7 @@ def main() -> int:
 def _score(worker, prompts, shapes, floors, device) -> dict:
     """Engine ``score_fitted`` vs a bare forward over the same batches; MFU of both."""
     from nemo_genrm.judges.fitting import plan_batches
-    from nemo_genrm.judges.hf_worker import SCORE_MAX_PADDING
+    from nemo_genrm.judges.transformers import SCORE_MAX_PADDING
 
     labels = ["1", "0"]
     lengths = [p.num_tokens for p in prompts]

@@ -50,7 +50,7 @@ def _args() -> argparse.Namespace:
 
 def _engine(path, args):
     from nemo_genrm.judges import Placement, ReplicaPlacement, create_judge
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 
     config = {
         "backend": "dtensor",

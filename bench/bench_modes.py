@@ -35,7 +35,7 @@ from _common import median, offline, write_result  # noqa: E402
 offline()
 
 from nemo_genrm.environment import GenRMEnvironmentImpl  # noqa: E402
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker  # noqa: E402
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 GROUP_SIZES = (4, 8, 16)

@@ -55,9 +55,8 @@ from nemo_genrm.env_inputs import (
     prepare_sample,
 )
 from nemo_genrm.env_support import (
-    add_stats_delta,
+    add_call_counts,
     is_fatal,
-    safe_stats,
     special_tokens,
     worker_facts,
 )
@@ -69,6 +68,7 @@ from nemo_genrm.env_types import (
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.metrics import StepTally
 from nemo_genrm.modes import (
     Counters,
@@ -416,7 +416,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             return []
         judge = judge or self._require_judge()
         call = call or self._call
-        before = safe_stats(judge)
+        counter = CallCounter(judge)  # the counts of this call's results, whoever else calls the judge
         try:
             if self._colocated:
                 t0 = time.perf_counter()
@@ -424,7 +424,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 tally.wake_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             try:
-                outcomes = call(judge, requests)
+                outcomes = call(counter, requests)
             finally:
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
@@ -444,7 +444,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             # Counted on every path: a shared call that failed (and is retried per caller) still
             # sent its prompts and may have spent tokens and engine errors.
             tally.judge_prompts += len(requests)
-            add_stats_delta(tally, before, safe_stats(judge))
+            add_call_counts(tally, counter.counts)
         return outcomes
 
     @staticmethod

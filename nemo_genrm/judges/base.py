@@ -108,6 +108,21 @@ class JudgeStats:
         merged.extra = {**self.extra, **other.extra}
         return merged
 
+    @classmethod
+    def of_call(cls, kind: str, results: Sequence[Generation] | Sequence[LabelScores]) -> JudgeStats:
+        """The counters of one ``generate`` or ``score`` call (``kind``), read from its results."""
+        stats = cls(
+            prompt_tokens=sum(r.prompt_tokens for r in results),
+            output_tokens=sum(getattr(r, "output_tokens", 0) for r in results),
+            truncated=sum(r.truncated for r in results),
+            errors=sum(r.error is not None for r in results),
+        )
+        if kind == "score":
+            stats.score_calls, stats.prompts_scored = 1, len(results)
+        else:
+            stats.generate_calls, stats.prompts_generated = 1, len(results)
+        return stats
+
 
 class Judge(abc.ABC):
     """A frozen judge LLM behind a fixed interface (dtensor, vLLM or HTTP engine)."""
@@ -139,6 +154,22 @@ class Judge(abc.ABC):
         Returns:
             One :class:`LabelScores` per input, in input order.
         """
+
+    def generate_counted(self, batch: Sequence[RequestLike]) -> tuple[list[Generation], JudgeStats]:
+        """:meth:`generate`, with the counters of this call alone.
+
+        Default: counted from the results (each carries its token counts); engines that see
+        more per call (replica restarts, HTTP retries) add it.
+        """
+        results = self.generate(batch)
+        return results, JudgeStats.of_call("generate", results)
+
+    def score_counted(
+        self, batch: Sequence[RequestLike], labels: Sequence[str]
+    ) -> tuple[list[LabelScores], JudgeStats]:
+        """:meth:`score`, with the counters of this call alone (see :meth:`generate_counted`)."""
+        results = self.score(batch, labels)
+        return results, JudgeStats.of_call("score", results)
 
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """The ``k`` most likely first reply tokens and their log-probabilities, per request.

@@ -1,6 +1,6 @@
 """Fit judge prompts into the context window and cut them into engine batches.
 
-Two building blocks shared by every local engine (dtensor, vLLM):
+Two building blocks of the judge pipeline (transformers, vLLM; the HTTP engine fits too):
 
 - :func:`fit_prompt` renders a request with the judge tokenizer's chat template and, when the
   prompt is longer than ``max_model_len - max_new_tokens``, shortens the candidate answer
@@ -244,19 +244,23 @@ class PromptFitter:
     Args:
         tokenizer_name: Path or hub id of the tokenizer.
         max_prompt_tokens: Longest prompt allowed (``max_model_len - max_new_tokens``).
+        tokenizer: The tokenizer itself, when already loaded (``tokenizer_name`` is then unused).
     """
 
-    def __init__(self, tokenizer_name: str, max_prompt_tokens: int):
-        from transformers import AutoTokenizer
+    def __init__(self, tokenizer_name: str, max_prompt_tokens: int, *, tokenizer: Any = None):
+        if tokenizer is None:
+            from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+        self.tokenizer = tokenizer
         self.max_prompt_tokens = max_prompt_tokens
 
     @classmethod
-    def for_judge(cls, judge_config: Any) -> PromptFitter:
-        """The fitter of a ``JudgeConfig``: its tokenizer and its prompt budget."""
+    def for_judge(cls, judge_config: Any, tokenizer: Any = None) -> PromptFitter:
+        """The fitter of a ``JudgeConfig``: its tokenizer (``tokenizer`` when one is already
+        loaded) and its prompt budget."""
         budget = judge_config.max_model_len - judge_config.sampling.max_new_tokens
-        return cls(judge_config.tokenizer_name, budget)
+        return cls(judge_config.tokenizer_name, budget, tokenizer=tokenizer)
 
     def fit(self, batch: Sequence[RequestLike]) -> list[FittedPrompt]:
         """Fit every request of ``batch`` (see :func:`fit_prompt`), in order."""

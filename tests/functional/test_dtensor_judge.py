@@ -21,7 +21,7 @@ from nemo_genrm.judges import (
     ReplicaPlacement,
     create_judge,
 )
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
 INSTRUCTIONS = "Reply with 1 if the candidate matches the reference, else 0."
@@ -58,7 +58,7 @@ def model_path(tiny_cache_dir):
 @pytest.fixture(scope="module")
 def worker(model_path):
     """The in-process (no Ray) worker on the random tiny model: the reference engine."""
-    w = DTensorJudgeWorker(_config(model_path))
+    w = LocalTransformersJudge(_config(model_path))
     yield w
     w.shutdown()
 
@@ -112,7 +112,7 @@ def test_worker_batches_like_single_prompts(worker):
     ],
 )
 def test_fixed_verdict_judges(tiny_cache_dir, text, labels, expected):
-    worker = DTensorJudgeWorker(_config(cached_tiny_judge(text)))
+    worker = LocalTransformersJudge(_config(cached_tiny_judge(text)))
     prompts = _prompts(3)
     assert [g.text for g in worker.generate(prompts)] == [text] * 3
     for scores in worker.score(prompts, labels):
@@ -258,7 +258,7 @@ def test_a_dead_rank_takes_its_whole_tensor_parallel_replica_down(ray_cluster, t
 # -------------------------------------------------------------------------------- GPU (nccl)
 def _tp_rank(rank: int, port: int, path: str, generation: str, results) -> None:
     """One rank of a two-rank replica (a spawned process): its generations and scores."""
-    worker = DTensorJudgeWorker(_config(path, dtensor={"generation": generation}), rank=rank, world_size=2,
+    worker = LocalTransformersJudge(_config(path, dtensor={"generation": generation}), rank=rank, world_size=2,
                                 master_port=port, local_rank=rank, num_threads=1)
     try:
         prompts = _prompts(6)
@@ -288,7 +288,7 @@ def _run_two_ranks(path, generation: str) -> dict:
     return got
 
 
-def _assert_matches_one_rank(got: dict, reference: DTensorJudgeWorker) -> None:
+def _assert_matches_one_rank(got: dict, reference: LocalTransformersJudge) -> None:
     assert got[0] == got[1]  # every rank computes the same result
     texts, probs = got[0]
     assert texts == [g.text for g in reference.generate(_prompts(6))]
@@ -309,7 +309,7 @@ def test_tensor_parallel_over_nccl_matches_one_gpu(model_path):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two visible GPUs")
     got = _run_two_ranks(model_path, "auto")
-    single = DTensorJudgeWorker(_config(model_path))  # one GPU, no process group
+    single = LocalTransformersJudge(_config(model_path))  # one GPU, no process group
     assert single.device.type == "cuda" and single.generation_mode == "static"
     try:
         _assert_matches_one_rank(got, single)

@@ -111,7 +111,7 @@ def _judge_section(tokenizer_path: str) -> dict:
 def _judge(tokenizer_path: str, mode_file: Path, replicas: int = 1, **fault_tolerance) -> PooledJudge:
     config = JudgeConfig(**_judge_section(tokenizer_path))
     spec = WorkerSpec(_ModeWorker, 1, lambda rank, replica: {"mode_file": str(mode_file)})
-    return PooledJudge(config, spec, Placement((CPU,) * replicas), fault_tolerance)
+    return PooledJudge(config, Placement((CPU,) * replicas), fault_tolerance=fault_tolerance, spec=spec)
 
 
 def _prompts(n: int) -> list[list[dict]]:

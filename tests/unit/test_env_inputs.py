@@ -13,7 +13,7 @@ import torch
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.env_inputs import message_logs, metadata_list, number_text, prepare_sample
 from nemo_genrm.environment import GenRMEnvironmentImpl
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_judge
 

@@ -14,7 +14,7 @@ from nemo_genrm.env_types import REASONS, EnvironmentReturn
 from nemo_genrm.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
 MAX_LEN = 1024

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nemo_genrm.environment import GenRMEnvironmentImpl
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge
 
 MAX_LEN = 1024

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from nemo_genrm.environment import GenRMEnvironmentImpl
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge as DTensorJudgeWorker
 from nemo_genrm.testing import cached_tiny_judge
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines
 from nemo_genrm.testing.redteam import CONTROL_ANSWERS, REDTEAM_ANSWERS, REFERENCE, run_redteam
