@@ -9,39 +9,23 @@ carries ``error`` and ``None`` in place of its text or probabilities, never a ma
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
-Message = Mapping[str, str]
-"""One chat message: ``{"role": ..., "content": ...}``."""
+from nemo_genrm.judge_request import JudgeRequest, Message, RequestLike
 
-
-@dataclass(frozen=True)
-class JudgeRequest:
-    """One conversation for the judge.
-
-    Attributes:
-        messages: The chat messages (system and user), rendered with the judge's own chat template.
-        shrinkable: A substring of the last user message (the candidate answer as placed in the
-            prompt) that an engine may shorten when the prompt does not fit in
-            ``max_model_len - max_new_tokens``. The instructions are never cut. ``None``: the
-            prompt must fit as is, else the sample is a ``prompt_too_long`` error.
-    """
-
-    messages: tuple[Message, ...]
-    shrinkable: str | None = None
-
-    @classmethod
-    def of(cls, item: RequestLike) -> JudgeRequest:
-        """Accept a request or a bare list of messages."""
-        if isinstance(item, JudgeRequest):
-            return item
-        return cls(messages=tuple(item))
-
-
-RequestLike = Union[JudgeRequest, Sequence[Message]]
-
+__all__ = [
+    "Generation",
+    "Judge",
+    "JudgeRequest",
+    "JudgeStats",
+    "LabelScores",
+    "Message",
+    "Placement",
+    "ReplicaPlacement",
+    "RequestLike",
+]
 
 @dataclass
 class Generation:
