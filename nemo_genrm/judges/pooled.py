@@ -17,7 +17,8 @@ from nemo_genrm.config import FaultToleranceConfig, JudgeConfig, validate
 from nemo_genrm.judges.base import JudgeStats, Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
-from nemo_genrm.judges.ray_pool import ReplicaPool, WorkerSpec
+from nemo_genrm.judges.ray_hosts import WorkerSpec
+from nemo_genrm.judges.ray_pool import ReplicaPool
 
 logger = logging.getLogger(__name__)
 

@@ -49,15 +49,12 @@ from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.deadline import deadline_within
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.ray_hosts import (  # noqa: F401 - WorkerHost, _RemoteHost, free_port re-exported
+from nemo_genrm.judges.ray_hosts import (
     JudgeStartupError,
-    WorkerHost,
+    RemoteWorkerHost,
     WorkerSpec,
-    _RemoteHost,
     check_placement,
-    default_actor_options,
     describe_pending_actor,
-    free_port,
 )
 from nemo_genrm.judges.restart_budget import Availability, RestartBudget
 from nemo_genrm.judges.results import JUDGE_ERROR
@@ -188,7 +185,7 @@ class ReplicaPool:
         hosts = []
         for rank in range(spec.ranks_per_replica):
             threads = max(1, int(rep.num_cpus))
-            hosts.append(_RemoteHost.options(**self._options(replica, rank)).remote(threads))
+            hosts.append(RemoteWorkerHost.options(**self._options(replica, rank)).remote(threads))
         address = hosts[0].address.remote() if spec.needs_address else None
         replica.hosts = hosts
         replica.started = [

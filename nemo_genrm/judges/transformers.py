@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -44,7 +44,7 @@ from nemo_genrm.judges.hf_offload import HostOffload
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.judges.pooled import PooledJudge
-from nemo_genrm.judges.ray_pool import WorkerSpec
+from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class TransformersWorker:
         return ids
 
     # ------------------------------------------------------------------ token-level engine API
-    MAX_PADDING = {
+    MAX_PADDING: ClassVar[dict[str, float]] = {
         "generate_fitted": GENERATE_MAX_PADDING,
         "score_fitted": SCORE_MAX_PADDING,
         "top_logprobs_fitted": SCORE_MAX_PADDING,

@@ -35,7 +35,7 @@ from nemo_genrm.config import ConfigError, JudgeConfig, validate
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge
-from nemo_genrm.judges.ray_pool import WorkerSpec, default_actor_options
+from nemo_genrm.judges.ray_hosts import WorkerSpec, default_actor_options
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
 logger = logging.getLogger(__name__)

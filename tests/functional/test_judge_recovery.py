@@ -23,7 +23,7 @@ from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.pooled import PooledJudge
-from nemo_genrm.judges.ray_pool import WorkerSpec
+from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.testing import cached_tiny_model
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)
