@@ -151,7 +151,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
         if judges is not None and len(judges) != len(self.cfg.reward.judges):
             raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
-        self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
+        self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict)
         self._reader = binary_reader(self.cfg)
         self._needs_reference = "reference" in self._builder.template.fields
         self._colocated = self.cfg.resources.placement == "colocated"
@@ -167,7 +167,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 self._start_members()
             special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
-                self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+                self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
             self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
             if self._mode is not None:
                 self._needs_reference = self._mode.needs_reference and self._needs_reference

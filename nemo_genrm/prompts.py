@@ -460,13 +460,6 @@ class PromptBuilder:
 
     FIELDS = ("question", "reference", "candidate")
 
-    @classmethod
-    def from_config(
-        cls, prompt_cfg: Any, verdict_cfg: Any, *, special_tokens: Iterable[str] = ()
-    ) -> PromptBuilder:
-        """Same as the constructor (named like the other ``from_config`` helpers)."""
-        return cls(prompt_cfg, verdict_cfg, special_tokens=special_tokens)
-
     def __init__(self, prompt_cfg: Any, verdict_cfg: Any, *, special_tokens: Iterable[str] = ()):
         labels = template_labels_from_config(verdict_cfg)
         self.template = load_template(

@@ -65,7 +65,7 @@ class LabelScores:
 
 @dataclass
 class JudgeStats:
-    """Counters an engine keeps since start (or the last :meth:`Judge.reset_stats`)."""
+    """Counters an engine keeps since start, or those of one call (:meth:`Judge.generate_counted`)."""
 
     generate_calls: int = 0
     score_calls: int = 0
@@ -177,11 +177,7 @@ class Judge(abc.ABC):
 
     @abc.abstractmethod
     def stats(self) -> JudgeStats:
-        """Counters since start or the last :meth:`reset_stats`."""
-
-    @abc.abstractmethod
-    def reset_stats(self) -> None:
-        """Zero the counters."""
+        """Counters since start."""
 
     def __enter__(self) -> Judge:
         return self

@@ -261,15 +261,10 @@ class HttpJudge(Judge):
         return [None if isinstance(top, str) else top for top, _, _ in tops]
 
     def stats(self) -> JudgeStats:
-        """Counters since start or the last :meth:`reset_stats` (retries under ``extra``)."""
+        """Counters since start (requests and retries under ``extra``)."""
         with self._stats_lock:
             snapshot = JudgeStats(**{**self._stats.__dict__, "extra": dict(self._stats.extra)})
         return snapshot
-
-    def reset_stats(self) -> None:
-        """Zero the counters."""
-        with self._stats_lock:
-            self._stats = JudgeStats()
 
     def shutdown(self) -> None:
         """Close the HTTP client and stop the loop thread; safe to call twice."""

@@ -133,7 +133,6 @@ class PipelineJudge(Judge):
         self.fitter = fitter or PromptFitter.for_judge(judge_config)
         self.runner = runner
         self._stats = JudgeStats()
-        self._base = JudgeStats()  # the runner's totals at the last reset
         self._lock = threading.Lock()
         self._closed = False
 
@@ -262,17 +261,11 @@ class PipelineJudge(Judge):
         """Counters of this judge, with the runner's restarts and deadlines and its facts."""
         with self._lock:
             stats = JudgeStats(**{k: v for k, v in vars(self._stats).items() if k != "extra"})
-        totals, base = self.runner.totals(), self._base
+        totals = self.runner.totals()
         for name in ("restarts", "deadline_exceeded", "unavailable_calls"):
-            setattr(stats, name, getattr(totals, name) - getattr(base, name))
+            setattr(stats, name, getattr(totals, name))
         stats.extra = self.runner.extra()
         return stats
-
-    def reset_stats(self) -> None:
-        """Zero the counters (a pool's restart budget is not reset)."""
-        with self._lock:
-            self._stats = JudgeStats()
-        self._base = self.runner.totals()
 
     def shutdown(self) -> None:
         """Release every worker; safe to call twice."""

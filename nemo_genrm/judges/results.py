@@ -165,6 +165,3 @@ class CallCounter(Judge):
 
     def stats(self) -> JudgeStats:
         return self.judge.stats()
-
-    def reset_stats(self) -> None:
-        self.judge.reset_stats()

@@ -143,11 +143,10 @@ def test_long_candidate_is_shortened_and_instructions_survive(worker):
         messages=({"role": "user", "content": f"Candidate: {candidate}\n{INSTRUCTIONS}"},),
         shrinkable=candidate,
     )
-    worker.reset_stats()
-    gens = worker.generate([request, _prompts(1)[0]])
+    gens, counts = worker.generate_counted([request, _prompts(1)[0]])
     assert gens[0].truncated and gens[0].error is None and gens[0].prompt_tokens <= 256 - 6
     assert not gens[1].truncated
-    assert worker.stats().truncated == 1
+    assert counts.truncated == 1
     fitted = worker.fitter.fit([request])[0]
     assert INSTRUCTIONS in worker.tokenizer.decode(list(fitted.token_ids))
     # Without a shrinkable part the same prompt cannot fit: an error, never an exception.
@@ -176,17 +175,17 @@ def test_tensor_parallel_sleep_and_wake(tp2_judge):
 
 def test_two_replicas_keep_input_order(worker, pool_judge):
     prompts = _prompts(1000)
-    pool_judge.reset_stats()
-    ours = pool_judge.score(prompts, ["1", "0"])
+    chunks_before = pool_judge.stats().extra["chunks_per_replica"]
+    ours, counts = pool_judge.score_counted(prompts, ["1", "0"])
     ref = worker.score(prompts, ["1", "0"])
     assert len(ours) == 1000
     got = torch.tensor([s.probs["1"] for s in ours], dtype=torch.float64)
     want = torch.tensor([s.probs["1"] for s in ref], dtype=torch.float64)
     assert torch.allclose(got, want, atol=1e-5, rtol=0)
     assert len(set(want.tolist())) > 900  # the check can see a swap: the values differ
-    stats = pool_judge.stats()
-    assert stats.prompts_scored == 1000 and stats.errors == 0
-    assert all(n > 0 for n in stats.extra["chunks_per_replica"])  # both replicas worked
+    assert counts.prompts_scored == 1000 and counts.errors == 0
+    chunks_after = pool_judge.stats().extra["chunks_per_replica"]
+    assert all(a > b for a, b in zip(chunks_after, chunks_before, strict=True))  # both replicas worked
 
 
 def test_deadline_replaces_the_busy_replica_for_free_then_a_crash_without_budget_gives_judge_errors(
