@@ -13,19 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemo_genrm.judge_request import JudgeRequest, Message, RequestLike
+from nemo_genrm.judge_request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
 
-__all__ = [
-    "Generation",
-    "Judge",
-    "JudgeRequest",
-    "JudgeStats",
-    "LabelScores",
-    "Message",
-    "Placement",
-    "ReplicaPlacement",
-    "RequestLike",
-]
 
 @dataclass
 class Generation:
