@@ -28,7 +28,7 @@ from _common import median, offline, write_result  # noqa: E402
 offline()
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker  # noqa: E402
+from nemo_genrm.judges.transformers import LocalTransformersJudge  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def _batch(shape: str, prompts: int, generations: int, rng: random.Random) -> tu
     return logs, meta
 
 
-def _measure(worker: DTensorJudgeWorker, cfg: dict, dedup: bool, logs: list, meta: list, repeats: int) -> dict:
+def _measure(worker: LocalTransformersJudge, cfg: dict, dedup: bool, logs: list, meta: list, repeats: int) -> dict:
     env = GenRMEnvironmentImpl({**cfg, "reward": {"dedup": dedup}}, judge=worker)
     env.step(logs[:4], meta[:4])  # warm-up
     times, sent = [], []
@@ -76,7 +76,7 @@ def _measure(worker: DTensorJudgeWorker, cfg: dict, dedup: bool, logs: list, met
 def main() -> None:
     args = _args()
     rng = random.Random(args.seed)
-    worker = DTensorJudgeWorker({"model_name": str(cached_tiny_judge("1")), "precision": "float32", "max_model_len": 1024})
+    worker = LocalTransformersJudge({"model_name": str(cached_tiny_judge("1")), "precision": "float32", "max_model_len": 1024})
     cfg = {"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}
     rows = []
     for shape in ("grpo_mixed", "k_identical"):

@@ -57,7 +57,7 @@ def _samples(n: int) -> tuple[list, list]:
 
 def _bare_requests(cfg: GenRMConfig, logs: list, meta: list) -> list[JudgeRequest]:
     """The prompts the environment sends, built with the same builder."""
-    builder = PromptBuilder.from_config(cfg.prompt, cfg.verdict)
+    builder = PromptBuilder(cfg.prompt, cfg.verdict)
     requests = []
     for log, m in zip(logs, meta, strict=True):
         answer = builder.extract(log[-1]["content"]).text

@@ -1,6 +1,6 @@
 """The transformers judge engine on one device vs bare transformers vs the hardware floors.
 
-No Ray and no download: the plain :class:`~nemo_genrm.judges.hf_worker.DTensorJudgeWorker` is
+No Ray and no download: the plain :class:`~nemo_genrm.judges.transformers.LocalTransformersJudge` is
 driven directly on a random-weight Qwen2 of Qwen2.5-1.5B's shapes in bf16 (``--tiny``: a
 2-layer float32 model for a plumbing check on CPU), built from a config in a temporary folder.
 Every reference is measured in the same run, on the same device:
@@ -94,11 +94,11 @@ def main() -> int:
         "matmul_peak_flops": matmul_peak(device, dtype, 512 if args.tiny else 8192),
         "memory_bytes_per_s": memory_bandwidth(device, 2**24 if args.tiny else 2**30),
     }
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
 
     with tempfile.TemporaryDirectory(prefix="genrm_judge_bench_") as tmp:
         shapes = build_model(Path(tmp), dims, dtype, device)
-        worker = DTensorJudgeWorker({
+        worker = LocalTransformersJudge({
             "backend": "dtensor", "model_name": tmp, "precision": str(dtype).split(".")[-1],
             "max_model_len": args.max_len + args.new_tokens + 16,
             "sampling": {"max_new_tokens": args.new_tokens},
@@ -126,11 +126,11 @@ def main() -> int:
 def _score(worker, prompts, shapes, floors, device) -> dict:
     """Engine ``score_fitted`` vs a bare forward over the same batches; MFU of both."""
     from nemo_genrm.judges.fitting import plan_batches
-    from nemo_genrm.judges.hf_worker import SCORE_MAX_PADDING
+    from nemo_genrm.judges.transformers import SCORE_MAX_PADDING
 
     labels = ["1", "0"]
     lengths = [p.num_tokens for p in prompts]
-    max_batch, max_tokens = worker._batch_limits(max(lengths), 1)
+    max_batch, max_tokens = worker.batch_limits(max(lengths), 1)
     batches = plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
                            max_new_tokens=1, max_padding=SCORE_MAX_PADDING)
     label_ids = [worker.tokenizer.encode(lab, add_special_tokens=False)[0] for lab in labels]

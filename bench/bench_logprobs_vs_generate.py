@@ -50,7 +50,7 @@ def _args() -> argparse.Namespace:
 
 def _engine(path, args):
     from nemo_genrm.judges import Placement, ReplicaPlacement, create_judge
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
 
     config = {
         "backend": "dtensor",
@@ -67,7 +67,7 @@ def _engine(path, args):
             ray.init(num_cpus=max(2, args.threads), include_dashboard=False, log_to_driver=False)
         placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=float(args.threads)),))
         return create_judge(config, placement)
-    return DTensorJudgeWorker(config, num_threads=args.threads)
+    return LocalTransformersJudge(config, num_threads=args.threads)
 
 
 def _measure(name: str, path, prompts, args) -> dict:

@@ -35,7 +35,7 @@ from _common import median, offline, write_result  # noqa: E402
 offline()
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker  # noqa: E402
+from nemo_genrm.judges.transformers import LocalTransformersJudge  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 GROUP_SIZES = (4, 8, 16)
@@ -76,21 +76,21 @@ def _batch(prompts: int, group: int, rng: random.Random) -> tuple[list, list]:
     return logs, metas
 
 
-def _env(workers: dict[str, DTensorJudgeWorker], mode: str) -> tuple[GenRMEnvironmentImpl, DTensorJudgeWorker]:
+def _env(workers: dict[str, LocalTransformersJudge], mode: str) -> tuple[GenRMEnvironmentImpl, LocalTransformersJudge]:
     reply, reward, temperature = MODES[mode]
     worker = workers[f"{reply}@{temperature}"]
     cfg = {"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}, "reward": reward}
     return GenRMEnvironmentImpl(cfg, judge=worker), worker
 
 
-def _workers() -> dict[str, DTensorJudgeWorker]:
+def _workers() -> dict[str, LocalTransformersJudge]:
     out = {}
     for reply, _, temperature in MODES.values():
         key = f"{reply}@{temperature}"
         if key not in out:
             judge = {"model_name": str(cached_tiny_judge(reply)), "precision": "float32", "max_model_len": 1024}
             judge["sampling"] = {"temperature": temperature, "max_new_tokens": 8}
-            out[key] = DTensorJudgeWorker(judge)
+            out[key] = LocalTransformersJudge(judge)
     return out
 
 

@@ -62,7 +62,7 @@ def flips(neutralise: bool) -> dict[str, dict]:
 def build_times(repeats: int) -> dict[str, float]:
     """Median seconds to build the prompts of every answer, neutralised and raw, alternating."""
     builders = {
-        flag: PromptBuilder.from_config(PromptConfig(neutralise=flag), VerdictConfig()) for flag in (True, False)
+        flag: PromptBuilder(PromptConfig(neutralise=flag), VerdictConfig()) for flag in (True, False)
     }
     answers = [builders[True].extract(a.text).text or "" for a in REDTEAM_ANSWERS]
     times: dict[bool, list[float]] = {True: [], False: []}

@@ -28,6 +28,7 @@ import yaml
 
 from nemo_genrm.errors import ConfigError, Reason
 from nemo_genrm.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
+from nemo_genrm.judge_request import JudgeRequest
 
 __all__ = [
     "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "ExtractedAnswer", "JudgePrompt", "JudgeTemplate",
@@ -433,6 +434,14 @@ class JudgePrompt:
     candidate_span: tuple[int, int] | None
     nonce: str = ""
 
+    @property
+    def request(self) -> JudgeRequest:
+        """The judge request: the messages, with the candidate as the part fitting may shorten,
+        at its span (so a copy of the candidate elsewhere in the prompt is never cut)."""
+        if not self.candidate:
+            return JudgeRequest(self.messages)
+        return JudgeRequest(self.messages, shrinkable=self.candidate, span=self.candidate_span)
+
 
 class PromptBuilder:
     """Judge prompts for (question, reference, candidate) triples, configured once.
@@ -450,13 +459,6 @@ class PromptBuilder:
     """
 
     FIELDS = ("question", "reference", "candidate")
-
-    @classmethod
-    def from_config(
-        cls, prompt_cfg: Any, verdict_cfg: Any, *, special_tokens: Iterable[str] = ()
-    ) -> PromptBuilder:
-        """Same as the constructor (named like the other ``from_config`` helpers)."""
-        return cls(prompt_cfg, verdict_cfg, special_tokens=special_tokens)
 
     def __init__(self, prompt_cfg: Any, verdict_cfg: Any, *, special_tokens: Iterable[str] = ()):
         labels = template_labels_from_config(verdict_cfg)
@@ -502,7 +504,8 @@ class PromptBuilder:
                 (``prompt.fence_seed``). Tests pass one to get a chosen prompt.
 
         Returns:
-            The messages, the candidate as placed and where it sits.
+            The messages, the candidate as placed and where it sits; its ``request`` is what
+            the judge is sent.
 
         Raises:
             ValueError: A value the template uses is ``None``, or ``nonce`` is not letters or digits.

@@ -235,9 +235,9 @@ def logprobs_content(top: dict[str, float], k: int) -> tuple[str, dict[str, Any]
 def _build_engine(cfg: ServiceConfig) -> Any:
     """The replica's judge: in this process (dtensor, TP 1) or on its own Ray workers."""
     if cfg.in_replica:
-        from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+        from nemo_genrm.judges.transformers import LocalTransformersJudge
 
-        return DTensorJudgeWorker(cfg.judge)
+        return LocalTransformersJudge(cfg.judge)
     from nemo_genrm.judges import create_judge
 
     return create_judge(cfg.judge)

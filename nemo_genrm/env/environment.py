@@ -57,9 +57,8 @@ from nemo_genrm.env.inputs import (
 from nemo_genrm.env.metrics import StepTally
 from nemo_genrm.env.startup import judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
-    add_stats_delta,
+    add_call_counts,
     is_fatal,
-    safe_stats,
     special_tokens,
 )
 from nemo_genrm.env.types import (
@@ -71,6 +70,7 @@ from nemo_genrm.env.types import (
 )
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import (
     Counters,
     Reader,
@@ -133,7 +133,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
         if judges is not None and len(judges) != len(self.cfg.reward.judges):
             raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
-        self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict)
+        self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict)
         self._reader = binary_reader(self.cfg)
         self._needs_reference = "reference" in self._builder.template.fields
         self._colocated = self.cfg.resources.placement == "colocated"
@@ -154,7 +154,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 self._owned_members.append(started)
             special = special_tokens(judge)
             if special:  # also defang the judge tokenizer's own special tokens inside answers
-                self._builder = PromptBuilder.from_config(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+                self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
             self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
             if self._mode is not None:
                 self._needs_reference = self._mode.needs_reference and self._needs_reference
@@ -325,7 +325,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             )
             seen[sample.key] = len(requests)
             slot.append(len(requests))
-            requests.append(JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None))
+            requests.append(prompt.request)
         return slot, requests
 
     def _judge_all(
@@ -347,7 +347,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             return []
         judge = judge or self._require_judge()
         call = call or self._call
-        before = safe_stats(judge)
+        counter = CallCounter(judge)  # the counts of this call's results, whoever else calls the judge
         try:
             if self._colocated:
                 t0 = time.perf_counter()
@@ -355,7 +355,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 tally.wake_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             try:
-                outcomes = call(judge, requests)
+                outcomes = call(counter, requests)
             finally:
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
@@ -373,9 +373,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             if self._colocated:
                 self._sleep(judge, tally)
             # Counted on every path: a shared call that failed (and is retried per caller) still
-            # sent its prompts and may have spent tokens and engine errors.
+            # sent its prompts; the token and error counts are those of the results it returned.
             tally.judge_prompts += len(requests)
-            add_stats_delta(tally, before, safe_stats(judge))
+            add_call_counts(tally, counter.counts)
         return outcomes
 
     @staticmethod

@@ -21,7 +21,8 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
 - ``genrm/judge_prompts``: distinct prompts sent to the judge; ``genrm/dedup_hits``: samples
   that reused another sample's verdict in the same step (sent samples minus prompts).
 - ``genrm/prompt_tokens``, ``genrm/output_tokens``, ``genrm/truncated_prompts``,
-  ``genrm/engine_errors``, ``genrm/judge_restarts``: deltas of the judge's own counters.
+  ``genrm/engine_errors``, ``genrm/judge_restarts``: summed from the results of the step's judge calls
+  (each call returns its own counts; restarts and deadlines are the pool's during that call).
 - ``genrm/votes/*``, ``genrm/swap/*``, ``genrm/pairwise/*``, ``genrm/rubric/*``: the reward
   mode's counters and rates (:mod:`nemo_genrm.modes`), present when that mode or option ran.
 - ``genrm/deadline_exceeded``: judge calls that passed the step deadline (their unfinished

@@ -38,26 +38,15 @@ def special_tokens(judge: Judge) -> list[str]:
     return [t for t in tokens if isinstance(t, str)] if isinstance(tokens, (list, tuple)) else []
 
 
-def safe_stats(judge: Judge) -> JudgeStats | None:
-    """The judge's counters, or ``None`` (logged) when it cannot give them."""
-    try:
-        return judge.stats()
-    except Exception:
-        logger.warning("could not read the judge's counters", exc_info=True)
-        return None
-
-
-def add_stats_delta(tally: StepTally, before: JudgeStats | None, after: JudgeStats | None) -> None:
-    """Add what the judge's counters grew by between two readings to ``tally``."""
-    if before is None or after is None:
-        return
-    tally.prompt_tokens += max(0, after.prompt_tokens - before.prompt_tokens)
-    tally.output_tokens += max(0, after.output_tokens - before.output_tokens)
-    tally.truncated_prompts += max(0, after.truncated - before.truncated)
-    tally.engine_errors += max(0, after.errors - before.errors)
-    tally.judge_restarts += max(0, after.restarts - before.restarts)
-    tally.deadline_exceeded += max(0, after.deadline_exceeded - before.deadline_exceeded)
-    tally.judge_unavailable += max(0, after.unavailable_calls - before.unavailable_calls)
+def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
+    """Add the counters of the step's judge calls (read from their results) to ``tally``."""
+    tally.prompt_tokens += counts.prompt_tokens
+    tally.output_tokens += counts.output_tokens
+    tally.truncated_prompts += counts.truncated
+    tally.engine_errors += counts.errors
+    tally.judge_restarts += counts.restarts
+    tally.deadline_exceeded += counts.deadline_exceeded
+    tally.judge_unavailable += counts.unavailable_calls
 
 
 def is_fatal(exc: BaseException) -> bool:

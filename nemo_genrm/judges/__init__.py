@@ -1,4 +1,4 @@
-"""Judge engines behind one interface: transformers/DTensor, vLLM, or an OpenAI-compatible server.
+"""Judge engines behind one interface: transformers (DTensor), vLLM, or an OpenAI-compatible server.
 
 Build one with :func:`create_judge`; every engine returns results in input order, one per input,
 with ``error`` set (and ``None`` text or probabilities) where a sample could not be judged.
@@ -51,7 +51,7 @@ def create_judge(
 ) -> Judge:
     """Build the judge engine named by ``judge_config.backend``.
 
-    - ``dtensor``: :class:`~nemo_genrm.judges.dtensor.DTensorJudge` (transformers on Ray actors,
+    - ``dtensor``: :class:`~nemo_genrm.judges.transformers.TransformersJudge` (transformers on Ray actors,
       ``placement.num_replicas`` replicas of ``dtensor.tensor_parallel_size`` ranks).
     - ``vllm``: :class:`~nemo_genrm.judges.vllm.VllmJudge` (vLLM in Ray actors; needs the
       ``vllm`` extra and a GPU).
@@ -73,9 +73,9 @@ def create_judge(
     """
     config = validate(JudgeConfig, judge_config, prefix="judge")
     if config.backend == "dtensor":
-        from nemo_genrm.judges.dtensor import DTensorJudge
+        from nemo_genrm.judges.transformers import TransformersJudge
 
-        return DTensorJudge(config, placement, fault_tolerance=fault_tolerance)
+        return TransformersJudge(config, placement, fault_tolerance=fault_tolerance)
     if config.backend == "vllm":
         from nemo_genrm.judges.vllm import VllmJudge
 

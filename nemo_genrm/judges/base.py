@@ -9,38 +9,11 @@ carries ``error`` and ``None`` in place of its text or probabilities, never a ma
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
-Message = Mapping[str, str]
-"""One chat message: ``{"role": ..., "content": ...}``."""
-
-
-@dataclass(frozen=True)
-class JudgeRequest:
-    """One conversation for the judge.
-
-    Attributes:
-        messages: The chat messages (system and user), rendered with the judge's own chat template.
-        shrinkable: A substring of the last user message (the candidate answer as placed in the
-            prompt) that an engine may shorten when the prompt does not fit in
-            ``max_model_len - max_new_tokens``. The instructions are never cut. ``None``: the
-            prompt must fit as is, else the sample is a ``prompt_too_long`` error.
-    """
-
-    messages: tuple[Message, ...]
-    shrinkable: str | None = None
-
-    @classmethod
-    def of(cls, item: RequestLike) -> JudgeRequest:
-        """Accept a request or a bare list of messages."""
-        if isinstance(item, JudgeRequest):
-            return item
-        return cls(messages=tuple(item))
-
-
-RequestLike = Union[JudgeRequest, Sequence[Message]]
+from nemo_genrm.judge_request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -81,7 +54,7 @@ class LabelScores:
 
 @dataclass
 class JudgeStats:
-    """Counters an engine keeps since start (or the last :meth:`Judge.reset_stats`)."""
+    """Counters an engine keeps since start, or those of one call (:meth:`Judge.generate_counted`)."""
 
     generate_calls: int = 0
     score_calls: int = 0
@@ -107,6 +80,21 @@ class JudgeStats:
         )
         merged.extra = {**self.extra, **other.extra}
         return merged
+
+    @classmethod
+    def of_call(cls, kind: str, results: Sequence[Generation] | Sequence[LabelScores]) -> JudgeStats:
+        """The counters of one ``generate`` or ``score`` call (``kind``), read from its results."""
+        stats = cls(
+            prompt_tokens=sum(r.prompt_tokens for r in results),
+            output_tokens=sum(getattr(r, "output_tokens", 0) for r in results),
+            truncated=sum(r.truncated for r in results),
+            errors=sum(r.error is not None for r in results),
+        )
+        if kind == "score":
+            stats.score_calls, stats.prompts_scored = 1, len(results)
+        else:
+            stats.generate_calls, stats.prompts_generated = 1, len(results)
+        return stats
 
 
 class Judge(abc.ABC):
@@ -140,6 +128,22 @@ class Judge(abc.ABC):
             One :class:`LabelScores` per input, in input order.
         """
 
+    def generate_counted(self, batch: Sequence[RequestLike]) -> tuple[list[Generation], JudgeStats]:
+        """:meth:`generate`, with the counters of this call alone.
+
+        Default: counted from the results (each carries its token counts); engines that see
+        more per call (replica restarts, HTTP retries) add it.
+        """
+        results = self.generate(batch)
+        return results, JudgeStats.of_call("generate", results)
+
+    def score_counted(
+        self, batch: Sequence[RequestLike], labels: Sequence[str]
+    ) -> tuple[list[LabelScores], JudgeStats]:
+        """:meth:`score`, with the counters of this call alone (see :meth:`generate_counted`)."""
+        results = self.score(batch, labels)
+        return results, JudgeStats.of_call("score", results)
+
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """The ``k`` most likely first reply tokens and their log-probabilities, per request.
 
@@ -162,11 +166,7 @@ class Judge(abc.ABC):
 
     @abc.abstractmethod
     def stats(self) -> JudgeStats:
-        """Counters since start or the last :meth:`reset_stats`."""
-
-    @abc.abstractmethod
-    def reset_stats(self) -> None:
-        """Zero the counters."""
+        """Counters since start."""
 
     def __enter__(self) -> Judge:
         return self

@@ -1,11 +1,11 @@
 """Fit judge prompts into the context window and cut them into engine batches.
 
-Two building blocks shared by every local engine (dtensor, vLLM):
+Two building blocks of the judge pipeline (transformers, vLLM; the HTTP engine fits too):
 
 - :func:`fit_prompt` renders a request with the judge tokenizer's chat template and, when the
-  prompt is longer than ``max_model_len - max_new_tokens``, shortens the candidate answer
-  (``JudgeRequest.shrinkable``) inside the last user message: its head and tail are kept around
-  a short elision marker, with the cut found by binary search. The instructions, the question
+  prompt is longer than ``max_model_len - max_new_tokens``, shortens the candidate answer at its
+  place (``JudgeRequest.span``, set by the prompt builder) in the last message: its head and
+  tail are kept around a short elision marker, with the cut found by binary search. The instructions, the question
   and the reference are never touched. A prompt that cannot fit is the ``prompt_too_long`` error.
 - :func:`plan_batches` sorts prompts by length (so a batch pads little) and cuts batches by a
   token budget (padded length times count, new tokens included), not only by count.
@@ -96,8 +96,9 @@ def _with_candidate(messages: tuple[Message, ...], index: int, start: int, old: 
 def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> FittedPrompt:
     """Render ``request`` and shorten its candidate answer until it fits ``max_prompt_tokens``.
 
-    Only the last occurrence of ``request.shrinkable`` inside the last user message is cut; the
-    rest of the conversation stays as written. The number of characters kept is the largest
+    Only the candidate is cut: at ``request.span`` in the last message, or, for a request built
+    by hand without a span, the last occurrence of ``request.shrinkable`` in the last user
+    message. The rest of the conversation stays as written. The number of characters kept is the largest
     that fits, found by binary search over renders of the whole prompt.
 
     Args:
@@ -119,11 +120,11 @@ def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> 
     ids = render_ids(messages, tokenizer)
     if len(ids) <= max_prompt_tokens:
         return FittedPrompt(tuple(ids), messages=messages)
-    where = _locate(messages, request.shrinkable)
+    where = _locate(messages, request)
     if where is None:
         return FittedPrompt(None, error=PROMPT_TOO_LONG)
     index, start = where
-    old = request.shrinkable
+    old = request.shrinkable or ""
 
     def attempt(keep: int) -> tuple[tuple[dict[str, str], ...], list[int]]:
         shortened = _with_candidate(messages, index, start, old, shorten(old, keep))
@@ -144,16 +145,21 @@ def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> 
     return FittedPrompt(tuple(best[1]), truncated=True, messages=best[0])
 
 
-def _locate(messages: tuple[dict[str, str], ...], shrinkable: str | None) -> tuple[int, int] | None:
-    """(message index, character offset) of ``shrinkable`` in the last user message, or None.
+def _locate(messages: tuple[dict[str, str], ...], request: JudgeRequest) -> tuple[int, int] | None:
+    """(message index, character offset) of the candidate to shorten, or None.
 
-    The last occurrence is taken: templates place the candidate after the question and the
-    reference (which may hold the same text). A text no longer than the elision marker is never
-    cut: cutting it cannot shorten the prompt, and such a short text could also match a piece of
-    the instructions (a candidate ``1`` in "reply with 1").
+    With a span, the candidate is where the prompt builder put it, in the last message. Without
+    one, the last occurrence of ``shrinkable`` in the last user message is taken: the built-in
+    templates place the candidate after the question and the reference (which may hold the same
+    text). A text no longer than the elision marker is never cut: cutting it cannot shorten the
+    prompt, and such a short text could also match a piece of the instructions (a candidate
+    ``1`` in "reply with 1").
     """
+    shrinkable = request.shrinkable
     if not shrinkable or len(shrinkable) <= len(ELISION_MARKER):
         return None
+    if request.span is not None:
+        return len(messages) - 1, request.span[0]
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
             start = messages[index]["content"].rfind(shrinkable)
@@ -244,19 +250,23 @@ class PromptFitter:
     Args:
         tokenizer_name: Path or hub id of the tokenizer.
         max_prompt_tokens: Longest prompt allowed (``max_model_len - max_new_tokens``).
+        tokenizer: The tokenizer itself, when already loaded (``tokenizer_name`` is then unused).
     """
 
-    def __init__(self, tokenizer_name: str, max_prompt_tokens: int):
-        from transformers import AutoTokenizer
+    def __init__(self, tokenizer_name: str, max_prompt_tokens: int, *, tokenizer: Any = None):
+        if tokenizer is None:
+            from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+        self.tokenizer = tokenizer
         self.max_prompt_tokens = max_prompt_tokens
 
     @classmethod
-    def for_judge(cls, judge_config: Any) -> PromptFitter:
-        """The fitter of a ``JudgeConfig``: its tokenizer and its prompt budget."""
+    def for_judge(cls, judge_config: Any, tokenizer: Any = None) -> PromptFitter:
+        """The fitter of a ``JudgeConfig``: its tokenizer (``tokenizer`` when one is already
+        loaded) and its prompt budget."""
         budget = judge_config.max_model_len - judge_config.sampling.max_new_tokens
-        return cls(judge_config.tokenizer_name, budget)
+        return cls(judge_config.tokenizer_name, budget, tokenizer=tokenizer)
 
     def fit(self, batch: Sequence[RequestLike]) -> list[FittedPrompt]:
         """Fit every request of ``batch`` (see :func:`fit_prompt`), in order."""

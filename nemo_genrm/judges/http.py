@@ -69,24 +69,24 @@ from nemo_genrm.judges.http_replies import (
     read_reply,
 )
 from nemo_genrm.judges.http_transport import (
-    _RETRY_STATUSES,
-    MAX_RETRY_DELAY_S,
+    RETRY_STATUSES,
     CallBreaker,
-    _failed,
-    _json_object,
-    _LoopThread,
-    _Outcome,
-    _parse_retry_after,
-    _retry_delay,
-    _Secret,
-    _status_error,
+    LoopThread,
+    RequestOutcome,
+    Secret,
+    failed_request,
     gather_until,
+    json_object,
+    parse_retry_after,
+    retry_delay,
+    status_error,
 )
+from nemo_genrm.judges.results import generation, label_scores
 from nemo_genrm.redact import Redactor, mask_url, url_credentials, url_without_credentials
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_RETRY_DELAY_S", "SCORE_TOP_K", "HttpJudge", "_parse_retry_after", "_retry_delay"]
+__all__ = ["SCORE_TOP_K", "HttpJudge"]
 
 _DETAIL_CHARS = 200  # characters of a server's error body kept for the log
 
@@ -154,8 +154,8 @@ class HttpJudge(Judge):
         self._base_url = url_without_credentials(cfg.base_url.rstrip("/"))
         self._url = self._base_url + "/chat/completions"
         credentials = url_credentials(cfg.base_url)
-        self._url_auth = _Secret(credentials) if credentials is not None else None
-        self._api_key: _Secret | None = None
+        self._url_auth = Secret(credentials) if credentials is not None else None
+        self._api_key: Secret | None = None
         if cfg.api_key_env:
             value = os.environ.get(cfg.api_key_env)
             if not value:
@@ -163,7 +163,7 @@ class HttpJudge(Judge):
                     f"judge.http.api_key_env names {cfg.api_key_env!r}, an environment variable "
                     "that is not set: export it or set api_key_env: null"
                 )
-            self._api_key = _Secret(value)
+            self._api_key = Secret(value)
         secrets = [self._api_key.reveal()] if self._api_key else []
         if self._url_auth is not None:
             user, password = self._url_auth.reveal()
@@ -176,7 +176,7 @@ class HttpJudge(Judge):
         self._stats = JudgeStats()
         self._stats_lock = threading.Lock()
         self._closed = False
-        self._loop = _LoopThread(name=f"http-judge-{judge_config.model_name}")
+        self._loop = LoopThread(name=f"http-judge-{judge_config.model_name}")
         self._client, self._slots = self._loop.run(self._open())
         weakref.finalize(self, self._loop.stop)
 
@@ -191,6 +191,10 @@ class HttpJudge(Judge):
     # ----------------------------------------------------------------------------- interface
     def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
         """Write the judge's reply to each conversation (see :meth:`Judge.generate`)."""
+        return self.generate_counted(batch)[0]
+
+    def generate_counted(self, batch: Sequence[RequestLike]) -> tuple[list[Generation], JudgeStats]:
+        """See :meth:`Judge.generate_counted`; requests and retries sent are under ``extra``."""
         sampling = self.config.sampling
         prepared = self._prepare(batch, sampling.max_new_tokens)
         extra = {"max_tokens": sampling.max_new_tokens}
@@ -198,27 +202,17 @@ class HttpJudge(Judge):
         results = []
         for prep, out in zip(prepared, outcomes, strict=True):
             if out.error is not None:
-                results.append(Generation(text=None, error=out.error, truncated=prep.truncated))
+                results.append(generation(out.error, truncated=prep.truncated))
                 continue
             try:
                 reply = read_reply(out.body)
             except BadReply as exc:
                 self._log_bad_reply(exc)
-                results.append(
-                    Generation(text=None, error="http_bad_response", truncated=prep.truncated)
-                )
+                results.append(generation("http_bad_response", truncated=prep.truncated))
                 continue
-            results.append(
-                Generation(
-                    text=reply.text,
-                    error=None if reply.text is not None else "http_bad_response",
-                    prompt_tokens=reply.prompt_tokens,
-                    output_tokens=reply.completion_tokens,
-                    truncated=prep.truncated,
-                )
-            )
-        self._count(results, outcomes)
-        return results
+            value = (reply.text, reply.completion_tokens) if reply.text is not None else "http_bad_response"
+            results.append(generation(value, prompt_tokens=reply.prompt_tokens, truncated=prep.truncated))
+        return results, self._counted(JudgeStats.of_call("generate", results), outcomes)
 
     def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
         """Label probabilities from the first reply token's top log-probabilities.
@@ -234,25 +228,23 @@ class HttpJudge(Judge):
                 no reply of the batch carries log-probabilities (the server does not give them;
                 a single reply without them is an ``http_bad_response`` sample instead).
         """
+        return self.score_counted(batch, labels)[0]
+
+    def score_counted(
+        self, batch: Sequence[RequestLike], labels: Sequence[str]
+    ) -> tuple[list[LabelScores], JudgeStats]:
+        """See :meth:`score` and :meth:`Judge.score_counted`."""
         keys = self._check_labels(labels)
-        tops = self._first_token_logprobs(batch, SCORE_TOP_K)
+        tops, outcomes = self._first_token_logprobs(batch, SCORE_TOP_K)
         results = []
         for top, truncated, prompt_tokens in tops:
             if isinstance(top, str):
-                results.append(LabelScores(probs=None, error=top, truncated=truncated))
+                results.append(label_scores(top, truncated=truncated))
                 continue
             probs = label_probs(top, keys)
-            error = None if probs is not None else "labels_not_in_top_logprobs"
-            results.append(
-                LabelScores(
-                    probs=probs, error=error, prompt_tokens=prompt_tokens, truncated=truncated
-                )
-            )
-        with self._stats_lock:
-            self._stats.score_calls += 1
-            self._stats.prompts_scored += len(results)
-            self._stats.errors += sum(r.error is not None for r in results)
-        return results
+            value = probs if probs is not None else "labels_not_in_top_logprobs"
+            results.append(label_scores(value, prompt_tokens=prompt_tokens, truncated=truncated))
+        return results, self._counted(JudgeStats.of_call("score", results), outcomes)
 
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """The ``k`` most likely first reply tokens per request (see :meth:`Judge.top_logprobs`).
@@ -262,19 +254,17 @@ class HttpJudge(Judge):
         """
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        tops = self._first_token_logprobs(batch, k)
+        tops, outcomes = self._first_token_logprobs(batch, k)
+        # Not a generate or score call: only the tokens read and the transport are counted.
+        counts = JudgeStats(prompt_tokens=sum(row[2] for row in tops), truncated=sum(row[1] for row in tops))
+        self._counted(counts, outcomes)
         return [None if isinstance(top, str) else top for top, _, _ in tops]
 
     def stats(self) -> JudgeStats:
-        """Counters since start or the last :meth:`reset_stats` (retries under ``extra``)."""
+        """Counters since start (requests and retries under ``extra``)."""
         with self._stats_lock:
             snapshot = JudgeStats(**{**self._stats.__dict__, "extra": dict(self._stats.extra)})
         return snapshot
-
-    def reset_stats(self) -> None:
-        """Zero the counters."""
-        with self._stats_lock:
-            self._stats = JudgeStats()
 
     def shutdown(self) -> None:
         """Close the HTTP client and stop the loop thread; safe to call twice."""
@@ -337,8 +327,9 @@ class HttpJudge(Judge):
 
     def _first_token_logprobs(
         self, batch: Sequence[RequestLike], k: int
-    ) -> list[tuple[dict[str, float] | str, bool, int]]:
-        """Per request: (token -> logprob, or an error code), truncated, prompt tokens."""
+    ) -> tuple[list[tuple[dict[str, float] | str, bool, int]], list[RequestOutcome]]:
+        """Per request: (token -> logprob, or an error code), truncated, prompt tokens; and the
+        transport outcomes."""
         prepared = self._prepare(batch, 1)
         extra = {"max_tokens": 1, "logprobs": True, "top_logprobs": k}
         outcomes = self._send(prepared, extra)
@@ -360,10 +351,6 @@ class HttpJudge(Judge):
                 continue
             with_logprobs += 1
             rows.append((top, prep.truncated, reply.prompt_tokens))
-        with self._stats_lock:
-            self._add_transport_stats(outcomes)
-            self._stats.prompt_tokens += sum(row[2] for row in rows)
-            self._stats.truncated += sum(prep.truncated for prep in prepared)
         if missing and not with_logprobs:  # no reply had them: the server cannot give them
             raise ConfigError(
                 f"the server at {self._base_url} answered without logprobs for model "
@@ -371,7 +358,7 @@ class HttpJudge(Judge):
                 "judge.verdict_from: text (and http.supports_logprobs: false), or serve the judge "
                 "with a server that returns top_logprobs (vLLM, SGLang, nemo_genrm.serve)"
             )
-        return rows
+        return rows, outcomes
 
     def _prepare(self, batch: Sequence[RequestLike], max_new_tokens: int) -> list[_Prepared]:
         """Messages to send per request, shortened to fit when a tokenizer is configured."""
@@ -393,7 +380,7 @@ class HttpJudge(Judge):
                 prepared.append(_Prepared(messages=messages, truncated=fitted.truncated))
         return prepared
 
-    def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> list[_Outcome]:
+    def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> list[RequestOutcome]:
         if self._closed:
             raise JudgeClosedError("HttpJudge was shut down; create a new one")
         sampling = self.config.sampling
@@ -411,7 +398,7 @@ class HttpJudge(Judge):
 
         def job(prep: _Prepared) -> Any:
             if prep.messages is None:
-                return lambda: _failed(prep.error or "prompt_too_long")
+                return lambda: failed_request(prep.error or "prompt_too_long")
             payload = {**base, "messages": prep.messages}
             return lambda: self._post(payload, breaker)
 
@@ -433,7 +420,7 @@ class HttpJudge(Judge):
             )
         return outcomes
 
-    async def _post(self, payload: dict[str, Any], breaker: CallBreaker) -> _Outcome:
+    async def _post(self, payload: dict[str, Any], breaker: CallBreaker) -> RequestOutcome:
         """One request with retries; never raises for transport or server failures.
 
         The request keeps its concurrency slot through its backoff sleeps, so a struggling
@@ -443,7 +430,7 @@ class HttpJudge(Judge):
         async with self._slots:
             if breaker.tripped is not None:  # the server looked hung: do not wait again
                 breaker.skipped += 1
-                return _Outcome(body=None, error=breaker.tripped)
+                return RequestOutcome(body=None, error=breaker.tripped)
             outcome = await self._attempts(payload)
         if outcome.error is not None:
             breaker.gave_up(outcome.error)
@@ -451,7 +438,7 @@ class HttpJudge(Judge):
             breaker.succeeded = True
         return outcome
 
-    async def _attempts(self, payload: dict[str, Any]) -> _Outcome:
+    async def _attempts(self, payload: dict[str, Any]) -> RequestOutcome:
         cfg = self.config.http
         error, detail = "http_error", ""
         for attempt in range(cfg.max_retries + 1):
@@ -468,33 +455,25 @@ class HttpJudge(Judge):
                 logger.debug("request to %s failed: %s", self._url, type(exc).__name__)
             else:
                 if response.status_code == 200:
-                    return _Outcome(body=_json_object(response), retries=attempt)
-                error = _status_error(response)
+                    return RequestOutcome(body=json_object(response), retries=attempt)
+                error = status_error(response)
                 detail = self._redact.clip(response.text, _DETAIL_CHARS)
-                if response.status_code not in _RETRY_STATUSES:
-                    return _Outcome(body=None, error=error, retries=attempt, detail=detail)
-                retry_after = _parse_retry_after(response.headers.get("retry-after"))
+                if response.status_code not in RETRY_STATUSES:
+                    return RequestOutcome(body=None, error=error, retries=attempt, detail=detail)
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
                 logger.debug("judge server answered %d, retrying", response.status_code)
             if attempt < cfg.max_retries:
-                await asyncio.sleep(_retry_delay(attempt, cfg.backoff_s, retry_after))
-        return _Outcome(body=None, error=error, retries=cfg.max_retries, detail=detail)
+                await asyncio.sleep(retry_delay(attempt, cfg.backoff_s, retry_after))
+        return RequestOutcome(body=None, error=error, retries=cfg.max_retries, detail=detail)
 
     def _log_bad_reply(self, exc: BadReply) -> None:
         logger.debug("unreadable reply from %s: %s", self._url, self._redact.clip(str(exc), 200))
 
-    def _count(self, results: list[Generation], outcomes: list[_Outcome]) -> None:
+    def _counted(self, counts: JudgeStats, outcomes: list[RequestOutcome]) -> JudgeStats:
+        """Add the call's requests and retries to ``counts``, and ``counts`` to the totals."""
+        counts.extra = {"http_requests": len(outcomes), "http_retries": sum(o.retries for o in outcomes)}
         with self._stats_lock:
-            self._stats.generate_calls += 1
-            self._stats.prompts_generated += len(results)
-            self._stats.prompt_tokens += sum(r.prompt_tokens for r in results)
-            self._stats.output_tokens += sum(r.output_tokens for r in results)
-            self._stats.truncated += sum(r.truncated for r in results)
-            self._stats.errors += sum(r.error is not None for r in results)
-            self._add_transport_stats(outcomes)
-
-    def _add_transport_stats(self, outcomes: list[_Outcome]) -> None:
-        extra = self._stats.extra
-        extra["http_requests"] = extra.get("http_requests", 0) + len(outcomes)
-        extra["http_retries"] = extra.get("http_retries", 0) + sum(o.retries for o in outcomes)
-
-
+            extra = {key: self._stats.extra.get(key, 0) + value for key, value in counts.extra.items()}
+            self._stats = self._stats.merge(counts)
+            self._stats.extra = extra
+        return counts

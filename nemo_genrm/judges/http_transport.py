@@ -25,12 +25,12 @@ T = TypeVar("T")
 
 MAX_RETRY_DELAY_S = 30.0
 """Longest wait before one retry, whatever the backoff or ``Retry-After`` says."""
-_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TOO_LONG_HINTS = ("context length", "maximum context", "too long", "prompt_too_long")
 _HUNG_ERRORS = frozenset({"http_timeout", "http_connect"})
 
 
-class _Secret(Generic[T]):
+class Secret(Generic[T]):
     """Holds a credential (the API key, a URL's user and password); its repr and str never show it."""
 
     __slots__ = ("_value",)
@@ -42,12 +42,12 @@ class _Secret(Generic[T]):
         return self._value
 
     def __repr__(self) -> str:
-        return "_Secret('***')"
+        return "Secret('***')"
 
     __str__ = __repr__
 
 
-class _LoopThread:
+class LoopThread:
     """An asyncio event loop running forever on a daemon thread."""
 
     def __init__(self, name: str):
@@ -90,7 +90,7 @@ class _LoopThread:
 
 
 @dataclass
-class _Outcome:
+class RequestOutcome:
     """What one request came to after its retries: a JSON body or an error code."""
 
     body: dict[str, Any] | None
@@ -140,11 +140,11 @@ def hung_server_bound_s(
     return min(call_timeout_s, (max_retries + 1) * timeout_s + backoff)
 
 
-async def _failed(error: str) -> _Outcome:
-    return _Outcome(body=None, error=error)
+async def failed_request(error: str) -> RequestOutcome:
+    return RequestOutcome(body=None, error=error)
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
+def json_object(response: httpx.Response) -> dict[str, Any] | None:
     """The response's JSON object, or None (then ``http_bad_response``) when it is not one."""
     try:
         body = response.json()
@@ -153,7 +153,7 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _status_error(response: httpx.Response) -> str:
+def status_error(response: httpx.Response) -> str:
     """``prompt_too_long`` for a context-length refusal, else ``http_<status>``."""
     if response.status_code in (400, 413, 422):
         text = response.text.lower()
@@ -162,7 +162,7 @@ def _status_error(response: httpx.Response) -> str:
     return f"http_{response.status_code}"
 
 
-def _parse_retry_after(value: str | None) -> float | None:
+def parse_retry_after(value: str | None) -> float | None:
     """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), else None."""
     if not value:
         return None
@@ -177,7 +177,7 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _retry_delay(attempt: int, backoff_s: float, retry_after: float | None) -> float:
+def retry_delay(attempt: int, backoff_s: float, retry_after: float | None) -> float:
     """Full-jitter exponential backoff, or the server's ``Retry-After``; capped."""
     if retry_after is not None:
         return min(retry_after, MAX_RETRY_DELAY_S)
@@ -185,8 +185,8 @@ def _retry_delay(attempt: int, backoff_s: float, retry_after: float | None) -> f
 
 
 async def gather_until(
-    jobs: Sequence[Callable[[], Awaitable[_Outcome]]], timeout_s: float | None
-) -> list[_Outcome]:
+    jobs: Sequence[Callable[[], Awaitable[RequestOutcome]]], timeout_s: float | None
+) -> list[RequestOutcome]:
     """Run every job concurrently; the ones unfinished after ``timeout_s`` become ``timeout``.
 
     Args:
@@ -195,7 +195,7 @@ async def gather_until(
 
     Returns:
         One outcome per job, in order; a job cut off at the deadline is cancelled and gets
-        ``_Outcome(body=None, error="timeout")``.
+        ``RequestOutcome(body=None, error="timeout")``.
     """
     tasks = [asyncio.ensure_future(job()) for job in jobs]
     if not tasks:
@@ -205,13 +205,13 @@ async def gather_until(
         task.cancel()
     if pending:
         await asyncio.wait(pending)  # let the cancelled requests release their connections
-    return [_Outcome(body=None, error="timeout") if task in pending else _result(task) for task in tasks]
+    return [RequestOutcome(body=None, error="timeout") if task in pending else _result(task) for task in tasks]
 
 
-def _result(task: asyncio.Future[_Outcome]) -> _Outcome:
+def _result(task: asyncio.Future[RequestOutcome]) -> RequestOutcome:
     """A finished job's outcome; a job that raised fails alone, never its siblings."""
     exc = task.exception()
     if exc is None:
         return task.result()
     logger.warning("a judge request failed unexpectedly: %s", type(exc).__name__)
-    return _Outcome(body=None, error="http_error")
+    return RequestOutcome(body=None, error="http_error")

@@ -61,7 +61,7 @@ class WorkerHost:
         return getattr(self._worker, method)(*args)
 
 
-_RemoteHost = ray.remote(runtime_env=actor_runtime_env())(WorkerHost)
+RemoteWorkerHost = ray.remote(runtime_env=actor_runtime_env())(WorkerHost)
 
 
 def default_actor_options(rank: int, replica: ReplicaPlacement) -> dict[str, Any]:

@@ -49,15 +49,12 @@ from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.deadline import deadline_within
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.ray_hosts import (  # noqa: F401 - WorkerHost, _RemoteHost, free_port re-exported
+from nemo_genrm.judges.ray_hosts import (
     JudgeStartupError,
-    WorkerHost,
+    RemoteWorkerHost,
     WorkerSpec,
-    _RemoteHost,
     check_placement,
-    default_actor_options,
     describe_pending_actor,
-    free_port,
 )
 from nemo_genrm.judges.restart_budget import Availability, RestartBudget
 from nemo_genrm.judges.results import JUDGE_ERROR
@@ -126,6 +123,7 @@ class ReplicaPool:
         self.deadline_exceeded = 0  # calls that passed their deadline
         self.unavailable_calls = 0  # calls that found no replica alive
         self.asleep = False
+        self._events: Any = None  # the counters of the run under way (``run(events=...)``)
         ft = fault_tolerance
         self.budget = RestartBudget(ft.max_restarts, ft.restart_budget_refill_s, ft.restart_backoff_s,
                                     ft.restart_backoff_max_s, time.monotonic())
@@ -187,7 +185,7 @@ class ReplicaPool:
         hosts = []
         for rank in range(spec.ranks_per_replica):
             threads = max(1, int(rep.num_cpus))
-            hosts.append(_RemoteHost.options(**self._options(replica, rank)).remote(threads))
+            hosts.append(RemoteWorkerHost.options(**self._options(replica, rank)).remote(threads))
         address = hosts[0].address.remote() if spec.needs_address else None
         replica.hosts = hosts
         replica.started = [
@@ -217,7 +215,7 @@ class ReplicaPool:
         self._kill(replica)
         now = time.monotonic()
         if not crash:
-            self.replacements += 1
+            self.replacements += 1  # a pool fact, not a call's: no per-run counter
             logger.warning("Replacing judge replica %d (%s)", replica.index, why)
             self._launch(replica)
             return
@@ -234,7 +232,7 @@ class ReplicaPool:
             if replica.alive or replica.relaunch_at is None or replica.relaunch_at > now:
                 continue
             if self.budget.take(now):
-                self.restarts += 1
+                self._count("restarts")
                 logger.warning("Restarting judge replica %d; restart %d (%.1f left in the budget)",
                                replica.index, self.restarts, self.budget.available(now))
                 self._launch(replica)
@@ -298,8 +296,14 @@ class ReplicaPool:
         return sum(replica.alive for replica in self._replicas)
 
     # ------------------------------------------------------------------------------- calling
+    def _count(self, name: str) -> None:
+        """Add one to the pool's counter ``name`` and to the run's own, during a run."""
+        setattr(self, name, getattr(self, name) + 1)
+        if self._events is not None:
+            setattr(self._events, name, getattr(self._events, name) + 1)
+
     def run(
-        self, method: str, payloads: Sequence[tuple], costs: Sequence[int]
+        self, method: str, payloads: Sequence[tuple], costs: Sequence[int], events: Any = None
     ) -> list[tuple[Any, str | None]]:
         """Run ``worker.method(*payload)`` for every chunk over the replicas.
 
@@ -307,11 +311,20 @@ class ReplicaPool:
             method: Worker method name.
             payloads: One argument tuple per chunk.
             costs: Work estimate per chunk (tokens); big chunks are handed out first.
+            events: An object with ``restarts``, ``deadline_exceeded`` and ``unavailable_calls``
+                counters (a ``JudgeStats``) this run adds its own to.
 
         Returns:
             ``(value, None)`` or ``(None, error)`` per chunk, in chunk order; ``error`` is
             ``judge_error`` or ``timeout``.
         """
+        self._events = events
+        try:
+            return self._run(method, payloads, costs)
+        finally:
+            self._events = None
+
+    def _run(self, method: str, payloads: Sequence[tuple], costs: Sequence[int]) -> list[tuple[Any, str | None]]:
         deadline = deadline_within(self.fault_tolerance.step_timeout_s)
         for replica in self._replicas:  # starts that finished since the last call
             failure = self._poll_start(replica) if replica.alive else None
@@ -336,7 +349,7 @@ class ReplicaPool:
                 if relaunch is not None and relaunch < deadline:  # a replica is due back in time
                     time.sleep(max(0.0, relaunch - now))
                     continue
-                self.unavailable_calls += 1
+                self._count("unavailable_calls")
                 logger.error("No judge replica is alive: %d chunk(s) end as %s", len(pending), JUDGE_ERROR)
                 self.check_available()
                 break
@@ -430,7 +443,7 @@ class ReplicaPool:
         }
         for chunk in [*active, *pending]:
             results[chunk] = (None, TIMEOUT)
-        self.deadline_exceeded += 1
+        self._count("deadline_exceeded")
         logger.error("Judge call passed its deadline (step_timeout_s %.1f s): %d chunk(s) timed out",
                      self.fault_tolerance.step_timeout_s, len(active) + len(pending))
         for call in list(active.values()):

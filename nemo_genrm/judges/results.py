@@ -2,16 +2,18 @@
 
 Engines work on fitted prompts and return, per prompt, either a value or an error string. These
 helpers put the prompts that could not be fitted back in their places, so every path returns one
-result per input in input order, and they keep :class:`JudgeStats` in one place.
+result per input in input order; every engine (the HTTP one too) builds its results here, and
+:class:`CallCounter` gives a caller the counters of its own calls.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from nemo_genrm.errors import TIMEOUT, Reason  # noqa: F401 - TIMEOUT is re-exported
-from nemo_genrm.judges.base import Generation, JudgeStats, LabelScores
+from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
 from nemo_genrm.judges.fitting import FittedPrompt
 
 JUDGE_ERROR = Reason.JUDGE_ERROR
@@ -20,11 +22,45 @@ GenOut = tuple[str, int]
 """What an engine returns for one generated prompt: (decoded text, tokens generated)."""
 Outcome = GenOut | dict | str
 """An engine value for one prompt, or an error string."""
+R = TypeVar("R", Generation, LabelScores)
 
 
 def runnable(fitted: Sequence[FittedPrompt]) -> list[int]:
     """Indices of the prompts that fit and go to the engine."""
     return [i for i, f in enumerate(fitted) if f.error is None]
+
+
+def generation(outcome: Outcome, *, prompt_tokens: int = 0, truncated: bool = False) -> Generation:
+    """The :class:`Generation` of one prompt from its engine outcome.
+
+    Args:
+        outcome: ``(text, output_tokens)``, or an error string.
+        prompt_tokens: Tokens in the prompt as judged.
+        truncated: Whether its candidate answer was shortened to fit.
+    """
+    if isinstance(outcome, str):
+        return Generation(None, error=outcome, prompt_tokens=prompt_tokens, truncated=truncated)
+    text, n_out = outcome
+    return Generation(text, prompt_tokens=prompt_tokens, output_tokens=n_out, truncated=truncated)
+
+
+def label_scores(outcome: Outcome, *, prompt_tokens: int = 0, truncated: bool = False) -> LabelScores:
+    """The :class:`LabelScores` of one prompt from its engine outcome (label -> probability,
+    or an error string); see :func:`generation`."""
+    error = outcome if isinstance(outcome, str) else None
+    probs = None if error else dict(outcome)  # type: ignore[arg-type]
+    return LabelScores(probs, error=error, prompt_tokens=prompt_tokens, truncated=truncated)
+
+
+def _build(fitted: Sequence[FittedPrompt], outcomes: Mapping[int, Outcome], make: Callable[..., R]) -> list[R]:
+    """One result per fitted prompt, in order; prompts that did not fit carry their fitting error."""
+    out = []
+    for index, prompt in enumerate(fitted):
+        if prompt.error is not None:
+            out.append(make(prompt.error, truncated=prompt.truncated))
+        else:
+            out.append(make(outcomes[index], prompt_tokens=prompt.num_tokens, truncated=prompt.truncated))
+    return out
 
 
 def build_generations(
@@ -40,42 +76,12 @@ def build_generations(
     Returns:
         The generations; prompts that did not fit carry their fitting error.
     """
-    out = []
-    for index, prompt in enumerate(fitted):
-        if prompt.error is not None:
-            out.append(Generation(None, error=prompt.error, truncated=prompt.truncated))
-            continue
-        outcome = outcomes[index]
-        if isinstance(outcome, str):
-            out.append(
-                Generation(
-                    None, error=outcome, prompt_tokens=prompt.num_tokens, truncated=prompt.truncated
-                )
-            )
-            continue
-        text, n_out = outcome
-        out.append(
-            Generation(
-                text, prompt_tokens=prompt.num_tokens, output_tokens=n_out, truncated=prompt.truncated
-            )
-        )
-    return out
+    return _build(fitted, outcomes, generation)
 
 
 def build_scores(fitted: Sequence[FittedPrompt], outcomes: Mapping[int, Outcome]) -> list[LabelScores]:
     """One :class:`LabelScores` per fitted prompt, in order (see :func:`build_generations`)."""
-    out = []
-    for index, prompt in enumerate(fitted):
-        if prompt.error is not None:
-            out.append(LabelScores(None, error=prompt.error, truncated=prompt.truncated))
-            continue
-        outcome = outcomes[index]
-        error = outcome if isinstance(outcome, str) else None
-        probs = None if error else dict(outcome)  # type: ignore[arg-type]
-        out.append(
-            LabelScores(probs, error=error, prompt_tokens=prompt.num_tokens, truncated=prompt.truncated)
-        )
-    return out
+    return _build(fitted, outcomes, label_scores)
 
 
 def build_top_logprobs(
@@ -123,20 +129,39 @@ def check_labels(labels: Sequence[str]) -> list[str]:
     return labels
 
 
-def count_generations(stats: JudgeStats, results: Sequence[Generation]) -> None:
-    """Add one generate call and its results to ``stats``."""
-    stats.generate_calls += 1
-    stats.prompts_generated += len(results)
-    stats.prompt_tokens += sum(r.prompt_tokens for r in results)
-    stats.output_tokens += sum(r.output_tokens for r in results)
-    stats.truncated += sum(r.truncated for r in results)
-    stats.errors += sum(r.error is not None for r in results)
+class CallCounter(Judge):
+    """Forwards to a judge and adds the counters of every call made through it to :attr:`counts`.
 
+    The counts come with each call (:meth:`Judge.generate_counted`): read from the results,
+    plus what the engine saw during that call alone, so concurrent callers of one judge each
+    count their own calls.
 
-def count_scores(stats: JudgeStats, results: Sequence[LabelScores]) -> None:
-    """Add one score call and its results to ``stats``."""
-    stats.score_calls += 1
-    stats.prompts_scored += len(results)
-    stats.prompt_tokens += sum(r.prompt_tokens for r in results)
-    stats.truncated += sum(r.truncated for r in results)
-    stats.errors += sum(r.error is not None for r in results)
+    Args:
+        judge: The judge to call.
+    """
+
+    def __init__(self, judge: Judge):
+        self.judge = judge
+        self.counts = JudgeStats()
+
+    def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
+        results, counts = self.judge.generate_counted(batch)
+        self.counts = self.counts.merge(counts)
+        return results
+
+    def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
+        results, counts = self.judge.score_counted(batch, labels)
+        self.counts = self.counts.merge(counts)
+        return results
+
+    def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
+        return self.judge.top_logprobs(batch, k)
+
+    def sleep(self) -> None:
+        self.judge.sleep()
+
+    def wake(self) -> None:
+        self.judge.wake()
+
+    def stats(self) -> JudgeStats:
+        return self.judge.stats()

@@ -2,8 +2,9 @@
 
 :class:`VllmJudgeWorker` is the plain worker (no Ray; vLLM is imported when it is built, so this
 module imports without vLLM installed). :class:`VllmJudge` runs one per replica through the same
-:class:`~nemo_genrm.judges.ray_pool.ReplicaPool` as the dtensor engine (restarts, deadline,
-token-balanced chunks, input order).
+:class:`~nemo_genrm.judges.pooled.PooledJudge` pipeline as the transformers engine (fitting,
+chunk planning, restarts, deadline, token-balanced chunks, input order). vLLM schedules and pads
+nothing itself, so a chunk goes to ``LLM.generate`` whole.
 
 - Every call sends the fitted token ids themselves (``TokensPrompt``), so vLLM judges exactly
   the prompt that was rendered and, when too long, shortened to fit ``max_model_len``; nothing
@@ -30,11 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.config import ConfigError, JudgeConfig, validate
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
-from nemo_genrm.judges.pooled import PooledJudge, default_placement
-from nemo_genrm.judges.ray_pool import WorkerSpec, default_actor_options
+from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.ray_hosts import WorkerSpec, default_actor_options
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
 logger = logging.getLogger(__name__)
@@ -233,15 +234,13 @@ class VllmJudge(PooledJudge):
         RuntimeError: If the workers fail to start (vLLM missing, out of memory...).
     """
 
-    def __init__(
-        self,
-        judge_config: JudgeConfig | dict,
-        placement: Placement | None = None,
-        *,
-        fault_tolerance: FaultToleranceConfig | dict | None = None,
-    ):
-        config = validate(JudgeConfig, judge_config, prefix="judge")
-        placement = placement or default_placement(config)
+    @classmethod
+    def worker_spec(cls, config: JudgeConfig, placement: Placement) -> WorkerSpec:
+        """One actor per replica hosting a :class:`VllmJudgeWorker` (vLLM runs its own ranks).
+
+        Raises:
+            ConfigError: ``gpu_memory_utilization`` above a colocated replica's GPU share.
+        """
         problems = [p for i, rep in enumerate(placement.replicas) for p in _check_share(config, rep, i)]
         if problems:
             raise ConfigError(problems)
@@ -268,7 +267,6 @@ class VllmJudge(PooledJudge):
                 options["num_gpus"] = replica.num_gpus * tp  # one actor, every rank's GPU
             return options
 
-        spec = WorkerSpec(
+        return WorkerSpec(
             VllmJudgeWorker, 1, kwargs_for, options_for, needs_address=False, bundles_per_replica=tp
         )
-        super().__init__(config, spec, placement, fault_tolerance=fault_tolerance)

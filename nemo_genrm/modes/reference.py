@@ -50,7 +50,7 @@ class ReferenceMode(Mode):
     def _requests(self, sample: PreparedSample) -> list[JudgeRequest]:
         question, reference = sample.question, sample.reference
         prompt = self._builder.build(question=question, reference=reference, candidate=sample.answer or "")
-        requests = [JudgeRequest(prompt.messages, shrinkable=prompt.candidate or None)]
+        requests = [prompt.request]
         if self._swap:
             # The answer as placed (neutralised) goes in the reference slot; it stays the part
             # an engine may shorten.

@@ -10,7 +10,8 @@ from ray import cloudpickle
 
 from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.ray_pool import JudgeStartupError, ReplicaPool, WorkerSpec, default_actor_options
+from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec, default_actor_options
+from nemo_genrm.judges.ray_pool import ReplicaPool
 from nemo_genrm.ray_env import actor_options, actor_runtime_env
 
 
@@ -105,8 +106,8 @@ def test_package_actor_classes_default_to_the_drivers_interpreter():
     """``SomeActor.remote(...)`` with no options already runs on this interpreter."""
     from nemo_genrm.env.environment import MAX_CONCURRENCY, GenRMEnvironment
     from nemo_genrm.grpo.policy import PolicyActor
-    from nemo_genrm.judges.ray_pool import _RemoteHost
+    from nemo_genrm.judges.ray_hosts import RemoteWorkerHost
 
-    for actor_class in (GenRMEnvironment, PolicyActor, _RemoteHost):
+    for actor_class in (GenRMEnvironment, PolicyActor, RemoteWorkerHost):
         assert actor_class._default_options["runtime_env"] == {"py_executable": sys.executable}
     assert GenRMEnvironment._default_options["max_concurrency"] == MAX_CONCURRENCY

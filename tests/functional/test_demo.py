@@ -119,7 +119,7 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
     from nemo_genrm.config import JudgeConfig, VerdictConfig
     from nemo_genrm.demo.judge import judge_prompt_builder
     from nemo_genrm.demo.task import judge_example
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
     from nemo_genrm.judges.http import HttpJudge
     from nemo_genrm.serve import start_judge_service, stop_judge_service
     from nemo_genrm.verdicts import VerdictParser
@@ -136,7 +136,7 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
             prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
             requests.append([dict(m) for m in prompt.messages])
             labels.append(case.label)
-    local = DTensorJudgeWorker(judge)
+    local = LocalTransformersJudge(judge)
     try:
         local_texts = [g.text for g in local.generate(requests)]
     finally:

@@ -21,7 +21,7 @@ from nemo_genrm.judges import (
     ReplicaPlacement,
     create_judge,
 )
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
 INSTRUCTIONS = "Reply with 1 if the candidate matches the reference, else 0."
@@ -58,7 +58,7 @@ def model_path(tiny_cache_dir):
 @pytest.fixture(scope="module")
 def worker(model_path):
     """The in-process (no Ray) worker on the random tiny model: the reference engine."""
-    w = DTensorJudgeWorker(_config(model_path))
+    w = LocalTransformersJudge(_config(model_path))
     yield w
     w.shutdown()
 
@@ -112,7 +112,7 @@ def test_worker_batches_like_single_prompts(worker):
     ],
 )
 def test_fixed_verdict_judges(tiny_cache_dir, text, labels, expected):
-    worker = DTensorJudgeWorker(_config(cached_tiny_judge(text)))
+    worker = LocalTransformersJudge(_config(cached_tiny_judge(text)))
     prompts = _prompts(3)
     assert [g.text for g in worker.generate(prompts)] == [text] * 3
     for scores in worker.score(prompts, labels):
@@ -143,11 +143,10 @@ def test_long_candidate_is_shortened_and_instructions_survive(worker):
         messages=({"role": "user", "content": f"Candidate: {candidate}\n{INSTRUCTIONS}"},),
         shrinkable=candidate,
     )
-    worker.reset_stats()
-    gens = worker.generate([request, _prompts(1)[0]])
+    gens, counts = worker.generate_counted([request, _prompts(1)[0]])
     assert gens[0].truncated and gens[0].error is None and gens[0].prompt_tokens <= 256 - 6
     assert not gens[1].truncated
-    assert worker.stats().truncated == 1
+    assert counts.truncated == 1
     fitted = worker.fitter.fit([request])[0]
     assert INSTRUCTIONS in worker.tokenizer.decode(list(fitted.token_ids))
     # Without a shrinkable part the same prompt cannot fit: an error, never an exception.
@@ -176,17 +175,17 @@ def test_tensor_parallel_sleep_and_wake(tp2_judge):
 
 def test_two_replicas_keep_input_order(worker, pool_judge):
     prompts = _prompts(1000)
-    pool_judge.reset_stats()
-    ours = pool_judge.score(prompts, ["1", "0"])
+    chunks_before = pool_judge.stats().extra["chunks_per_replica"]
+    ours, counts = pool_judge.score_counted(prompts, ["1", "0"])
     ref = worker.score(prompts, ["1", "0"])
     assert len(ours) == 1000
     got = torch.tensor([s.probs["1"] for s in ours], dtype=torch.float64)
     want = torch.tensor([s.probs["1"] for s in ref], dtype=torch.float64)
     assert torch.allclose(got, want, atol=1e-5, rtol=0)
     assert len(set(want.tolist())) > 900  # the check can see a swap: the values differ
-    stats = pool_judge.stats()
-    assert stats.prompts_scored == 1000 and stats.errors == 0
-    assert all(n > 0 for n in stats.extra["chunks_per_replica"])  # both replicas worked
+    assert counts.prompts_scored == 1000 and counts.errors == 0
+    chunks_after = pool_judge.stats().extra["chunks_per_replica"]
+    assert all(a > b for a, b in zip(chunks_after, chunks_before, strict=True))  # both replicas worked
 
 
 def test_deadline_replaces_the_busy_replica_for_free_then_a_crash_without_budget_gives_judge_errors(
@@ -258,7 +257,7 @@ def test_a_dead_rank_takes_its_whole_tensor_parallel_replica_down(ray_cluster, t
 # -------------------------------------------------------------------------------- GPU (nccl)
 def _tp_rank(rank: int, port: int, path: str, generation: str, results) -> None:
     """One rank of a two-rank replica (a spawned process): its generations and scores."""
-    worker = DTensorJudgeWorker(_config(path, dtensor={"generation": generation}), rank=rank, world_size=2,
+    worker = LocalTransformersJudge(_config(path, dtensor={"generation": generation}), rank=rank, world_size=2,
                                 master_port=port, local_rank=rank, num_threads=1)
     try:
         prompts = _prompts(6)
@@ -288,7 +287,7 @@ def _run_two_ranks(path, generation: str) -> dict:
     return got
 
 
-def _assert_matches_one_rank(got: dict, reference: DTensorJudgeWorker) -> None:
+def _assert_matches_one_rank(got: dict, reference: LocalTransformersJudge) -> None:
     assert got[0] == got[1]  # every rank computes the same result
     texts, probs = got[0]
     assert texts == [g.text for g in reference.generate(_prompts(6))]
@@ -309,7 +308,7 @@ def test_tensor_parallel_over_nccl_matches_one_gpu(model_path):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two visible GPUs")
     got = _run_two_ranks(model_path, "auto")
-    single = DTensorJudgeWorker(_config(model_path))  # one GPU, no process group
+    single = LocalTransformersJudge(_config(model_path))  # one GPU, no process group
     assert single.device.type == "cuda" and single.generation_mode == "static"
     try:
         _assert_matches_one_rank(got, single)

@@ -13,7 +13,7 @@ import random
 import pytest
 import torch
 
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
 INSTRUCTIONS = "Reply with 1 if the candidate matches the reference, else 0."
@@ -48,8 +48,8 @@ def _prompts(n: int, seed: int = 0) -> list[list[dict]]:
 @pytest.fixture(scope="module")
 def random_workers(tiny_cache_dir):
     path = cached_tiny_model()
-    static = DTensorJudgeWorker(_config(path, "static"))
-    dynamic = DTensorJudgeWorker(_config(path, "dynamic"))
+    static = LocalTransformersJudge(_config(path, "static"))
+    dynamic = LocalTransformersJudge(_config(path, "dynamic"))
     yield static, dynamic
     static.shutdown()
     dynamic.shutdown()
@@ -59,7 +59,7 @@ def test_auto_is_dynamic_on_cpu_and_the_switch_is_reported(tiny_cache_dir, rando
     static, dynamic = random_workers
     assert static.generation_mode == "static" and static.stats().extra["generation"] == "static"
     assert dynamic.generation_mode == "dynamic"
-    auto = DTensorJudgeWorker(_config(cached_tiny_model(), "auto"))
+    auto = LocalTransformersJudge(_config(cached_tiny_model(), "auto"))
     assert auto.generation_mode == ("static" if torch.cuda.is_available() else "dynamic")
     auto.shutdown()
 
@@ -87,7 +87,7 @@ def test_static_loop_matches_generate_on_fixed_verdict_judges(tiny_cache_dir, te
     prompts = _prompts(7, seed=3)
     outputs = {}
     for mode in ("static", "dynamic"):
-        worker = DTensorJudgeWorker(_config(path, mode))
+        worker = LocalTransformersJudge(_config(path, mode))
         outputs[mode] = [(g.text, g.output_tokens, g.prompt_tokens) for g in worker.generate(prompts)]
         worker.shutdown()
     assert outputs["static"] == outputs["dynamic"]
@@ -97,13 +97,13 @@ def test_static_loop_matches_generate_on_fixed_verdict_judges(tiny_cache_dir, te
 def test_static_loop_stops_early_and_samples_reproducibly(tiny_cache_dir):
     # The "1" judge ends every row after 2 tokens: the loop stops at its first done-check
     # (step 8) rather than running all 40 steps, and every row reports 2 tokens.
-    worker = DTensorJudgeWorker(_config(cached_tiny_judge("1"), "static", sampling={"max_new_tokens": 40}))
+    worker = LocalTransformersJudge(_config(cached_tiny_judge("1"), "static", sampling={"max_new_tokens": 40}))
     assert [g.output_tokens for g in worker.generate(_prompts(5))] == [2] * 5
     worker.shutdown()
     # Sampling with a seed: the same draws every call.
     path = cached_tiny_model()
     config = _config(path, "static", sampling={"max_new_tokens": 8, "temperature": 1.0, "top_p": 0.9, "seed": 7})
-    worker = DTensorJudgeWorker(config)
+    worker = LocalTransformersJudge(config)
     first = [g.text for g in worker.generate(_prompts(4))]
     assert first == [g.text for g in worker.generate(_prompts(4))]
     worker.shutdown()
@@ -128,22 +128,22 @@ def test_tight_score_buckets_keep_the_bare_forward_probabilities(random_workers)
 
 
 def test_sleep_buffers_at_first_sleep_or_at_load(tiny_cache_dir):
-    lazy = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_first_sleep"}))
+    lazy = LocalTransformersJudge(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_first_sleep"}))
     assert lazy.stats().extra["host_buffer_allocations"] == 0 and not lazy._offload.host_buffers
     lazy.sleep()
     assert lazy.stats().extra["host_buffer_allocations"] == 1
     lazy.shutdown()
-    eager = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_load"}))
+    eager = LocalTransformersJudge(_config(cached_tiny_model(), "dynamic", dtensor={"sleep_buffers": "at_load"}))
     assert eager.stats().extra["host_buffer_allocations"] == 1 and eager.stats().extra["sleep_cycles"] == 0
     eager.shutdown()
     # auto, the default, outside a colocated environment: a judge that may never sleep holds no copy.
-    default = DTensorJudgeWorker(_config(cached_tiny_model(), "dynamic"))
+    default = LocalTransformersJudge(_config(cached_tiny_model(), "dynamic"))
     assert default.stats().extra["host_buffer_allocations"] == 0
     default.shutdown()
 
 
 def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
-    worker = DTensorJudgeWorker(_config(cached_tiny_model(), "static", dtensor={"generation": "static", "sleep_buffers": "at_load"}))
+    worker = LocalTransformersJudge(_config(cached_tiny_model(), "static", dtensor={"generation": "static", "sleep_buffers": "at_load"}))
     prompts = _prompts(4)
     before_text = [g.text for g in worker.generate(prompts)]
     weights = {name: p.detach().clone() for name, p in worker.model.named_parameters()}

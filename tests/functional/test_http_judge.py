@@ -25,7 +25,8 @@ from starlette.routing import Route
 from nemo_genrm.config import ConfigError, JudgeConfig
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.judges.http import HttpJudge, _parse_retry_after, _retry_delay
+from nemo_genrm.judges.http import HttpJudge
+from nemo_genrm.judges.http_transport import parse_retry_after, retry_delay
 from nemo_genrm.judges.http_replies import label_probs
 
 SECRET = "sk-test-5ecret-value-91f2"
@@ -514,15 +515,15 @@ def test_label_probs(top, labels, expected):
 
 
 def test_retry_delay_and_retry_after():
-    assert _retry_delay(0, 0.5, 2.0) == 2.0  # Retry-After wins
-    assert _retry_delay(0, 0.5, 1e6) == 30.0  # but is capped
-    delays = [_retry_delay(3, 0.5, None) for _ in range(200)]
+    assert retry_delay(0, 0.5, 2.0) == 2.0  # Retry-After wins
+    assert retry_delay(0, 0.5, 1e6) == 30.0  # but is capped
+    delays = [retry_delay(3, 0.5, None) for _ in range(200)]
     assert (
         all(0.0 <= d <= 4.0 for d in delays) and max(delays) > 1.0
     )  # full jitter over [0, 0.5 * 2^3]
-    assert _parse_retry_after("1.5") == 1.5
-    assert _parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
-    assert _parse_retry_after("soon") is None and _parse_retry_after(None) is None
+    assert parse_retry_after("1.5") == 1.5
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
 
 
 # ------------------------------------------------------------------ one bad reply, one sample

@@ -23,7 +23,7 @@ from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.pooled import PooledJudge
-from nemo_genrm.judges.ray_pool import WorkerSpec
+from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.testing import cached_tiny_model
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)
@@ -111,7 +111,7 @@ def _judge_section(tokenizer_path: str) -> dict:
 def _judge(tokenizer_path: str, mode_file: Path, replicas: int = 1, **fault_tolerance) -> PooledJudge:
     config = JudgeConfig(**_judge_section(tokenizer_path))
     spec = WorkerSpec(_ModeWorker, 1, lambda rank, replica: {"mode_file": str(mode_file)})
-    return PooledJudge(config, spec, Placement((CPU,) * replicas), fault_tolerance)
+    return PooledJudge(config, Placement((CPU,) * replicas), fault_tolerance=fault_tolerance, spec=spec)
 
 
 def _prompts(n: int) -> list[list[dict]]:

@@ -133,10 +133,10 @@ def _pick_labels(tops: list[dict[str, float]], tokenizer) -> list[str]:
 
 
 def test_http_engine_matches_in_process_engine(services):
-    from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
 
     cfg, _ = services["random"]
-    local = DTensorJudgeWorker(cfg["judge"])
+    local = LocalTransformersJudge(cfg["judge"])
     try:
         texts = [g.text for g in local.generate(_batch())]
         tops = local.top_logprobs(_batch(), 20)

@@ -16,7 +16,7 @@ from nemo_genrm.env.types import REASONS, EnvironmentReturn, SampleResult, sampl
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
 MAX_LEN = 1024
@@ -28,17 +28,17 @@ def _cfg(model: str, **sections: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def judges(tiny_cache_dir: str) -> dict[str, DTensorJudgeWorker]:
+def judges(tiny_cache_dir: str) -> dict[str, LocalTransformersJudge]:
     """In-process engines: fixed judges answering "1", "0", "maybe", and a random tiny model."""
     paths = {text: str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)) for text in ("1", "0", "maybe")}
     paths["random"] = str(cached_tiny_model(cache_dir=tiny_cache_dir, seed=3))
-    workers = {name: DTensorJudgeWorker(_cfg(path)["judge"]) for name, path in paths.items()}
+    workers = {name: LocalTransformersJudge(_cfg(path)["judge"]) for name, path in paths.items()}
     yield workers
     for worker in workers.values():
         worker.shutdown()
 
 
-def _env(judges: dict[str, DTensorJudgeWorker], name: str, **sections: Any) -> GenRMEnvironmentImpl:
+def _env(judges: dict[str, LocalTransformersJudge], name: str, **sections: Any) -> GenRMEnvironmentImpl:
     worker = judges[name]
     return GenRMEnvironmentImpl(_cfg(worker.config.model_name, **sections), judge=worker)
 
@@ -330,7 +330,7 @@ def test_every_engine_and_the_environment_raise_judge_closed_after_shutdown(judg
     with pytest.raises(JudgeClosedError):
         env.step([_sample("1")], [{"ground_truth": "1"}])
     assert issubclass(JudgeClosedError, RuntimeError)  # callers catching RuntimeError still do
-    worker = DTensorJudgeWorker(judges["1"].config)  # the in-process engine, closed for good
+    worker = LocalTransformersJudge(judges["1"].config)  # the in-process engine, closed for good
     worker.shutdown()
     for call in (lambda: worker.generate([_sample("1")]), lambda: worker.score([_sample("1")], ["1", "0"]),
                  lambda: worker.top_logprobs([_sample("1")], 2)):

@@ -14,6 +14,8 @@ from nemo_genrm.judges.fitting import (
     render_ids,
     shorten,
 )
+from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_tokenizer
 
 INSTRUCTIONS = "Compare the candidate with the reference. Reply with 1 or 0."
@@ -120,6 +122,46 @@ def test_fit_prompt_cuts_the_last_occurrence_in_the_last_user_message(tokenizer)
     assert fitted.messages[0]["content"] == chunk
     assert fitted.messages[1]["content"].startswith(f"Quote: {chunk}\nCandidate: ")
     assert fitted.messages[1]["content"].endswith("\nEnd.")
+
+
+def test_the_builders_span_cuts_the_candidate_not_an_earlier_or_later_copy(tokenizer, tmp_path):
+    # A template that shows the candidate BEFORE a reference quoting the same text: finding the
+    # candidate again by its text (the last occurrence) would cut the reference. The request the
+    # prompt builder returns carries the candidate's span, and fitting cuts exactly there, inside
+    # the fence, with the candidate neutralised first (a chat token in it is defused).
+    template = tmp_path / "candidate_first.txt"
+    template.write_text("Answer to check:\n{candidate}\nReference: {reference}\nQuestion: {question}\n"
+                        "Reply with [[1]] if they agree, else [[0]].")
+    builder = PromptBuilder(PromptConfig(template=str(template)), VerdictConfig())
+    candidate = CANDIDATE + " <|im_end|>"
+    placed = builder.build(question="q", reference="r", candidate=candidate).candidate  # neutralised
+    reference = f"as given: {placed}"
+    prompt = builder.build(question="what is 6 x 7?", reference=reference, candidate=candidate)
+    request = prompt.request
+    assert request.shrinkable == prompt.candidate != candidate  # neutralised, as placed
+    content = prompt.messages[-1]["content"]
+    assert content[slice(*request.span)] == prompt.candidate
+    budget = len(render_ids(prompt.messages, tokenizer)) - 40
+    fitted = fit_prompt(request, tokenizer, budget)
+    assert fitted.truncated and fitted.error is None and fitted.num_tokens <= budget
+    user = fitted.messages[-1]["content"]
+    opening, closing = user.index(f"<candidate-{prompt.nonce}>"), user.index(f"</candidate-{prompt.nonce}>")
+    assert opening < user.index(ELISION_MARKER) < closing  # the candidate was cut, inside its fence
+    assert f"Reference: {reference}\n" in user  # the reference's copy is whole
+    assert user.endswith(content[request.span[1] :])
+    # Found again by its text alone (a request without the span), the later copy, in the
+    # reference, is the one cut and the candidate goes to the judge whole.
+    by_text = fit_prompt(JudgeRequest(prompt.messages, shrinkable=prompt.candidate), tokenizer, budget)
+    assert by_text.truncated and f"Reference: {reference}\n" not in by_text.messages[-1]["content"]
+    assert f"\n{prompt.candidate}\n</candidate-{prompt.nonce}>" in by_text.messages[-1]["content"]
+
+
+def test_a_span_must_hold_the_shrinkable_text():
+    messages = ({"role": "user", "content": "Candidate: 42 is right"},)
+    assert JudgeRequest(messages, shrinkable="42 is right", span=(11, 22)).span == (11, 22)
+    for span in [(10, 21), (11, 40), (-1, 22)]:
+        with pytest.raises(ValueError, match="does not hold the shrinkable text"):
+            JudgeRequest(messages, shrinkable="42 is right", span=span)
 
 
 def test_fit_prompt_rejects_a_bad_budget(tokenizer):

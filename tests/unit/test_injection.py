@@ -127,14 +127,14 @@ def test_fence_nonce_is_fresh_and_checked():
 
 
 def test_builder_fences_every_prompt_with_its_own_nonce():
-    builder = PromptBuilder.from_config(PromptConfig(), VerdictConfig())
+    builder = PromptBuilder(PromptConfig(), VerdictConfig())
     prompts = [builder.build(question="q", reference="42", candidate=f"4{i}") for i in range(20)]
     assert len({p.nonce for p in prompts}) == 20
     # A prompt's nonce is a keyed hash of its fields: building it again gives the same prompt.
     again = builder.build(question="q", reference="42", candidate="40")
     assert again.nonce == prompts[0].nonce
     # Without a seed the key is random per builder (per process); with one, runs reproduce.
-    other = PromptBuilder.from_config(PromptConfig(), VerdictConfig())
+    other = PromptBuilder(PromptConfig(), VerdictConfig())
     assert other.build(question="q", reference="42", candidate="40").nonce != prompts[0].nonce
     seeded = [PromptBuilder(PromptConfig(fence_seed=7), VerdictConfig()) for _ in range(2)]
     assert len({b.build(question="q", reference="42", candidate="40").nonce for b in seeded}) == 1
@@ -150,7 +150,7 @@ def test_builder_fences_every_prompt_with_its_own_nonce():
 
 def test_fitting_shortens_inside_the_fence(tiny_tokenizer):
     # A long candidate is cut inside the fence: both tags survive, the elision marker is inside.
-    builder = PromptBuilder.from_config(PromptConfig(), VerdictConfig())
+    builder = PromptBuilder(PromptConfig(), VerdictConfig())
     prompt = builder.build(question="q", reference="42", candidate="forty one " * 200)
     request = JudgeRequest(prompt.messages, shrinkable=prompt.candidate)
     full = fit_prompt(request, tiny_tokenizer, 100_000).num_tokens

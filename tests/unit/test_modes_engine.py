@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge
 
 MAX_LEN = 1024
@@ -17,7 +17,7 @@ def _judge_cfg(path: str, verdict_from: str) -> dict[str, Any]:
     return {"model_name": path, "precision": "float32", "max_model_len": MAX_LEN, "verdict_from": verdict_from}
 
 
-_WORKERS: list[DTensorJudgeWorker] = []
+_WORKERS: list[LocalTransformersJudge] = []
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def fixed_paths(tiny_cache_dir: str) -> dict[str, str]:
 def _env(path: str, reward: dict[str, Any], verdict_from: str) -> GenRMEnvironmentImpl:
     judge = _judge_cfg(path, verdict_from)
     cfg = {"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": reward}
-    _WORKERS.append(DTensorJudgeWorker(judge))
+    _WORKERS.append(LocalTransformersJudge(judge))
     return GenRMEnvironmentImpl(cfg, judge=_WORKERS[-1])
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
-from nemo_genrm.judges.hf_worker import DTensorJudgeWorker
+from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines
 from nemo_genrm.testing.redteam import CONTROL_ANSWERS, REDTEAM_ANSWERS, REFERENCE, run_redteam
@@ -102,7 +102,7 @@ def test_what_the_judge_was_shown():
 def fixed_judges(tiny_cache_dir):
     """The tiny fixed-verdict judges, in process: one says 0 to everything, one says "maybe"."""
     workers = {
-        text: DTensorJudgeWorker(
+        text: LocalTransformersJudge(
             {"model_name": str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)), "precision": "float32",
              "max_model_len": 1024}
         )

@@ -1,32 +1,37 @@
-"""The transformers judge worker: one rank of a (possibly tensor-parallel) judge, no Ray.
+"""The transformers judge engine: one worker per rank, run in process or on Ray.
 
-:class:`DTensorJudgeWorker` loads the judge with ``AutoModelForCausalLM.from_pretrained`` and
-implements the :class:`~nemo_genrm.judges.base.Judge` interface in process, so it is usable and
-testable without Ray (the GPU benchmark drives it directly). The Ray pool in
-:mod:`nemo_genrm.judges.dtensor` runs one per rank and calls its ``*_fitted`` methods.
+- :class:`TransformersWorker` is one rank of the judge (the whole judge when ``world_size == 1``):
+  it loads the model with ``AutoModelForCausalLM.from_pretrained`` and implements the engine's
+  token-level protocol (``generate_fitted``, ``score_fitted``, ``top_logprobs_fitted``,
+  ``sleep``, ``wake``) on fitted prompts; no Ray, no fitting, no counting.
+- :class:`LocalTransformersJudge` is the judge pipeline over one worker in this process (tests,
+  RewardBench, the judge service, benchmarks).
+- :class:`TransformersJudge` (``judge.backend: dtensor``) is the judge pipeline over
+  ``num_replicas`` replicas of ``dtensor.tensor_parallel_size`` Ray actors, each hosting a
+  worker; restarts and the call deadline are the :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`'s.
 
-Tensor parallel (``world_size > 1``): the worker joins a ``torch.distributed`` process group
-(gloo on CPU, nccl on GPU; ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT``
-are set in the environment) and loads with transformers' own tensor-parallel plan
-(``DistributedConfig(tp_size=world_size)``; ``tp_plan="auto"`` with a 1-D device mesh on older
-transformers), so the weights are DTensors sharded over the ranks. Every rank must run the
-same calls on the same inputs; the logits come back replicated, so each rank computes the same
-result and the caller keeps rank 0's.
+Tensor parallel (``world_size > 1``): the ranks of a replica join one ``torch.distributed``
+process group (gloo on CPU, nccl on GPU; ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/
+``MASTER_PORT`` are set in the environment; on Ray the port is picked on rank 0's node) and load
+with transformers' own tensor-parallel plan (``DistributedConfig(tp_size=world_size)``;
+``tp_plan="auto"`` with a 1-D device mesh on older transformers), so the weights are DTensors
+sharded over the ranks. Every rank runs the same calls on the same inputs; the logits come back
+replicated, so each rank computes the same result and the caller keeps rank 0's. Each Ray actor
+asks for ``num_cpus``/``num_gpus`` of its :class:`ReplicaPlacement` and runs torch with as many
+threads as its CPU share.
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
-import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from nemo_genrm.config import JudgeConfig, validate
-from nemo_genrm.errors import JudgeClosedError
-from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
+from nemo_genrm.dtypes import DTYPES
+from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.hf_generation import (
     Decoding,
@@ -37,17 +42,11 @@ from nemo_genrm.judges.hf_generation import (
     trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
-from nemo_genrm.judges.results import (
-    GenOut,
-    build_generations,
-    build_scores,
-    build_top_logprobs,
-    check_labels,
-    count_generations,
-    count_scores,
-    renormalise,
-    runnable,
-)
+from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
+from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
+from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.ray_hosts import WorkerSpec
+from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
 logger = logging.getLogger(__name__)
 
@@ -60,78 +59,11 @@ GENERATE_MAX_PADDING = 0.25
 """Generation buckets are looser: a decode step reads the weights once whatever the batch, so
 bigger batches pay off there, while prefill still wastes the padded positions."""
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
-def pick_device(local_rank: int = 0) -> torch.device:
-    """``cuda:<local_rank>`` (modulo the visible GPUs) when CUDA is available, else CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
-
-
-def init_process_group(
-    rank: int, world_size: int, local_rank: int, master_addr: str, master_port: int, device: torch.device
-) -> None:
-    """Join the tensor-parallel process group of one judge replica (gloo on CPU, nccl on GPU).
-
-    Args:
-        rank: This process's rank in the replica.
-        world_size: Ranks in the replica (its tensor parallel size).
-        local_rank: Index of this process's GPU among the visible ones.
-        master_addr: Address of rank 0.
-        master_port: A free port on rank 0's node.
-        device: The device this rank computes on.
-    """
-    os.environ.update(
-        RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_RANK=str(local_rank),
-        MASTER_ADDR=str(master_addr),
-        MASTER_PORT=str(master_port),
-    )
-    if torch.distributed.is_initialized():
-        return
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    torch.distributed.init_process_group(
-        backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(minutes=30)
-    )
-    logger.info("Rank %d/%d joined the %s process group at %s:%s", rank, world_size, backend,
-                master_addr, master_port)
-
-
-def tensor_parallel_kwargs(world_size: int, device: torch.device) -> dict[str, Any]:
-    """``from_pretrained`` arguments that shard the model with its own tensor-parallel plan."""
-    try:
-        from transformers.distributed import DistributedConfig
-    except ImportError:  # transformers < 5: the standalone tp_plan argument and a 1-D mesh
-        from torch.distributed.device_mesh import init_device_mesh
-
-        mesh = init_device_mesh(device.type, (world_size,), mesh_dim_names=("tp",))
-        return {"tp_plan": "auto", "device_mesh": mesh}
-    return {"distributed_config": DistributedConfig(tp_size=world_size)}
-
-
-@torch.no_grad()
-def _own_weights(model: torch.nn.Module) -> None:
-    """Copy CPU weights out of the memory-mapped checkpoint into ordinary allocations.
-
-    Kernels may round differently on the checkpoint's unaligned mmap views than on fresh
-    (aligned) memory, so without this a sleep/wake cycle, which restores into fresh memory,
-    could change the last bits of the outputs.
-    """
-    seen: set[int] = set()
-    for tensor in [*model.parameters(), *model.buffers()]:
-        local = getattr(tensor, "_local_tensor", tensor)
-        if id(local) not in seen:
-            seen.add(id(local))
-            local.data = local.data.clone()
-
-
-class DTensorJudgeWorker(Judge):
-    """One rank of a transformers judge (the whole judge when ``world_size == 1``).
+class TransformersWorker:
+    """One rank of a transformers judge (the whole judge when ``world_size == 1``): the
+    token-level protocol of :mod:`nemo_genrm.judges.pipeline` on fitted prompts.
 
     Args:
         judge_config: A ``JudgeConfig`` or a dict of one.
@@ -172,8 +104,9 @@ class DTensorJudgeWorker(Judge):
         if world_size > 1:
             addr = master_addr or "127.0.0.1"
             init_process_group(rank, world_size, local_rank, addr, master_port, self.device)
-        self.fitter = PromptFitter.for_judge(self.config)
-        self.tokenizer = self.fitter.tokenizer
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.config.tokenizer_name)
         self.model = self._load_model()
         self.eos_ids = self._stop_ids()
         pad = self.tokenizer.pad_token_id
@@ -187,7 +120,6 @@ class DTensorJudgeWorker(Judge):
             # CUDA graphs need one device and fixed shapes: tensor-parallel ranks run eagerly.
             compile_step = self.device.type == "cuda" and world_size == 1
             self._static = StaticGenerator(self.model, self.eos_ids, self.pad_id, compile_step=compile_step)
-        self._stats = JudgeStats()
 
     # ------------------------------------------------------------------------------ loading
     def _load_model(self) -> torch.nn.Module:
@@ -204,7 +136,7 @@ class DTensorJudgeWorker(Judge):
         eos = model.generation_config.eos_token_id
         model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=model.config.pad_token_id)
         if self.device.type == "cpu":
-            _own_weights(model)
+            own_weights(model)
         logger.info("Loaded judge %s (rank %d/%d, %s, %s)", self.config.model_name, self.rank,
                     self.world_size, self.config.precision, self.device)
         return model
@@ -227,11 +159,17 @@ class DTensorJudgeWorker(Judge):
         return ids
 
     # ------------------------------------------------------------------ token-level engine API
+    MAX_PADDING: ClassVar[dict[str, float]] = {
+        "generate_fitted": GENERATE_MAX_PADDING,
+        "score_fitted": SCORE_MAX_PADDING,
+        "top_logprobs_fitted": SCORE_MAX_PADDING,
+    }
+    """Largest padded share of a batch per method: the pipeline plans its chunks with these."""
+
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch,
-                             max_padding=GENERATE_MAX_PADDING)
+        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
@@ -239,39 +177,39 @@ class DTensorJudgeWorker(Judge):
         labels = check_labels(labels)
         label_ids = label_token_ids(self.tokenizer, labels)
         longest = max(len(ids) for ids in label_ids)
-        return self._batched(
-            prompts, longest, lambda batch: self._score_batch(batch, labels, label_ids),
-            max_padding=SCORE_MAX_PADDING,
-        )
+        return self._batched(prompts, longest, lambda batch: self._score_batch(batch, labels, label_ids))
 
     def top_logprobs_fitted(self, prompts: Sequence[FittedPrompt], k: int) -> list[dict]:
         """The ``k`` most likely first reply tokens and their log-probabilities, per prompt."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         self._ensure_awake()
-        return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k), max_padding=SCORE_MAX_PADDING)
+        return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
 
-    def _batched(
-        self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *, max_padding: float | None = None
-    ) -> list:
-        """Run ``run`` over length-sorted batches of ``prompts``; results in input order."""
+    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable) -> list:
+        """Run ``run`` over the chunk ``prompts`` as one batch; results in input order.
+
+        The chunk was planned by the judge pipeline. On a GPU a chunk bigger than free memory
+        holds (a replica pool plans with the config's limits) is split to fit.
+        """
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
         if not ids:
             return out
-        max_batch, max_tokens = self._batch_limits(max(len(p) for p in ids), new_tokens)
-        for batch in plan_batches(
-            [len(p) for p in ids],
-            max_batch_size=max_batch,
-            max_tokens_per_batch=max_tokens,
-            max_new_tokens=new_tokens,
-            max_padding=max_padding,
-        ):
+        for batch in self._within_memory([len(p) for p in ids], new_tokens):
             for index, value in zip(batch, run([ids[i] for i in batch]), strict=True):
                 out[index] = value
         return out
 
-    def _batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
+    def _within_memory(self, lengths: list[int], new_tokens: int) -> list[list[int]]:
+        """The chunk whole when it fits this worker's batch limits, else split under them."""
+        max_batch, max_tokens = self.batch_limits(max(lengths), new_tokens)
+        if len(lengths) <= max_batch and len(lengths) * (max(lengths) + new_tokens) <= max_tokens:
+            return [list(range(len(lengths)))]
+        return plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
+                            max_new_tokens=new_tokens)
+
+    def batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
         """``(max_batch_size, max_tokens_per_batch)``: from free memory on a GPU, else the config."""
         batching = self.config.batching
         if self.device.type != "cuda":
@@ -373,39 +311,7 @@ class DTensorJudgeWorker(Judge):
             out.append(top)
         return out
 
-    # ------------------------------------------------------------------------- Judge interface
-    def _check_open(self) -> None:
-        if getattr(self, "model", None) is None:
-            raise JudgeClosedError("this judge was shut down")
-
-    def generate(self, batch: Sequence[RequestLike]) -> list[Generation]:
-        """Fit, then generate for every request (see :meth:`Judge.generate`)."""
-        self._check_open()
-        fitted = self.fitter.fit(batch)
-        index = runnable(fitted)
-        values = self.generate_fitted([fitted[i] for i in index])
-        results = build_generations(fitted, dict(zip(index, values, strict=True)))
-        count_generations(self._stats, results)
-        return results
-
-    def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
-        """Fit, then score every request over ``labels`` (see :meth:`Judge.score`)."""
-        self._check_open()
-        fitted = self.fitter.fit(batch)
-        index = runnable(fitted)
-        values = self.score_fitted([fitted[i] for i in index], labels)
-        results = build_scores(fitted, dict(zip(index, values, strict=True)))
-        count_scores(self._stats, results)
-        return results
-
-    def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
-        """Fit, then give the ``k`` likeliest first reply tokens per request."""
-        self._check_open()
-        fitted = self.fitter.fit(batch)
-        index = runnable(fitted)
-        values = self.top_logprobs_fitted([fitted[i] for i in index], k)
-        return build_top_logprobs(fitted, dict(zip(index, values, strict=True)))
-
+    # ------------------------------------------------------------------------------ lifecycle
     def sleep(self) -> None:
         """Offload the weights to host memory (and free the device cache).
 
@@ -436,11 +342,10 @@ class DTensorJudgeWorker(Judge):
             logger.warning("Judge called while asleep: waking it first (call wake() before use)")
             self.wake()
 
-    def stats(self) -> JudgeStats:
-        """Counters of the in-process judge calls (not the ``*_fitted`` ones)."""
-        stats = JudgeStats(**{k: v for k, v in vars(self._stats).items() if k != "extra"})
+    def stats_extra(self) -> dict[str, Any]:
+        """Facts for the judge's ``stats().extra``: sleep state, generation mode, host buffers."""
         offload = self._offload.stats
-        stats.extra = {
+        return {
             "asleep": self.asleep,
             "generation": self.generation_mode,
             "host_buffer_bytes": offload.host_bytes,
@@ -448,11 +353,6 @@ class DTensorJudgeWorker(Judge):
             "sleep_cycles": offload.cycles,
             "device_bytes_after_sleep": offload.device_bytes_after_sleep,
         }
-        return stats
-
-    def reset_stats(self) -> None:
-        """Zero the counters."""
-        self._stats = JudgeStats()
 
     def shutdown(self) -> None:
         """Leave the process group and drop the model; safe to call twice."""
@@ -463,3 +363,63 @@ class DTensorJudgeWorker(Judge):
             torch.distributed.destroy_process_group()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+class LocalTransformersJudge(PipelineJudge):
+    """The transformers judge in this process, without Ray: the judge pipeline over one worker.
+
+    Takes the arguments of :class:`TransformersWorker`; the worker's attributes (``model``,
+    ``tokenizer``, ``asleep``...) read through.
+    """
+
+    def __init__(self, judge_config: JudgeConfig | dict, *args: Any, **kwargs: Any):
+        worker = TransformersWorker(judge_config, *args, **kwargs)
+        self.worker = worker
+        fitter = PromptFitter.for_judge(worker.config, worker.tokenizer)
+        super().__init__(worker.config, LocalRunner(worker), fitter=fitter)
+
+    def __getattr__(self, name: str) -> Any:
+        worker = self.__dict__.get("worker")
+        if worker is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(worker, name)
+
+    def _values(self, method: str, prompts: Sequence[FittedPrompt], new_tokens: int, *extra: Any) -> list:
+        outcomes = self.run_fitted(method, prompts, new_tokens, *extra)
+        return [outcomes[i] for i in range(len(prompts))]
+
+    def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
+        """``(text, tokens generated)`` per fitted prompt, in planned batches, in order."""
+        return self._values("generate_fitted", prompts, self.config.sampling.max_new_tokens)
+
+    def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
+        """Label probabilities per fitted prompt, in planned batches, in order."""
+        labels = check_labels(labels)
+        longest = max(len(ids) for ids in label_token_ids(self.worker.tokenizer, labels))
+        return self._values("score_fitted", prompts, longest, labels)
+
+    def top_logprobs_fitted(self, prompts: Sequence[FittedPrompt], k: int) -> list[dict]:
+        """The ``k`` likeliest first reply tokens per fitted prompt, in order."""
+        return self._values("top_logprobs_fitted", prompts, 1, k)
+
+
+class TransformersJudge(PooledJudge):
+    """The transformers judge on Ray: replicas for data parallelism, DTensor for tensor
+    parallelism (see :class:`~nemo_genrm.judges.pooled.PooledJudge` for the arguments)."""
+
+    @classmethod
+    def worker_spec(cls, config: JudgeConfig, placement: Placement) -> WorkerSpec:
+        """``dtensor.tensor_parallel_size`` ranks per replica, one :class:`TransformersWorker` each."""
+        tp = config.dtensor.tensor_parallel_size
+
+        def kwargs_for(rank: int, replica: ReplicaPlacement) -> dict:
+            # Ray shows each actor only its own GPU, so its device index is always 0.
+            return {
+                "judge_config": config,
+                "rank": rank,
+                "world_size": tp,
+                "local_rank": 0,
+                "num_threads": max(1, int(replica.num_cpus)),
+            }
+
+        return WorkerSpec(TransformersWorker, tp, kwargs_for, needs_address=tp > 1)
