@@ -23,7 +23,7 @@ from nemo_genrm.demo.models import cached_demo_judge, demo_judge_accuracy
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 JUDGE_TARGET = 0.97  # what the demo judge should reach
-JUDGE_FLOOR = 0.75  # what the default training reaches today (0.777 measured; see docs/grpo.md)
+JUDGE_FLOOR = JUDGE_TARGET  # the default training reaches it (0.981 measured on 1000; see docs/grpo.md)
 JUDGE_SAMPLE_FLOOR = 0.7  # on 64 fresh cases through the environment (50/64 = 0.78 measured)
 PAIR_FLOOR = 0.75  # RewardBench-style pairs, 0.845 measured on 100 (29 ties, counted half)
 
@@ -64,9 +64,10 @@ def test_learned_judge_is_right_on_held_out_pairs_through_the_environment(demo_j
     assert metrics["genrm/parse_failure_rate"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="the default judge training stops at 77.7%, short of the 97% target")
 def test_learned_judge_reaches_the_target_accuracy(demo_judge):
+    # Recorded when the judge was trained: 1000 held-out cases drawn with their own seed.
     assert demo_judge_accuracy(demo_judge) >= JUDGE_TARGET
+    assert json.loads((demo_judge / "demo_judge.json").read_text())["held_out_cases"] == 1000
 
 
 @pytest.mark.slow

@@ -83,3 +83,28 @@ def test_judge_cache_key_follows_the_packages_prompt(monkeypatch):
     system, user = prompts.BUILTIN_TEMPLATES["consistency_compact"]
     monkeypatch.setitem(prompts.BUILTIN_TEMPLATES, "consistency_compact", (system, "Check this.\n" + user))
     assert prompt_fingerprint() != before  # a judge trained on the old text is not reused
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("7", 7), ("3 + 4 = 7", 7), ("12? No, 54.", 54), ("123", 100), ("no digits", 101), (None, 101)],
+)
+def test_judge_probes_read_the_final_number_as_its_class(text, expected):
+    from nemo_genrm.demo.judge import NUMBER_CLASSES, number_class
+
+    assert number_class(text) == expected < NUMBER_CLASSES
+
+
+def test_judge_probes_are_trained_but_not_saved(tmp_path):
+    # Two steps of the real training with the probes on: the saved folder is a plain causal LM
+    # (the probes' weights are not in it) that transformers loads.
+    from transformers import AutoModelForCausalLM
+
+    from nemo_genrm.demo.judge import JudgeTraining, train_demo_judge
+
+    training = JudgeTraining(steps=2, batch_size=4, held_out=8, warmup_steps=1, probe_weight=1.0)
+    accuracy = train_demo_judge(tmp_path, training)
+    assert 0.0 <= accuracy <= 1.0
+    model = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert not any("probe" in name for name, _ in model.named_parameters())
+    assert (tmp_path / "demo_judge.json").is_file()

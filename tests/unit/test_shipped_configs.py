@@ -46,7 +46,9 @@ EXPECTED: dict[str, tuple[str, dict[str, object]]] = {
         "policy.model_name": "tiny://demo-policy",
         "policy.device": "cpu",
         "samples_per_step": 64,  # 8 prompts x 8 generations
-        "grpo.max_num_steps": 48,
+        "grpo.max_num_steps": 64,
+        "grpo.num_val_generations_per_prompt": 32,
+        "policy.optimizer.kwargs.lr": 2.0e-4,
         "env.genrm.judge.model_name": "tiny://demo-judge",
         "env.genrm.judge.backend": "dtensor",
         "env.genrm.judge.sampling.max_new_tokens": 4,
@@ -58,6 +60,7 @@ EXPECTED: dict[str, tuple[str, dict[str, object]]] = {
     "grpo_genrm_1B.yaml": ("GRPOMasterConfig", {
         "policy.model_name": "Qwen/Qwen2.5-1.5B-Instruct",
         "policy.optimizer.kwargs.lr": 1.0e-6,
+        "grpo.num_val_generations_per_prompt": 8,
         "policy.optimizer.kwargs.betas": (0.9, 0.999),  # inherited from grpo_genrm_tiny.yaml
         "samples_per_step": 128,
         "data.dataset_name": "arithmetic",
