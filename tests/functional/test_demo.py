@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 JUDGE_TARGET = 0.97  # what the demo judge should reach
 JUDGE_FLOOR = JUDGE_TARGET  # the default training reaches it (0.981 measured on 1000; see docs/grpo.md)
-JUDGE_SAMPLE_FLOOR = 0.7  # on 64 fresh cases through the environment (50/64 = 0.78 measured)
-PAIR_FLOOR = 0.75  # RewardBench-style pairs, 0.845 measured on 100 (29 ties, counted half)
+JUDGE_SAMPLE_FLOOR = 0.9  # on 64 fresh cases through the environment (62/64 measured; 46/48 served)
+PAIR_FLOOR = 0.95  # RewardBench-style pairs, 0.99 measured on 100 (2 ties, counted half)
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +89,10 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
     exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
-    assert sorted(exact) == list(range(0, 49, 8))
-    # The policy learns from the judge's reward alone (measured: 0.548 -> 0.721; 104 samples a
-    # validation, so a margin of 0.1 is about two standard errors).
-    assert exact[48] >= exact[0] + 0.1, exact
+    assert sorted(exact) == list(range(0, 65, 8))
+    # The policy learns from the judge's reward alone (measured: 0.558 -> 0.673; 416 samples a
+    # validation, so a margin of 0.1 is about three standard errors of the difference).
+    assert exact[64] >= exact[0] + 0.1, exact
     rewards = [r["train/reward_mean"] for r in records if "train/reward_mean" in r]
     assert sum(rewards[-8:]) / 8 > sum(rewards[:8]) / 8 + 0.05, rewards
     assert all(r["genrm/parse_failure_rate"] == 0.0 for r in records if "genrm/parse_failure_rate" in r)
@@ -100,10 +100,10 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     accuracy = re.search(r"judge accuracy\s+([0-9.]+)", proc.stdout)
     assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
     hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)
-    # 22 of 28 measured: the 78%-accurate judge still calls six of these wrong answers right.
+    # 27 of 28 measured: the 98%-accurate judge still calls one of these wrong answers right.
     # The closing lines also hold exact match before and after and the reward curve.
-    assert re.search(r"exact match\s+0\.\d+ \(step 0\) -> 0\.\d+ \(step 48\)", proc.stdout), proc.stdout
-    assert hacking and int(hacking[2]) == 28 and int(hacking[1]) >= 21, proc.stdout
+    assert re.search(r"exact match\s+0\.\d+ \(step 0\) -> 0\.\d+ \(step 64\)", proc.stdout), proc.stdout
+    assert hacking and int(hacking[2]) == 28 and int(hacking[1]) >= 26, proc.stdout
 
 
 def _free_port() -> int:
