@@ -54,7 +54,7 @@ def _cached(
 def cached_demo_judge(
     training: JudgeTraining | None = None, *, cache_dir: str | os.PathLike | None = None
 ) -> Path:
-    """The trained demo judge's folder (trained on first use, about a minute on two cores).
+    """The trained demo judge's folder (trained on first use, a few minutes on two cores).
 
     Args:
         training: Training settings; the defaults when ``None``.
