@@ -31,6 +31,7 @@ from bench_dedup import _batch as grpo_batch  # noqa: E402
 
 offline()
 
+from nemo_genrm.config import JudgeConfig  # noqa: E402
 from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
 from nemo_genrm.judges.transformers import LocalTransformersJudge  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
@@ -50,7 +51,7 @@ def main() -> None:
     args = _args()
     logs, meta = grpo_batch("grpo_mixed", args.prompts, args.generations, random.Random(args.seed))
     model = str(cached_tiny_judge("1"))
-    worker = LocalTransformersJudge({"model_name": model, "precision": "float32", "max_model_len": 1024})
+    worker = LocalTransformersJudge(JudgeConfig(model_name=model, precision="float32", max_model_len=1024))
     env = GenRMEnvironmentImpl({"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}, judge=worker)
     pool = ThreadPoolExecutor(max_workers=len(logs))
 

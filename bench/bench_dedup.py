@@ -27,6 +27,7 @@ from _common import median, offline, write_result  # noqa: E402
 
 offline()
 
+from nemo_genrm.config import JudgeConfig  # noqa: E402
 from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
 from nemo_genrm.judges.transformers import LocalTransformersJudge  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
@@ -76,7 +77,7 @@ def _measure(worker: LocalTransformersJudge, cfg: dict, dedup: bool, logs: list,
 def main() -> None:
     args = _args()
     rng = random.Random(args.seed)
-    worker = LocalTransformersJudge({"model_name": str(cached_tiny_judge("1")), "precision": "float32", "max_model_len": 1024})
+    worker = LocalTransformersJudge(JudgeConfig(model_name=str(cached_tiny_judge("1")), precision="float32", max_model_len=1024))
     cfg = {"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}
     rows = []
     for shape in ("grpo_mixed", "k_identical"):

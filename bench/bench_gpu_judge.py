@@ -94,17 +94,18 @@ def main() -> int:
         "matmul_peak_flops": matmul_peak(device, dtype, 512 if args.tiny else 8192),
         "memory_bytes_per_s": memory_bandwidth(device, 2**24 if args.tiny else 2**30),
     }
+    from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
     with tempfile.TemporaryDirectory(prefix="genrm_judge_bench_") as tmp:
         shapes = build_model(Path(tmp), dims, dtype, device)
-        worker = LocalTransformersJudge({
+        worker = LocalTransformersJudge(JudgeConfig.model_validate({
             "backend": "dtensor", "model_name": tmp, "precision": str(dtype).split(".")[-1],
             "max_model_len": args.max_len + args.new_tokens + 16,
             "sampling": {"max_new_tokens": args.new_tokens},
             "batching": {"max_batch_size": args.decode_batch, "max_tokens_per_batch": 32768},
             "dtensor": {"generation": "static", "sleep_buffers": "at_load"},  # as a colocated judge
-        })
+        }))
         floors.update(copy_bandwidth(device, shapes["weight_bytes"]))
         prompts = mixed_prompts(args.prompts, args.min_len, args.max_len, seed=0)
         result = {

@@ -49,6 +49,7 @@ def _args() -> argparse.Namespace:
 
 
 def _engine(path, args):
+    from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges import Placement, ReplicaPlacement, create_judge
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
@@ -67,7 +68,7 @@ def _engine(path, args):
             ray.init(num_cpus=max(2, args.threads), include_dashboard=False, log_to_driver=False)
         placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=float(args.threads)),))
         return create_judge(config, placement)
-    return LocalTransformersJudge(config, num_threads=args.threads)
+    return LocalTransformersJudge(JudgeConfig.model_validate(config), num_threads=args.threads)
 
 
 def _measure(name: str, path, prompts, args) -> dict:

@@ -34,6 +34,7 @@ from _common import median, offline, write_result  # noqa: E402
 
 offline()
 
+from nemo_genrm.config import JudgeConfig  # noqa: E402
 from nemo_genrm.env.environment import GenRMEnvironmentImpl  # noqa: E402
 from nemo_genrm.judges.transformers import LocalTransformersJudge  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
@@ -90,7 +91,7 @@ def _workers() -> dict[str, LocalTransformersJudge]:
         if key not in out:
             judge = {"model_name": str(cached_tiny_judge(reply)), "precision": "float32", "max_model_len": 1024}
             judge["sampling"] = {"temperature": temperature, "max_new_tokens": 8}
-            out[key] = LocalTransformersJudge(judge)
+            out[key] = LocalTransformersJudge(JudgeConfig.model_validate(judge))
     return out
 
 

@@ -244,6 +244,29 @@ class SectionProblems(ValueError):
         super().__init__("; ".join(self.problems))
 
 
+def typed(model: type[M], value: Any, owner: str) -> M:
+    """``value`` when it is already a ``model``; else a ``TypeError`` that says where dicts go.
+
+    Inside the package configs travel typed: dicts are read (and every problem reported at
+    once) at the public edges only, :func:`~nemo_genrm.judges.create_judge`,
+    ``GenRMEnvironment`` and the entry points.
+
+    Args:
+        model: The config model class expected.
+        value: What the caller passed.
+        owner: Who takes it, for the message (e.g. ``"HttpJudge"``).
+
+    Raises:
+        TypeError: ``value`` is not a ``model``.
+    """
+    if isinstance(value, model):
+        return value
+    raise TypeError(
+        f"{owner} takes a validated {model.__name__}, not {type(value).__name__}; build one with "
+        f"{model.__name__}.model_validate(...), or pass the dict to create_judge, which validates it"
+    )
+
+
 def validate(model: type[M], data: Any, *, prefix: str = "") -> M:
     """Validate ``data`` against a config model, reporting every problem at once.
 

@@ -72,6 +72,8 @@ def create_judge(
         ConfigError: If the config or the placement is invalid.
     """
     config = validate(JudgeConfig, judge_config, prefix="judge")
+    if fault_tolerance is not None:
+        fault_tolerance = validate(FaultToleranceConfig, fault_tolerance, prefix="fault_tolerance")
     if config.backend == "dtensor":
         from nemo_genrm.judges.transformers import TransformersJudge
 

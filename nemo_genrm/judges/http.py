@@ -51,7 +51,8 @@ from typing import Any
 
 import httpx
 
-from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
+from nemo_genrm.config_loading import typed
 from nemo_genrm.deadline import remaining_s
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
@@ -127,13 +128,13 @@ class HttpJudge(Judge):
 
     def __init__(
         self,
-        judge_config: JudgeConfig | dict[str, Any],
+        judge_config: JudgeConfig,
         *,
-        fault_tolerance: FaultToleranceConfig | dict[str, Any] | None = None,
+        fault_tolerance: FaultToleranceConfig | None = None,
         call_timeout_s: float | None = None,
     ):
-        judge_config = validate(JudgeConfig, judge_config, prefix="judge")
-        ft = validate(FaultToleranceConfig, fault_tolerance or {}, prefix="fault_tolerance")
+        judge_config = typed(JudgeConfig, judge_config, type(self).__name__)
+        ft = typed(FaultToleranceConfig, fault_tolerance or FaultToleranceConfig(), "HttpJudge")
         cfg = judge_config.http
         problems = []
         if not cfg.base_url:

@@ -27,7 +27,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from nemo_genrm.config import FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
+from nemo_genrm.config_loading import typed
 from nemo_genrm.deadline import deadline_within, step_deadline
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
@@ -124,12 +125,12 @@ class PipelineJudge(Judge):
         self,
         judge_config: JudgeConfig,
         runner: Runner,
-        fault_tolerance: FaultToleranceConfig | dict | None = None,
+        fault_tolerance: FaultToleranceConfig | None = None,
         *,
         fitter: PromptFitter | None = None,
     ):
         self.config = judge_config
-        self.fault_tolerance = validate(FaultToleranceConfig, fault_tolerance or {}, prefix="fault_tolerance")
+        self.fault_tolerance = typed(FaultToleranceConfig, fault_tolerance or FaultToleranceConfig(), type(self).__name__)
         self.fitter = fitter or PromptFitter.for_judge(judge_config)
         self.runner = runner
         self._stats = JudgeStats()

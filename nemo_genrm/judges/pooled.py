@@ -13,7 +13,8 @@ from typing import Any
 
 import ray
 
-from nemo_genrm.config import FaultToleranceConfig, JudgeConfig, validate
+from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
+from nemo_genrm.config_loading import typed
 from nemo_genrm.judges.base import JudgeStats, Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
@@ -104,14 +105,14 @@ class PooledJudge(PipelineJudge):
 
     def __init__(
         self,
-        judge_config: JudgeConfig | dict,
+        judge_config: JudgeConfig,
         placement: Placement | None = None,
         *,
-        fault_tolerance: FaultToleranceConfig | dict | None = None,
+        fault_tolerance: FaultToleranceConfig | None = None,
         spec: WorkerSpec | None = None,
     ):
-        config = validate(JudgeConfig, judge_config, prefix="judge")
-        fault_tolerance = validate(FaultToleranceConfig, fault_tolerance or {}, prefix="fault_tolerance")
+        config = typed(JudgeConfig, judge_config, type(self).__name__)
+        fault_tolerance = typed(FaultToleranceConfig, fault_tolerance or FaultToleranceConfig(), type(self).__name__)
         self.placement = placement or default_placement(config)
         spec = spec or self.worker_spec(config, self.placement)
         fitter = PromptFitter.for_judge(config)  # a bad tokenizer fails before any actor starts

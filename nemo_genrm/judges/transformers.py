@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from nemo_genrm.config import JudgeConfig, validate
+from nemo_genrm.config import JudgeConfig
+from nemo_genrm.config_loading import typed
 from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
@@ -82,7 +83,7 @@ class TransformersWorker:
 
     def __init__(
         self,
-        judge_config: JudgeConfig | dict,
+        judge_config: JudgeConfig,
         rank: int = 0,
         world_size: int = 1,
         master_addr: str | None = None,
@@ -91,7 +92,7 @@ class TransformersWorker:
         local_rank: int | None = None,
         num_threads: int | None = None,
     ):
-        self.config = validate(JudgeConfig, judge_config, prefix="judge")
+        self.config = typed(JudgeConfig, judge_config, type(self).__name__)
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in a world of size {world_size}")
         if world_size > 1 and master_port is None:
@@ -372,7 +373,7 @@ class LocalTransformersJudge(PipelineJudge):
     ``tokenizer``, ``asleep``...) read through.
     """
 
-    def __init__(self, judge_config: JudgeConfig | dict, *args: Any, **kwargs: Any):
+    def __init__(self, judge_config: JudgeConfig, *args: Any, **kwargs: Any):
         worker = TransformersWorker(judge_config, *args, **kwargs)
         self.worker = worker
         fitter = PromptFitter.for_judge(worker.config, worker.tokenizer)

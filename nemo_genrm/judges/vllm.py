@@ -31,7 +31,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from nemo_genrm.config import ConfigError, JudgeConfig, validate
+from nemo_genrm.config import ConfigError, JudgeConfig
+from nemo_genrm.config_loading import typed
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge
@@ -59,13 +60,13 @@ class VllmJudgeWorker:
 
     def __init__(
         self,
-        judge_config: JudgeConfig | dict,
+        judge_config: JudgeConfig,
         *,
         enable_sleep_mode: bool = False,
         bundle_indices: Sequence[int] | None = None,
         per_worker_gpus: float | None = None,
     ):
-        self.config = validate(JudgeConfig, judge_config, prefix="judge")
+        self.config = typed(JudgeConfig, judge_config, type(self).__name__)
         opts = self.config.vllm
         kwargs: dict[str, Any] = {
             "model": self.config.model_name,

@@ -137,7 +137,7 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
             prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
             requests.append([dict(m) for m in prompt.messages])
             labels.append(case.label)
-    local = LocalTransformersJudge(judge)
+    local = LocalTransformersJudge(JudgeConfig(**judge))
     try:
         local_texts = [g.text for g in local.generate(requests)]
     finally:

@@ -21,6 +21,7 @@ from nemo_genrm.judges import (
     ReplicaPlacement,
     create_judge,
 )
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
@@ -29,7 +30,7 @@ LABELS = ["1", "0", "Judgement: 1"]  # the last one is several tokens: teacher-f
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=1.0)
 
 
-def _config(path, **overrides) -> dict:
+def _config(path, **overrides) -> JudgeConfig:
     config = {
         "backend": "dtensor",
         "model_name": str(path),
@@ -39,7 +40,7 @@ def _config(path, **overrides) -> dict:
         "batching": {"max_batch_size": 32, "max_tokens_per_batch": 4096},
     }
     config.update(overrides)
-    return config
+    return JudgeConfig.model_validate(config)
 
 
 def _prompts(n: int) -> list[list[dict]]:

@@ -13,6 +13,7 @@ import random
 import pytest
 import torch
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 
@@ -20,7 +21,7 @@ INSTRUCTIONS = "Reply with 1 if the candidate matches the reference, else 0."
 LABELS = ["1", "0", "Judgement: 1"]
 
 
-def _config(path, generation: str, **overrides) -> dict:
+def _config(path, generation: str, **overrides) -> JudgeConfig:
     config = {
         "backend": "dtensor",
         "model_name": str(path),
@@ -31,7 +32,7 @@ def _config(path, generation: str, **overrides) -> dict:
         "dtensor": {"generation": generation},
     }
     config.update(overrides)
-    return config
+    return JudgeConfig.model_validate(config)
 
 
 def _prompts(n: int, seed: int = 0) -> list[list[dict]]:

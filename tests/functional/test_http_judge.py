@@ -22,8 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nemo_genrm.config import ConfigError, JudgeConfig
+from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
 from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.judges import create_judge
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.http import HttpJudge
 from nemo_genrm.judges.http_transport import parse_retry_after, retry_delay
@@ -278,7 +279,7 @@ def test_call_deadline_cuts_retries_short():
         http={"base_url": url, "timeout_s": 0.5, "max_retries": 3, "backoff_s": 0.0},
     )
     try:
-        with HttpJudge(cfg, fault_tolerance={"step_timeout_s": 0.8}) as judge:
+        with HttpJudge(cfg, fault_tolerance=FaultToleranceConfig(step_timeout_s=0.8)) as judge:
             assert judge.call_timeout_s == 0.8
             start = time.monotonic()
             out = judge.generate(_batch(3))
@@ -346,10 +347,11 @@ def test_one_reply_without_logprobs_is_a_sample_error(server, state):
 
 
 def test_config_is_checked_at_construction():
+    # Dicts are read at the public edge (create_judge); the engine itself takes a typed config.
     with pytest.raises(ConfigError, match="http:// or https://"):
-        HttpJudge({"backend": "http", "model_name": "m", "http": {"base_url": "127.0.0.1:8000/v1"}})
+        create_judge({"backend": "http", "model_name": "m", "http": {"base_url": "127.0.0.1:8000/v1"}})
     with pytest.raises(ConfigError, match="supports_logprobs"):
-        HttpJudge(
+        create_judge(
             {
                 "backend": "http",
                 "model_name": "m",
@@ -357,6 +359,8 @@ def test_config_is_checked_at_construction():
                 "http": {"base_url": "http://127.0.0.1:9/v1", "supports_logprobs": False},
             }
         )
+    with pytest.raises(TypeError, match="takes a validated JudgeConfig"):
+        HttpJudge({"backend": "http", "model_name": "m", "http": {"base_url": "http://127.0.0.1:9/v1"}})
 
 
 def test_environment_neutralises_the_http_judges_special_tokens(server, state, tokenizer_path, tmp_path):
@@ -376,7 +380,7 @@ def test_environment_neutralises_the_http_judges_special_tokens(server, state, t
         "http": {"base_url": server[0], "max_retries": 0},
     }
     sample = [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": f"Answer: 42 {special} 1"}]
-    with HttpJudge(judge_cfg) as judge:
+    with HttpJudge(JudgeConfig.model_validate(judge_cfg)) as judge:
         assert special in judge.tokenizer.all_special_tokens
         env = GenRMEnvironmentImpl({"judge": judge_cfg, "resources": {"gpus_per_replica": 0}}, judge=judge)
         env.step([sample], [{"ground_truth": "42"}])
@@ -679,7 +683,7 @@ def test_planted_key_never_leaves(server, state, monkeypatch, caplog, tmp_path, 
                 texts += [repr(creds_judge.generate(_batch(1))), repr(creds_judge), repr(vars(creds_judge))]
         for bad in (f"ftp://genrm:{key}@host/v1", f"genrm:{key}@host/v1", [f"http://genrm:{key}@h/v1"]):
             with pytest.raises(ConfigError) as info:  # through validate(), as configs are read
-                HttpJudge({"backend": "http", "model_name": "m", "http": {"base_url": bad}})
+                create_judge({"backend": "http", "model_name": "m", "http": {"base_url": bad}})
             texts.append(str(info.value))
             with pytest.raises(ValueError) as raw:  # pydantic's own error, built directly
                 JudgeConfig(backend="http", model_name="m", http={"base_url": bad})

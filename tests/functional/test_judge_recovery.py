@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ray import cloudpickle
 
-from nemo_genrm.config import JudgeConfig
+from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
 from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
@@ -111,7 +111,7 @@ def _judge_section(tokenizer_path: str) -> dict:
 def _judge(tokenizer_path: str, mode_file: Path, replicas: int = 1, **fault_tolerance) -> PooledJudge:
     config = JudgeConfig(**_judge_section(tokenizer_path))
     spec = WorkerSpec(_ModeWorker, 1, lambda rank, replica: {"mode_file": str(mode_file)})
-    return PooledJudge(config, Placement((CPU,) * replicas), fault_tolerance=fault_tolerance, spec=spec)
+    return PooledJudge(config, Placement((CPU,) * replicas), fault_tolerance=FaultToleranceConfig(**fault_tolerance), spec=spec)
 
 
 def _prompts(n: int) -> list[list[dict]]:

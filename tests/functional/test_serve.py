@@ -136,7 +136,7 @@ def test_http_engine_matches_in_process_engine(services):
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
     cfg, _ = services["random"]
-    local = LocalTransformersJudge(cfg["judge"])
+    local = LocalTransformersJudge(JudgeConfig.model_validate(cfg["judge"]))
     try:
         texts = [g.text for g in local.generate(_batch())]
         tops = local.top_logprobs(_batch(), 20)

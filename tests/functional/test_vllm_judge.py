@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges import JudgeRequest, Placement, ReplicaPlacement, create_judge
 from nemo_genrm.testing import cached_tiny_judge
 
@@ -106,4 +107,4 @@ def test_worker_says_how_to_install_vllm_when_missing():
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed")
     with pytest.raises(ImportError, match="nemo-genrm\\[vllm\\]"):
-        VllmJudgeWorker(_config("/nonexistent/judge"))
+        VllmJudgeWorker(JudgeConfig.model_validate(_config("/nonexistent/judge")))

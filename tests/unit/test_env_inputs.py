@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.config import JudgeConfig, PromptConfig, VerdictConfig
 from nemo_genrm.env.inputs import message_logs, metadata_list, number_text, prepare_sample
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.transformers import LocalTransformersJudge
@@ -126,7 +126,7 @@ def env(tiny_cache_dir: str) -> GenRMEnvironmentImpl:
     """The environment over an in-process fixed judge that always answers "1"."""
     model = str(cached_tiny_judge("1", cache_dir=tiny_cache_dir))
     judge: dict[str, Any] = {"model_name": model, "precision": "float32", "max_model_len": 1024}
-    worker = LocalTransformersJudge(judge)
+    worker = LocalTransformersJudge(JudgeConfig.model_validate(judge))
     yield GenRMEnvironmentImpl({"judge": judge, "resources": {"gpus_per_replica": 0}}, judge=worker)
     worker.shutdown()
 

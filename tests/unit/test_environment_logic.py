@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from nemo_genrm.config import ConfigError
+from nemo_genrm.config import ConfigError, JudgeConfig
 from nemo_genrm.env.types import REASONS, EnvironmentReturn, SampleResult, sample_results
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
@@ -32,7 +32,7 @@ def judges(tiny_cache_dir: str) -> dict[str, LocalTransformersJudge]:
     """In-process engines: fixed judges answering "1", "0", "maybe", and a random tiny model."""
     paths = {text: str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)) for text in ("1", "0", "maybe")}
     paths["random"] = str(cached_tiny_model(cache_dir=tiny_cache_dir, seed=3))
-    workers = {name: LocalTransformersJudge(_cfg(path)["judge"]) for name, path in paths.items()}
+    workers = {name: LocalTransformersJudge(JudgeConfig.model_validate(_cfg(path)["judge"])) for name, path in paths.items()}
     yield workers
     for worker in workers.values():
         worker.shutdown()

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge
@@ -30,7 +31,7 @@ def fixed_paths(tiny_cache_dir: str) -> dict[str, str]:
 def _env(path: str, reward: dict[str, Any], verdict_from: str) -> GenRMEnvironmentImpl:
     judge = _judge_cfg(path, verdict_from)
     cfg = {"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": reward}
-    _WORKERS.append(LocalTransformersJudge(judge))
+    _WORKERS.append(LocalTransformersJudge(JudgeConfig.model_validate(judge)))
     return GenRMEnvironmentImpl(cfg, judge=_WORKERS[-1])
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge
@@ -103,8 +104,8 @@ def fixed_judges(tiny_cache_dir):
     """The tiny fixed-verdict judges, in process: one says 0 to everything, one says "maybe"."""
     workers = {
         text: LocalTransformersJudge(
-            {"model_name": str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)), "precision": "float32",
-             "max_model_len": 1024}
+            JudgeConfig(model_name=str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)), precision="float32",
+                        max_model_len=1024)
         )
         for text in ("0", "maybe")
     }  # fmt: skip

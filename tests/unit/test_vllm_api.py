@@ -138,10 +138,14 @@ def fake_vllm(recorder: Recorder, tokenizer, favoured: list[int]):
     return vllm, inputs
 
 
-def _config(tokenizer_path, **vllm_opts) -> dict:
-    return {"backend": "vllm", "model_name": str(tokenizer_path), "precision": "float32",
-            "max_model_len": 128, "sampling": {"max_new_tokens": 8},
-            "vllm": {"gpu_memory_utilization": 0.2, **vllm_opts}}
+def _config(tokenizer_path, **vllm_opts):
+    from nemo_genrm.config import JudgeConfig
+
+    return JudgeConfig.model_validate(
+        {"backend": "vllm", "model_name": str(tokenizer_path), "precision": "float32",
+         "max_model_len": 128, "sampling": {"max_new_tokens": 8},
+         "vllm": {"gpu_memory_utilization": 0.2, **vllm_opts}}
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
