@@ -29,7 +29,7 @@ from nemo_genrm.config import GenRMConfig, validate  # noqa: E402
 from nemo_genrm.env.environment import GenRMEnvironment  # noqa: E402
 from nemo_genrm.judges import JudgeRequest, create_judge  # noqa: E402
 from nemo_genrm.prompts import PromptBuilder  # noqa: E402
-from nemo_genrm.resources import acquire_resources  # noqa: E402
+from nemo_genrm.judges.placement import acquire_resources  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 

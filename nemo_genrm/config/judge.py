@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from nemo_genrm.config.base import StrictModel
-from nemo_genrm.config_loading import report_problems
+from nemo_genrm.config.loading import report_problems
 
 
 class SamplingConfig(StrictModel):
@@ -102,7 +102,7 @@ class HttpConfig(StrictModel):
 
     def __repr_args__(self) -> Any:
         # repr (and so any log line or error quoting the config) masks URL credentials.
-        from nemo_genrm.redact import mask_url
+        from nemo_genrm.guard.redact import mask_url
 
         for name, value in super().__repr_args__():
             yield name, mask_url(value) if name == "base_url" and isinstance(value, str) else value
@@ -115,7 +115,7 @@ class HttpConfig(StrictModel):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"must be a string URL such as http://host:8000/v1, got a {type(value).__name__}")
         if isinstance(value, str) and value and not value.startswith(("http://", "https://")):
-            from nemo_genrm.redact import mask_url
+            from nemo_genrm.guard.redact import mask_url
 
             raise ValueError(f"must start with http:// or https://, got {mask_url(value)!r}")
         return value

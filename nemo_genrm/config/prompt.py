@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from nemo_genrm.config.base import StrictModel
-from nemo_genrm.config_loading import report_problems
+from nemo_genrm.config.loading import report_problems
 from nemo_genrm.errors import ConfigError
 from nemo_genrm.prompts import load_template, template_labels_from_config
 from nemo_genrm.verdicts import VerdictParser

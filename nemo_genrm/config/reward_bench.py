@@ -9,8 +9,8 @@ from pydantic import Field, model_validator
 from nemo_genrm.config.base import StrictModel
 from nemo_genrm.config.genrm import ResourcesConfig
 from nemo_genrm.config.judge import JudgeConfig, SamplingConfig
+from nemo_genrm.config.loading import report_problems
 from nemo_genrm.config.prompt import PromptConfig, VerdictConfig, builtin_template, template_problems
-from nemo_genrm.config_loading import report_problems
 
 
 class RewardBenchDataConfig(StrictModel):

@@ -45,7 +45,7 @@ import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.task import JudgeCase, final_number, judge_example
-from nemo_genrm.injection import NONCE_ALPHABET, NONCE_LENGTH
+from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)

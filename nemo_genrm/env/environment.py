@@ -25,7 +25,7 @@ raises, each call is judged again on its own, so one caller's samples never chan
 rewards.
 
 Bad data never raises out of ``step``: every sample gets a reward and a reason
-(:data:`nemo_genrm.env.types.REASONS`), and a judge engine that fails at run time gives its
+(:data:`nemo_genrm.samples.types.REASONS`), and a judge engine that fails at run time gives its
 samples ``judge_error``. What training must not run through raises: caller bugs (a ``metadata``
 list whose length differs from the batch, or ``metadata`` that is not a list), a judge config
 the engine refuses (:class:`~nemo_genrm.errors.ConfigError`), a judge that was shut down
@@ -48,20 +48,20 @@ import ray
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env.coalesce import Coalescer
-from nemo_genrm.env.inputs import (
+from nemo_genrm.samples.inputs import (
     PreparedSample,
     message_logs,
     metadata_list,
     prepare_sample,
 )
-from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.env.startup import judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     add_call_counts,
     is_fatal,
     special_tokens,
 )
-from nemo_genrm.env.types import (
+from nemo_genrm.samples.types import (
     JUDGE_ERROR,
     JUDGED,
     EnvironmentInterface,
@@ -82,7 +82,7 @@ from nemo_genrm.modes import (
 )
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
-from nemo_genrm.resources import JudgeResources
+from nemo_genrm.judges.placement import JudgeResources
 
 logger = logging.getLogger(__name__)
 
@@ -410,7 +410,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     # -------------------------------------------------------------------------- metrics
     def last_metrics(self) -> dict[str, float]:
-        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.env.metrics`).
+        """The ``genrm/*`` metrics of the last judge call (see :mod:`nemo_genrm.samples.metrics`).
 
         That is every step call that shared the most recent judge call, together: the last
         step when calls do not overlap (synchronous rollouts), the last coalesced group of

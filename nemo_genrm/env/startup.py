@@ -9,7 +9,7 @@ import ray
 from nemo_genrm.config import GenRMConfig, JudgeConfig
 from nemo_genrm.env.support import worker_facts
 from nemo_genrm.judges.base import Judge
-from nemo_genrm.resources import JudgeResources, acquire_resources
+from nemo_genrm.judges.placement import JudgeResources, acquire_resources
 
 
 def judge_config(cfg: GenRMConfig) -> JudgeConfig:

@@ -9,7 +9,7 @@ import ray
 
 from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Judge, JudgeStats
-from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.samples.metrics import StepTally
 
 logger = logging.getLogger(__name__)
 

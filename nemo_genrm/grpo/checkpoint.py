@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from nemo_genrm.atomic_io import write_json_atomic
 from nemo_genrm.config import ConfigError
+from nemo_genrm.files.atomic import write_json_atomic
 from nemo_genrm.grpo.config import CheckpointingConfig
 from nemo_genrm.grpo.handles import PolicyHandle
 

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from nemo_genrm.config import GenRMConfig, StrictModel
-from nemo_genrm.config_loading import load_config, report_problems, to_container, validate
+from nemo_genrm.config.loading import load_config, report_problems, to_container, validate
 
 __all__ = [
     "AdamWKwargs",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.data_files import read_hub_rows, read_rows
 from nemo_genrm.demo.task import DEMO_DATASET, demo_splits
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.grpo.config import DataConfig
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import ray
 
-from nemo_genrm.env.types import EnvironmentReturn
 from nemo_genrm.grpo.policy import GeneratedSample, TrainBatch
+from nemo_genrm.samples.types import EnvironmentReturn
 
 __all__ = ["EnvHandle", "PolicyHandle"]
 

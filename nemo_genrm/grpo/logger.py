@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.atomic_io import read_jsonl, write_atomic, write_json_atomic
+from nemo_genrm.files.atomic import read_jsonl, write_atomic, write_json_atomic
 from nemo_genrm.grpo.config import LoggerConfig
-from nemo_genrm.redact import redact_tree
+from nemo_genrm.guard.redact import redact_tree
 
 logger = logging.getLogger(__name__)
 

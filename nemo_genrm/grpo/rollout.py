@@ -3,7 +3,7 @@
 The environment sees exactly what NeMo-RL sends: per sample a message log of ``role``/``content``
 dicts (the user content is the chat-templated prompt text, the assistant content the decoded
 response) and a metadata dict with the raw ``question`` and the ``ground_truth``. What it
-decided per sample comes back typed (:class:`~nemo_genrm.env.types.SampleResult`, carried by the
+decided per sample comes back typed (:class:`~nemo_genrm.samples.types.SampleResult`, carried by the
 returned metadata); the rollout keeps it next to the rewards.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from nemo_genrm.env.types import SampleResult, sample_results
 from nemo_genrm.grpo.data import Prompt
 from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.policy import GeneratedSample
+from nemo_genrm.samples.types import SampleResult, sample_results
 
 __all__ = ["Rollout", "message_logs", "rollout"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.env.types import JUDGE_ERROR, PARSE_FAILURE, sample_results
+from nemo_genrm.samples.types import JUDGE_ERROR, PARSE_FAILURE, sample_results
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Judgement:
 
     Attributes:
         reward: The environment's reward (0.0 for every reason but ``judged``).
-        reason: One of :data:`nemo_genrm.env.types.REASONS`.
+        reason: One of :data:`nemo_genrm.samples.types.REASONS`.
         verdict: 1 or 0 when judged, else ``None``.
         answer: The extracted answer sent to the judge, or ``None`` when none was sent.
     """
@@ -72,7 +72,7 @@ def genrm_section(config: Any, overrides: Sequence[str] = ()) -> Any:
         The section, as given (validation happens when the environment is built).
     """
     if isinstance(config, (str, Path)):
-        from nemo_genrm.config_loading import load_config, to_container
+        from nemo_genrm.config.loading import load_config, to_container
 
         config = to_container(load_config(config, overrides))
     elif overrides:

@@ -32,7 +32,7 @@ from nemo_gym.base_resources_server import (
 )
 from pydantic import Field, PrivateAttr
 
-from nemo_genrm.env.types import JUDGE_ERROR, MISSING_GROUND_TRUTH, NO_ANSWER, PARSE_FAILURE, TOO_LONG
+from nemo_genrm.samples.types import JUDGE_ERROR, MISSING_GROUND_TRUTH, NO_ANSWER, PARSE_FAILURE, TOO_LONG
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemo_genrm.judge_request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
+from nemo_genrm.prompts.request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -194,7 +194,7 @@ class ReplicaPlacement:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where every replica of a judge runs (built by :mod:`nemo_genrm.resources`)."""
+    """Where every replica of a judge runs (built by :mod:`nemo_genrm.judges.placement`)."""
 
     replicas: tuple[ReplicaPlacement, ...] = (ReplicaPlacement(),)
 

@@ -33,7 +33,7 @@ timeouts (see :func:`nemo_genrm.judges.http_transport.hung_server_bound_s` for t
 
 Credentials never leave in clear: a ``user:password@`` in ``base_url`` is sent as basic auth,
 not in the URL, and every error text, log line and repr masks it and the API key
-(:class:`nemo_genrm.redact.Redactor`), redacting before any text is cut short.
+(:class:`nemo_genrm.guard.redact.Redactor`), redacting before any text is cut short.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from typing import Any
 import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
-from nemo_genrm.config_loading import typed
+from nemo_genrm.config.loading import typed
 from nemo_genrm.deadline import remaining_s
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
@@ -83,7 +83,7 @@ from nemo_genrm.judges.http_transport import (
     status_error,
 )
 from nemo_genrm.judges.results import generation, label_scores
-from nemo_genrm.redact import Redactor, mask_url, url_credentials, url_without_credentials
+from nemo_genrm.guard.redact import Redactor, mask_url, url_credentials, url_without_credentials
 
 logger = logging.getLogger(__name__)
 

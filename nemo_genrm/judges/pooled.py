@@ -14,7 +14,7 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
-from nemo_genrm.config_loading import typed
+from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.base import JudgeStats, Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
@@ -94,7 +94,7 @@ class PooledJudge(PipelineJudge):
         judge_config: A ``JudgeConfig`` or dict.
         placement: Where the replicas run; ``None`` gives one replica without a placement
             group (see :func:`default_placement`). Pass a :class:`Placement` with N replicas
-            (built by ``nemo_genrm.resources`` or by hand) for N data-parallel replicas.
+            (built by ``nemo_genrm.judges.placement`` or by hand) for N data-parallel replicas.
         fault_tolerance: Restart budget and per-call deadline (defaults when ``None``).
         spec: The workers to start (default: the engine's :meth:`worker_spec`).
 

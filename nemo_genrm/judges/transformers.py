@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 
 from nemo_genrm.config import JudgeConfig
-from nemo_genrm.config_loading import typed
+from nemo_genrm.config.loading import typed
 from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_genrm.config import ConfigError, JudgeConfig
-from nemo_genrm.config_loading import typed
+from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge

@@ -8,7 +8,7 @@
 
 Every mode gets the judge through the same :data:`~nemo_genrm.modes.base.Ask` (one batched call
 per voting judge, verdicts from text or logprobs) and returns one
-:class:`~nemo_genrm.env.types.SampleResult` per sample; :func:`assemble` turns those into
+:class:`~nemo_genrm.samples.types.SampleResult` per sample; :func:`assemble` turns those into
 NeMo-RL's ``EnvironmentReturn``.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nemo_genrm.config import GenRMConfig
-from nemo_genrm.env.metrics import mode_metrics
+from nemo_genrm.samples.metrics import mode_metrics
 from nemo_genrm.modes.assemble import assemble
 from nemo_genrm.modes.ballot import Panel
 from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, Vote, neutraliser, read_replies

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.metrics import StepTally
-from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.metrics import StepTally
+from nemo_genrm.samples.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
 
 
 def assemble(
@@ -24,7 +24,7 @@ def assemble(
 
     The mode's results are settled here (reward 0 unless judged; parse failures masked under
     ``mask_parse_failures``) and every dict in ``metas`` comes back as a copy whose ``genrm``
-    entry is the settled result (:class:`~nemo_genrm.env.types.GenRMInfo`).
+    entry is the settled result (:class:`~nemo_genrm.samples.types.GenRMInfo`).
 
     Args:
         samples: The call's prepared samples.

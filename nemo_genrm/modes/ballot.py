@@ -2,7 +2,7 @@
 
 Every request is sent ``votes`` times to each judge (``judge`` and ``reward.judges``), in one
 batched call per judge; the majority of the votes is the request's verdict, by the rule the
-RewardBench ensembles use (:func:`nemo_genrm.voting.majority`, ties abstain). A judge that gave
+RewardBench ensembles use (:func:`nemo_genrm.verdicts.voting.majority`, ties abstain). A judge that gave
 no verdict votes ``None``: when failures outnumber every verdict, the request failed, with the
 most frequent failure reason. A tie between verdicts is a verdict of its own (``tie``), which
 each mode reads its way (reference: not positive; pairwise: a draw; rubric: not met).
@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from nemo_genrm.env.types import JUDGED
+from nemo_genrm.samples.types import JUDGED
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.base import Ask, Counters, Reader, Vote, worst_reason
-from nemo_genrm.voting import majority
+from nemo_genrm.verdicts.voting import majority
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A mode turns a judge call's prepared samples into judge requests, has them judged through an
 :data:`Ask` (the environment's batched judge call, with wake/sleep and counters), and turns the
-verdicts into one :class:`~nemo_genrm.env.types.SampleResult` per sample. Verdicts are read as in reference mode: from
+verdicts into one :class:`~nemo_genrm.samples.types.SampleResult` per sample. Verdicts are read as in reference mode: from
 the reply text with a :class:`~nemo_genrm.verdicts.VerdictParser`, or from the label logprobs
 when the judge's ``verdict_from`` is ``logprobs``.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.types import (
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import (
     JUDGE_ERROR,
     JUDGED,
     NO_LABEL_PROBS,
@@ -25,7 +25,7 @@ from nemo_genrm.env.types import (
     TOO_LONG,
     SampleResult,
 )
-from nemo_genrm.injection import neutralise
+from nemo_genrm.guard.injection import neutralise
 from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
@@ -56,7 +56,7 @@ class Vote:
         value: The vote (one of the reader's values) when judged, else ``None``.
         prob: P(first label) when read from logprobs, else ``None``.
         why: For a parse failure, why no verdict could be read
-            (:data:`~nemo_genrm.env.types.PARSE_FAILURE_WHYS`).
+            (:data:`~nemo_genrm.samples.types.PARSE_FAILURE_WHYS`).
     """
 
     reason: str

@@ -35,8 +35,8 @@ from itertools import combinations
 from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
-from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
 from nemo_genrm.modes.base import (

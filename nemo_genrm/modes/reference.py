@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.types import JUDGE_ERROR, JUDGED, SampleResult
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
 from nemo_genrm.modes.base import Ask, Counters, Mode

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from nemo_genrm.config import ConfigError, RubricConfig
-from nemo_genrm.env.inputs import PreparedSample
-from nemo_genrm.env.types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Panel
 from nemo_genrm.modes.base import (

@@ -9,7 +9,7 @@ templates alike, so changing the labels changes the prompt.
 
 :class:`PromptBuilder` places the candidate answer between ``<candidate-NONCE>`` and
 ``</candidate-NONCE>`` tags with a fresh random nonce per prompt, after neutralising it (see
-:mod:`nemo_genrm.injection`); the ``consistency`` template tells the judge that everything
+:mod:`nemo_genrm.guard.injection`); the ``consistency`` template tells the judge that everything
 between the tags is data.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from nemo_genrm.errors import ConfigError, Reason
-from nemo_genrm.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
-from nemo_genrm.judge_request import JudgeRequest
+from nemo_genrm.guard.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
+from nemo_genrm.prompts.request import JudgeRequest
 
 __all__ = [
     "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "ExtractedAnswer", "JudgePrompt", "JudgeTemplate",
@@ -373,7 +373,7 @@ def extract_answer(
     of the last complete ``\\boxed{...}``, else the last ``tail_chars`` characters. A marker
     followed by nothing is ``no_answer`` (no fallback: the response promised an answer and gave
     none), and so is an answer with no content at all, only punctuation or an opener such as
-    ``Thought process:`` (:func:`~nemo_genrm.injection.is_content_free`). Bad input never
+    ``Thought process:`` (:func:`~nemo_genrm.guard.injection.is_content_free`). Bad input never
     raises.
 
     Args:

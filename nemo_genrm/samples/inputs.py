@@ -1,7 +1,7 @@
 """Reading one environment sample: the response, the question and the reference, defensively.
 
 Nothing here raises on bad data: a malformed sample becomes a :class:`PreparedSample` with the
-reason it cannot be judged (see :data:`nemo_genrm.env.types.REASONS`).
+reason it cannot be judged (see :data:`nemo_genrm.samples.types.REASONS`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from nemo_genrm.env.types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
+from nemo_genrm.samples.types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
 from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)

@@ -6,11 +6,11 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
 - ``genrm/mean_reward``: mean reward over the samples that count: every sample except the
   parse failures masked by ``verdict.on_parse_failure: mask``. ``nan`` when none counts.
 - ``genrm/count/<reason>`` and ``genrm/rate/<reason>``: samples per outcome reason
-  (:data:`nemo_genrm.env.types.REASONS`), and that count over all samples.
+  (:data:`nemo_genrm.samples.types.REASONS`), and that count over all samples.
 - ``genrm/parse_failure_rate``: parse failures over the samples whose judge reply arrived
   (``judged + parse_failure``): how often the judge's reply holds no verdict.
 - ``genrm/parse_failure/<why>``: the parse failures per sub-reason
-  (:data:`nemo_genrm.env.types.PARSE_FAILURE_WHYS`). ``truncated``: the judge ran out of tokens
+  (:data:`nemo_genrm.samples.types.PARSE_FAILURE_WHYS`). ``truncated``: the judge ran out of tokens
   before its verdict (it used all ``max_new_tokens``, or stopped inside a ``<think>`` block), a
   budget to raise rather than a judge that cannot follow the format; ``no_label``, ``empty``,
   ``ambiguous``, ...: what the verdict parser found instead of a verdict; ``no_label_probs``: no
@@ -41,7 +41,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
-from nemo_genrm.env.types import JUDGED, PARSE_FAILURE, REASONS, SampleResult
+from nemo_genrm.samples.types import JUDGED, PARSE_FAILURE, REASONS, SampleResult
 from nemo_genrm.verdicts import TRUNCATED
 
 PREFIX = "genrm/"

@@ -13,7 +13,7 @@ Endpoints:
 
 Every route but ``/health`` needs ``Authorization: Bearer <key>`` when the service has a key
 (401 otherwise). A request is checked whole before it joins an engine batch
-(:mod:`nemo_genrm.serve_guard`): a body past ``serve.max_body_bytes`` is a 413, one slower than
+(:mod:`nemo_genrm.serve.guard`): a body past ``serve.max_body_bytes`` is a 413, one slower than
 ``serve.body_timeout_s`` a 408, JSON that is invalid, nested past ``serve.max_json_depth`` or
 holding NUL or a lone surrogate a 400. Should the engine still raise on a batch, each request of
 it is run alone, so only the one that cannot be served fails.
@@ -41,9 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
-from nemo_genrm.serve_config import ServiceConfig
-from nemo_genrm.serve_metrics import prometheus_text
-from nemo_genrm.serve_guard import (
+from nemo_genrm.serve.config import ServiceConfig
+from nemo_genrm.serve.metrics import prometheus_text
+from nemo_genrm.serve.guard import (
     EngineHealth,
     RequestError,
     check_bearer,

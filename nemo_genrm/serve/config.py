@@ -1,7 +1,7 @@
 """The judge service's config: the ``judge:`` engine and the ``serve:`` section.
 
 Read by :mod:`nemo_genrm.serve` (which starts the service) and by the Ray Serve application in
-:mod:`nemo_genrm.serve_app`; see ``docs/serving.md``.
+:mod:`nemo_genrm.serve.app`; see ``docs/serving.md``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from nemo_genrm.config import JudgeConfig, StrictModel
-from nemo_genrm.config_loading import report_problems
+from nemo_genrm.config.loading import report_problems
 
 __all__ = ["ServeConfig", "ServiceConfig"]
 
@@ -104,7 +104,7 @@ class ServiceConfig(StrictModel):
     @property
     def api_key_required(self) -> bool:
         """Whether clients must send the API key (``require_api_key`` resolved)."""
-        from nemo_genrm.serve_guard import is_loopback
+        from nemo_genrm.serve.guard import is_loopback
 
         required = self.serve.require_api_key
         return not is_loopback(self.serve.host) if required is None else required

@@ -1,7 +1,7 @@
 """The judge service's request counters and their Prometheus text.
 
 One Ray actor holds a :class:`MetricsStore` for all replicas of a service (created by
-:func:`nemo_genrm.serve.start_judge_service`); the replicas (:mod:`nemo_genrm.serve_app`) record
+:func:`nemo_genrm.serve.start_judge_service`); the replicas (:mod:`nemo_genrm.serve.app`) record
 into it and render :func:`prometheus_text` for ``/metrics``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from nemo_genrm.env.metrics import percentile
+from nemo_genrm.samples.metrics import percentile
 
 __all__ = ["LATENCY_WINDOW", "MetricsStore", "prometheus_text"]
 

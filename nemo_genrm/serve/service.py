@@ -6,9 +6,9 @@ Run it::
         judge.model_name=/path/to/judge serve.port=8001
 
 The YAML has a ``judge:`` section (:class:`nemo_genrm.config.JudgeConfig`, any backend) and a
-``serve:`` section (:class:`nemo_genrm.serve_config.ServeConfig`). Point a trainer at the service with
+``serve:`` section (:class:`nemo_genrm.serve.config.ServeConfig`). Point a trainer at the service with
 ``judge.backend: http`` and ``judge.http.base_url`` set to the URL this prints. The endpoints
-and their rules are in :mod:`nemo_genrm.serve_app` and ``docs/serving.md``.
+and their rules are in :mod:`nemo_genrm.serve.app` and ``docs/serving.md``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from nemo_genrm.config import ConfigError, load_config, validate
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
-# (serve_app) imports too: importing them from here would make the two modules import each other.
-from nemo_genrm.serve_config import ServeConfig, ServiceConfig
-from nemo_genrm.serve_metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
+# (serve.app) imports too: importing them from here would make the two modules import each other.
+from nemo_genrm.serve.config import ServeConfig, ServiceConfig
+from nemo_genrm.serve.metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
 
 __all__ = [
     "LATENCY_WINDOW",
@@ -88,9 +88,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     from ray import serve
     from ray.serve.api import RunTarget, run_many
 
-    from nemo_genrm.serve_app import JudgeDeployment
+    from nemo_genrm.serve.app import JudgeDeployment
 
-    from nemo_genrm.serve_guard import key_digest, load_api_key
+    from nemo_genrm.serve.guard import key_digest, load_api_key
 
     cfg = validate(ServiceConfig, config)
     try:

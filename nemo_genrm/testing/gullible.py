@@ -11,7 +11,7 @@ answers get through the prompt builder:
   real turn boundary (as the judge's tokenizer would); it checks that nothing escapes the fence.
 
 Otherwise both answer honestly: positive when the last number inside the fence is the expected
-one. Their detectors are written independently of :mod:`nemo_genrm.injection` (a test would
+one. Their detectors are written independently of :mod:`nemo_genrm.guard.injection` (a test would
 prove nothing if both used the same patterns) and are more generous than it where they can be:
 any run of non-word characters separates a label from its value, and the first ``</candidate``
 of any nonce closes the fence.

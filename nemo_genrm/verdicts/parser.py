@@ -30,7 +30,7 @@ more characters. A label that only appears there never counts.
 A reply without a verdict is ``Verdict(None, reason)``; this module never turns ``None`` into a
 number. What a missing verdict costs (reward 0, masked) is decided by the caller.
 
-The same vocabulary is kept out of the answers being judged: see :mod:`nemo_genrm.injection`.
+The same vocabulary is kept out of the answers being judged: see :mod:`nemo_genrm.guard.injection`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.config_loading import ConfigError  # not nemo_genrm.config, which imports this module
+from nemo_genrm.errors import ConfigError  # not nemo_genrm.config, which imports this module
 
 logger = logging.getLogger(__name__)
 

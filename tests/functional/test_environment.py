@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.env.types import EnvironmentReturn
+from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.env.environment import GenRMEnvironment, GenRMEnvironmentImpl
 from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
 from nemo_genrm.ray_env import actor_runtime_env
@@ -92,7 +92,7 @@ def test_step_through_the_actor(ray_cluster, env):
 
 def test_the_driver_handle_reads_typed_results_across_ray(ray_cluster, env):
     """The GRPO driver's handle calls the actor by method, and the typed results cross Ray."""
-    from nemo_genrm.env.types import SampleResult, sample_results
+    from nemo_genrm.samples.types import SampleResult, sample_results
     from nemo_genrm.grpo.handles import EnvHandle
 
     handle = EnvHandle(env[0])

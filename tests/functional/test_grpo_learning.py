@@ -16,7 +16,7 @@ import string
 import pytest
 import torch
 
-from nemo_genrm.env.types import EnvironmentReturn
+from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, builtin_arithmetic
 from nemo_genrm.grpo.logger import MetricsLogger

@@ -1,4 +1,4 @@
-"""The one reader of local data files (nemo_genrm.data_files), for GRPO data and RewardBench."""
+"""The one reader of local data files (nemo_genrm.files.rows), for GRPO data and RewardBench."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.data_files import read_hub_rows, read_rows
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.evals import RewardBenchDataError
 
 ROWS = [{"q": "1 + 1?", "a": "2"}, {"q": "2 + 2?", "a": "4"}]

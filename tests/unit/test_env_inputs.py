@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nemo_genrm.config import JudgeConfig, PromptConfig, VerdictConfig
-from nemo_genrm.env.inputs import message_logs, metadata_list, number_text, prepare_sample
+from nemo_genrm.samples.inputs import message_logs, metadata_list, number_text, prepare_sample
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.prompts import PromptBuilder

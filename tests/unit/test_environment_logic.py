@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError, JudgeConfig
-from nemo_genrm.env.types import REASONS, EnvironmentReturn, SampleResult, sample_results
+from nemo_genrm.samples.types import REASONS, EnvironmentReturn, SampleResult, sample_results
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores

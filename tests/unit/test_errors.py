@@ -6,11 +6,11 @@ import ast
 import inspect
 
 import nemo_genrm.config as config
-import nemo_genrm.config_loading as config_loading
-import nemo_genrm.env.types as env_types
+import nemo_genrm.config.loading as config_loading
+import nemo_genrm.samples.types as env_types
 import nemo_genrm.errors as errors
 from nemo_genrm.judges import JUDGE_ERROR, PROMPT_TOO_LONG, TIMEOUT
-from nemo_genrm.env.metrics import StepTally
+from nemo_genrm.samples.metrics import StepTally
 
 
 def test_errors_imports_nothing_from_the_package():

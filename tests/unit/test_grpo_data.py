@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.data_files import read_rows
+from nemo_genrm.files.rows import read_rows
 from nemo_genrm.grpo.config import DataConfig, GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.data import (
     Prompt,
@@ -322,7 +322,7 @@ class _MaskingEnv:
     def step(self, message_log_batch, metadata):
         from types import SimpleNamespace
 
-        from nemo_genrm.env.types import SampleResult
+        from nemo_genrm.samples.types import SampleResult
 
         n = len(message_log_batch)
         rewards = [1.0 if i % 4 == 0 else 0.0 for i in range(n)]

@@ -1,4 +1,4 @@
-"""Normalisation, defusing and the nonce fence of judged text (nemo_genrm.injection)."""
+"""Normalisation, defusing and the nonce fence of judged text (nemo_genrm.guard.injection)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
-from nemo_genrm.injection import clean_unicode, fence, is_content_free, neutralise
+from nemo_genrm.guard.injection import clean_unicode, fence, is_content_free, neutralise
 from nemo_genrm.judges.fitting import ELISION_MARKER, fit_prompt
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.prompts import PromptBuilder

@@ -12,7 +12,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
-from nemo_genrm.env.types import SampleResult, sample_results
+from nemo_genrm.samples.types import SampleResult, sample_results
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
     first_at_least_second,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
-from nemo_genrm.env.inputs import prepare_sample, strip_chat_scaffolding
+from nemo_genrm.samples.inputs import prepare_sample, strip_chat_scaffolding
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import make_tiny_tokenizer
 

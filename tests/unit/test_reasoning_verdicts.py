@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_genrm.env.types import sample_results
+from nemo_genrm.samples.types import sample_results
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.gullible import GullibleJudge, fenced_content

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_genrm.redact import (
+from nemo_genrm.guard.redact import (
     Redactor,
     mask_url,
     redact_tree,

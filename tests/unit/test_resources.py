@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nemo_genrm.config import ConfigError, GenRMConfig, validate
-from nemo_genrm.resources import (
+from nemo_genrm.judges.placement import (
     ClusterView,
     colocated_problems,
     plan_separate,

@@ -10,7 +10,7 @@ import pytest
 from nemo_genrm.config import ConfigError, validate
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve import MetricsStore, ServiceConfig, prometheus_text
-from nemo_genrm.serve_guard import (
+from nemo_genrm.serve.guard import (
     EngineHealth,
     RequestError,
     check_bearer,
@@ -169,7 +169,7 @@ class _Replica:
     on an object holding only what it uses."""
 
     def __init__(self):
-        from nemo_genrm.serve_app import JudgeDeployment
+        from nemo_genrm.serve.app import JudgeDeployment
 
         self.health_state = EngineHealth()
         self._run_isolated = JudgeDeployment.func_or_class._isolated

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_genrm import config_docs
 from nemo_genrm.config import RewardBenchConfig, load_config, validate
+from nemo_genrm.config import docs as config_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
@@ -154,5 +154,5 @@ def test_shipped_yaml_starts_with_its_command(path: Path) -> None:
 def test_configuration_reference_is_current() -> None:
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert committed == config_docs.render(), (
-        "docs/configuration.md is stale: run `uv run python -m nemo_genrm.config_docs --write`"
+        "docs/configuration.md is stale: run `uv run python -m nemo_genrm.config.docs --write`"
     )

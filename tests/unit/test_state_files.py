@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nemo_genrm.atomic_io import read_jsonl, write_atomic, write_json_atomic
+from nemo_genrm.files.atomic import read_jsonl, write_atomic, write_json_atomic
 from nemo_genrm.grpo.checkpoint import STATE_FILE, Checkpointer
 from nemo_genrm.grpo.config import CheckpointingConfig, LoggerConfig
 from nemo_genrm.grpo.logger import MetricsLogger

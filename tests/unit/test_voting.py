@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_genrm.voting import REFERENCE_ERROR, majority
+from nemo_genrm.verdicts.voting import REFERENCE_ERROR, majority
 
 
 @pytest.mark.parametrize(

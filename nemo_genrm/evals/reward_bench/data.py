@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, RewardBenchDataConfig
-from nemo_genrm.data_files import read_hub_rows, read_rows
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 
 logger = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, load_template, template_labels_from_config
 from nemo_genrm.verdicts import Verdict, VerdictParser
-from nemo_genrm.voting import majority
+from nemo_genrm.verdicts.voting import majority
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.atomic_io import write_atomic
 from nemo_genrm.config import RewardBenchConfig
+from nemo_genrm.files.atomic import write_atomic
 
 RESULTS_FILE = "results.json"
 PREF_RESULTS_FILE = "results_pref_sets.json"

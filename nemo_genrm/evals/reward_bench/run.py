@@ -40,7 +40,7 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
 
     One CPU replica (``resources.gpus_per_replica: 0``) runs without a placement group, on CPU
     even where the cluster has GPUs. Anything else (GPUs, several replicas) reserves its
-    placement through :func:`nemo_genrm.resources.acquire_resources` on the connected Ray cluster
+    placement through :func:`nemo_genrm.judges.placement.acquire_resources` on the connected Ray cluster
     (started here, locally, when none is).
 
     Args:
@@ -64,7 +64,7 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
     elif judge_cfg.backend != "http":
         import ray
 
-        from nemo_genrm.resources import acquire_resources
+        from nemo_genrm.judges.placement import acquire_resources
 
         if not ray.is_initialized():
             ray.init(log_to_driver=False, configure_logging=False)

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from nemo_genrm.atomic_io import write_atomic
 from nemo_genrm.config import ConfigError, RewardBenchConfig
+from nemo_genrm.files.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 

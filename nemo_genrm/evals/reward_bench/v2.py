@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.data_files import read_hub_rows, read_rows
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, JudgeReply
 from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
@@ -52,7 +52,7 @@ from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens, load_template
 from nemo_genrm.verdicts import VerdictParser, strip_think
-from nemo_genrm.voting import majority
+from nemo_genrm.verdicts.voting import majority
 
 logger = logging.getLogger(__name__)
 
