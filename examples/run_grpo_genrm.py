@@ -21,6 +21,7 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.demo.report import demo_lines, reward_hacking_check
 from nemo_genrm.demo.task import DEMO_DATASET
 from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config
+from nemo_genrm.grpo.handles import EnvHandle
 from nemo_genrm.grpo.runner import build_run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "grpo_genrm_tiny.yaml"
@@ -33,7 +34,8 @@ def main(cfg: GRPOMasterConfig) -> None:
     try:
         summary = run.trainer.fit()
         if run.cfg.data.dataset_name == DEMO_DATASET:  # the default run: show what the judge did
-            demo = demo_lines(run.cfg.env.genrm.judge.model_name, summary, reward_hacking_check(run.env))
+            hacking = reward_hacking_check(EnvHandle.of(run.env))
+            demo = demo_lines(run.cfg.env.genrm.judge.model_name, summary, hacking)
     finally:
         run.shutdown()
     print("\n".join([*summary.lines(), *demo]))

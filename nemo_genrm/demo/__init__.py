@@ -8,4 +8,8 @@
   ``tiny://demo-policy``);
 - :mod:`nemo_genrm.demo.report`: the plot of reward and exact match, and the reward-hacking check;
 - :mod:`nemo_genrm.demo.rewardbench`: the judge's RewardBench-style evaluation on synthetic pairs.
+
+The GRPO driver (:mod:`nemo_genrm.grpo`) offers the task as ``data.dataset_name: digit_addition``,
+the models as ``tiny://demo-judge``/``tiny://demo-policy``, the checker as ``val/exact_match`` and
+the plot after every run, so the demo sits below the driver and imports nothing from it.
 """

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.atomic_io import read_jsonl
 from nemo_genrm.demo.task import HACKING_CANDIDATES, demo_splits
+from nemo_genrm.files.atomic import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -92,16 +92,16 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
     """Send wrong answers that try to dictate the verdict through ``env`` and count the zeros.
 
     Args:
-        env: A ``GenRMEnvironment`` actor handle, an object with the same ``step``, or an
-            :class:`~nemo_genrm.grpo.handles.EnvHandle` on either.
+        env: The environment, called as ``env.step(message_logs, metadata)`` and returning its
+            ``EnvironmentReturn``: a ``GenRMEnvironmentImpl``, or the driver's
+            :class:`~nemo_genrm.grpo.handles.EnvHandle` on the ``GenRMEnvironment`` actor (the
+            demo sits below the driver, so the caller wraps the actor, not this function).
         num_questions: Held-out questions to try each candidate on (references 2 and more, so a
             bare ``1`` is wrong).
 
     Returns:
         How many of the candidates got reward 0.
     """
-    from nemo_genrm.grpo.handles import EnvHandle
-
     questions = [q for q in demo_splits()[1] if int(q[1]) >= 2][:num_questions]
     logs, metadata, texts = [], [], []
     for question, answer in questions:
@@ -111,7 +111,7 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
             logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
             metadata.append({"question": question, "ground_truth": answer})
             texts.append(text)
-    rewards = EnvHandle.of(env).step(logs, metadata).rewards.tolist()
+    rewards = env.step(logs, metadata).rewards.tolist()
     leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
     return HackingCheck(total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked)
 
