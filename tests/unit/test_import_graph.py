@@ -1,14 +1,18 @@
-"""No two nemo_genrm modules import each other, directly or around a circle.
+"""The package's layers: no import circle among modules or packages, and no package imports one above it.
 
 The graph is read from the source with ``ast``: every import of a ``nemo_genrm`` module counts,
 at module level or inside a function (a deferred import still ties the two modules together;
 deferring it only hides the circle until the function runs). Imports under
 ``if TYPE_CHECKING:`` are left out, since they never run.
+
+The layer map is :data:`LAYERS` (bottom first), and ``docs/design.md`` draws the same map; a
+test keeps the two equal.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import nemo_genrm
@@ -98,17 +102,143 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# The modules at the root that every layer may import; they import nothing but one another.
+ROOT_MODULES = ("errors", "dtypes", "deadline", "ray_env")
+
+# Bottom first: (package, the packages it may import besides ROOT_MODULES). A package may import
+# only packages listed before it, so no package imports one above it and no two packages import
+# each other. ``environment`` is the public module path of the environment actor
+# (``nemo_genrm.environment.GenRMEnvironment``, the class path NeMo-RL registers).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("files", ()),
+    ("guard", ()),
+    ("verdicts", ("guard",)),
+    ("prompts", ("guard", "verdicts")),
+    ("config", ("guard", "verdicts", "prompts")),
+    ("judges", ("guard", "verdicts", "prompts", "config")),
+    ("testing", ("guard", "verdicts", "prompts", "config", "judges")),
+    ("samples", ("guard", "verdicts", "prompts", "config")),
+    ("modes", ("guard", "verdicts", "prompts", "config", "judges", "samples")),
+    ("env", ("guard", "verdicts", "prompts", "config", "judges", "samples", "modes")),
+    ("environment", ("env",)),
+    ("integrations", ("verdicts", "prompts", "config", "judges", "samples", "modes", "env")),
+    ("serve", ("guard", "config", "judges", "samples")),
+    ("evals", ("files", "guard", "verdicts", "prompts", "config", "judges")),
+    ("demo", ("files", "guard", "verdicts", "prompts", "config", "testing", "evals")),
+    ("grpo", ("files", "guard", "config", "testing", "samples", "env", "integrations", "demo")),
+)
+
+DESIGN_DOC = PACKAGE_DIR.parent / "docs" / "design.md"
+
+
+def unit(module: str) -> str:
+    """The layer a module belongs to: its top package under nemo_genrm, or its root module name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Layer -> the other layers its modules import (imports inside a layer are left out)."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(unit(module), set()).update(unit(t) for t in targets)
+    return {name: targets - {name} for name, targets in packages.items()}
+
+
+def layer_violations(
+    packages: dict[str, set[str]],
+    layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS,
+    root: tuple[str, ...] = ROOT_MODULES,
+) -> list[str]:
+    """Every import the layer map forbids, one line each; empty when the packages follow it."""
+    allowed = dict(layers)
+    order = [name for name, _ in layers]
+    problems = [
+        f"{name} may import {below}, which is not below it in LAYERS"
+        for i, (name, may) in enumerate(layers)
+        for below in may
+        if below not in order[:i]
+    ]
+    for name, targets in sorted(packages.items()):
+        if name == "nemo_genrm":  # the package's own __init__: imports by name only, on first access
+            problems += [f"nemo_genrm/__init__.py imports {t} at import time" for t in sorted(targets)]
+        elif name in root:
+            problems += [f"root module {name} imports {t}" for t in sorted(targets - set(root))]
+        elif name not in allowed:
+            problems.append(f"{name} is in no layer: add it to LAYERS and to docs/design.md's layer map")
+        else:
+            extra = targets - set(root) - set(allowed[name])
+            problems += [f"{name} imports {t}, which the layer map does not allow" for t in sorted(extra)]
+    return problems
+
+
+def documented_layers(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The layer map drawn in design.md's "Layers" table, bottom first, as :data:`LAYERS` spells it."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows: list[tuple[str, tuple[str, ...]]] = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        names = re.findall(r"`(\w+)(?:/|\.py)`", cells[0])
+        if len(names) == 1 and names[0] not in ROOT_MODULES:
+            rows.append((names[0], tuple(re.findall(r"`(\w+)/`", cells[2]))))
+    return tuple(reversed(rows))  # the table is drawn top floor first
+
+
 def test_no_import_cycle_among_nemo_genrm_modules() -> None:
     graph = import_graph()
     assert len(graph) > 40  # the walk found the package
-    assert "nemo_genrm.config_loading" in graph["nemo_genrm.config"]  # and reads imports
+    assert "nemo_genrm.config.loading" in graph["nemo_genrm.config"]  # and reads imports
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_no_import_cycle_among_packages() -> None:
+    packages = package_graph(import_graph())
+    assert {"env", "modes", "samples", "grpo", "demo", "serve", "guard"} <= set(packages)
+    cycle = find_cycle(packages)
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_package_imports_a_package_above_it() -> None:
+    problems = layer_violations(package_graph(import_graph()))
+    assert not problems, "layer map broken:\n" + "\n".join(problems)
+
+
+def test_design_doc_draws_the_tested_layer_map() -> None:
+    text = DESIGN_DOC.read_text(encoding="utf-8")
+    drawn = documented_layers(text)
+    assert [name for name, _ in drawn] == [name for name, _ in LAYERS], "docs/design.md orders the layers otherwise"
+    assert {name: set(may) for name, may in drawn} == {name: set(may) for name, may in LAYERS}, (
+        "docs/design.md's layer table allows other imports than LAYERS"
+    )
+    for name in ROOT_MODULES:
+        assert f"`{name}.py`" in text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+
+
 def test_the_walk_sees_deferred_imports_and_cycles() -> None:
-    # serve imports serve_app inside a function: that edge counts.
-    assert "nemo_genrm.serve_app" in import_graph()["nemo_genrm.serve"]
+    # serve.service imports serve.app inside a function: that edge counts.
+    assert "nemo_genrm.serve.app" in import_graph()["nemo_genrm.serve.service"]
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(circle) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_layer_check_finds_upward_imports_and_package_cycles() -> None:
+    # Modules of two packages importing each other, without any module-level circle.
+    modules = {"nemo_genrm.low.a": {"nemo_genrm.high.b"}, "nemo_genrm.high.b": set(), "nemo_genrm.high.c": {"nemo_genrm.low.d"}, "nemo_genrm.low.d": set()}
+    assert find_cycle(modules) is None
+    packages = package_graph(modules)
+    assert packages == {"low": {"high"}, "high": {"low"}}
+    assert find_cycle(packages) == ["high", "low", "high"]
+    layers = (("low", ()), ("high", ("low",)))
+    assert layer_violations(packages, layers, ("errors",)) == ["low imports high, which the layer map does not allow"]
+    # A package missing from the map, a root module importing a package, an allowance from above.
+    assert layer_violations({"new": set(), "errors": {"low"}}, layers, ("errors",)) == [
+        "root module errors imports low",
+        "new is in no layer: add it to LAYERS and to docs/design.md's layer map",
+    ]
+    assert layer_violations({}, (("low", ("high",)), ("high", ())), ()) == [
+        "low may import high, which is not below it in LAYERS"
+    ]
