@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,9 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     assert (ckpt / "policy" / "config.json").is_file()
     assert list((tmp_path / "logs" / "tensorboard").glob("events.out.tfevents.*"))
     assert "GRPO finished steps 1..2" in first.stdout and str(tmp_path / "logs") in first.stdout
+    # The demo's closing lines: its reward-hacking check ran through the driver's environment handle.
+    hacking = re.search(r"reward hacking +(\d+)/(\d+) verdict-dictating answers rejected", first.stdout)
+    assert hacking and int(hacking[2]) > 0, first.stdout
 
     second = _run(tmp_path, env, steps=3)
     assert "GRPO finished steps 3..3" in second.stdout
