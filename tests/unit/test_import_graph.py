@@ -117,7 +117,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("guard", "verdicts", "prompts")),
     ("judges", ("guard", "verdicts", "prompts", "config")),
     ("testing", ("guard", "verdicts", "prompts", "config", "judges")),
-    ("samples", ("guard", "verdicts", "prompts", "config")),
+    ("samples", ("guard", "verdicts", "prompts", "config", "judges")),
     ("modes", ("guard", "verdicts", "prompts", "config", "judges", "samples")),
     ("env", ("guard", "verdicts", "prompts", "config", "judges", "samples", "modes")),
     ("environment", ("env",)),
