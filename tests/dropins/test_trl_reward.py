@@ -157,12 +157,19 @@ def test_pairwise_and_rubric_modes_through_grpo_trainer(tmp_path, tiny_cache_dir
     data = Dataset.from_list(
         [{"prompt": [{"role": "user", "content": f"Write about topic {k}."}], "rubric": items} for k in range(4)]
     )
-    trainer = GRPOTrainer(
-        model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[pairwise, rubric],
-        args=_args(tmp_path, max_steps=2, max_completion_length=3), train_dataset=data,
-    )  # fmt: skip
+    # One-token completions drawn from four tokens, two of them punctuation: a completion is
+    # often content-free (no answer), and a group with one answered completion is masked.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cached_tiny_model(cache_dir=tiny_cache_dir))
+    allowed = {tokenizer.convert_tokens_to_ids(t) for t in (".", ",", "e", "a")}
+    suppress = [i for i in range(len(tokenizer)) if i not in allowed]
+    args = _args(tmp_path, max_steps=3, max_completion_length=1, temperature=8.0, learning_rate=1e-6,
+                 generation_kwargs={"suppress_tokens": suppress})
+    trainer = GRPOTrainer(model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[pairwise, rubric],
+                          args=args, train_dataset=data)  # fmt: skip
     trainer.train()
-    assert len(pairwise.calls) == len(rubric.calls) == 2
+    assert len(pairwise.calls) == len(rubric.calls) == 3
     masked = 0
     for (_, completions, out), (_, same, shares) in zip(pairwise.calls, rubric.calls, strict=True):
         texts = [c[-1]["content"] for c in completions]
@@ -172,7 +179,7 @@ def test_pairwise_and_rubric_modes_through_grpo_trainer(tmp_path, tiny_cache_dir
         masked += expected.count(None)
         hand = [(2 * ("e" in t.strip()) + ("a" in t.strip())) / 3 if _judgeable(t) else 0.0 for t in texts]
         assert shares == pytest.approx(hand), texts
-    print(f"pairwise completions masked (alone among empty ones): {masked}")
+    assert masked >= 1, "a completion alone among content-free ones is masked: None for TRL"
     logged = [entry for entry in trainer.state.log_history if "rewards/pairwise/mean" in entry]
     assert logged and all(not math.isnan(entry["rewards/pairwise/mean"]) for entry in logged)
 
