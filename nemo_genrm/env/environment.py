@@ -39,7 +39,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,16 +215,19 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         call = self._prepare(message_log_batch, metadata)
         return self._coalescer.submit(call, size=max(1, len(call.samples)))
 
-    async def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
-        """:meth:`step` for callers on an event loop: the call joins the open judge call and is
-        awaited without holding a thread, so any number of concurrent callers share one judge
-        call, whatever the loop's thread pool (see :meth:`nemo_genrm.env.coalesce.Coalescer.asubmit`).
+    def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> Awaitable[EnvironmentReturn]:
+        """:meth:`step` for callers on an event loop: await what it returns. The call joins the
+        open judge call without holding a thread, so any number of concurrent callers share one
+        judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.coalesce.Coalescer.asubmit`).
+
+        A plain method returning the awaitable, for in-process use (the drop-ins): an
+        ``async def`` would make Ray run the actor as an async actor, every method on one loop.
 
         Raises:
-            The same as :meth:`step`.
+            The same as :meth:`step` (caller bugs at once, the rest when awaited).
         """
         call = self._prepare(message_log_batch, metadata)
-        return await self._coalescer.asubmit(call, size=max(1, len(call.samples)))
+        return self._coalescer.asubmit(call, size=max(1, len(call.samples)))
 
     def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> _StepCall:
         """Read one step call's samples (caller bugs raise here, in the caller)."""

@@ -271,3 +271,11 @@ def test_http_judge_that_comes_back_within_the_grace_keeps_going():
     assert env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}]).metadata[0]["genrm"]["reason"] == "judge_error"
     assert env.last_metrics()["genrm/judge_unavailable"] == 1
     env.shutdown()
+
+
+def test_the_environment_has_no_coroutine_methods():
+    """An ``async def`` on the class would make Ray run the GenRMEnvironment actor as an async
+    actor (every method on one event loop), where concurrent blocking steps deadlock."""
+    import inspect
+
+    assert not [name for name, member in inspect.getmembers(GenRMEnvironmentImpl) if inspect.iscoroutinefunction(member)]
