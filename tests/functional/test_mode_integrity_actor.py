@@ -4,8 +4,8 @@ known function of what it is shown (nemo_genrm.testing.stand_in_judges).
 
 - pairwise_group, one step call per sample from many concurrent callers (NeMo-RL's asynchronous
   rollout): the judge reads the whole responses, groups are gathered by their key;
-- rubric: items met in the reasoning count;
-- votes: each vote is sampled with its own seed, so the votes of a sampling judge disagree.
+- rubric, with votes: items met in the reasoning count, and each vote is sampled with its own
+  seed, so the votes of a sampling judge disagree (a ``kw:coin`` item is the seeded coin).
 """
 
 from __future__ import annotations
@@ -57,19 +57,19 @@ def test_actor_pairwise_per_sample_calls_rubric_and_votes(ray_cluster):
 
     def rule(body: dict) -> str:
         text = StandInServer.user_text(body)
+        if "kw:coin" in text:
+            return seeded_verdict(text, body.get("seed"))
         if "Criterion:" in text:
             return criterion_in_response(text)
-        if "Response A:" in text:
-            return more_working_wins(text)
-        return seeded_verdict(text, body.get("seed"))
+        return more_working_wins(text)
 
     with StandInServer(rule) as server:
         pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4, "group_wait_ms": 20000}}
+        rubric_votes = {"mode": "rubric", "votes": 5}
         actors = {
             "pairwise": GenRMEnvironment.remote(_section(server.base_url, pairwise)),
-            "rubric": GenRMEnvironment.remote(_section(server.base_url, {"mode": "rubric"})),
-            "votes": GenRMEnvironment.remote(
-                _section(server.base_url, {"votes": 5}, sampling={"temperature": 0.9, "seed": 3})
+            "rubric": GenRMEnvironment.remote(
+                _section(server.base_url, rubric_votes, sampling={"temperature": 0.9, "seed": 3})
             ),
         }
         try:
@@ -82,12 +82,11 @@ def test_actor_pairwise_per_sample_calls_rubric_and_votes(ray_cluster):
 
             proof = "Because p^2 = 2q^2 the parity argument gives a contradiction. Answer: irrational"
             items = [{"criterion": "kw:contradiction", "weight": 2}, "kw:parity", "kw:induction"]
-            rubric = ray.get(actors["rubric"].step.remote([_log(proof, "Prove it.")], [{"rubric": items}]), timeout=120)
-
             values = list(range(1, 11))
-            logs = [_log(f"Answer: ans-{v}", "Pick.") for v in values]
-            votes = ray.get(actors["votes"].step.remote(logs, [{"ground_truth": "ans-0"}] * len(values)), timeout=120)
-            votes_metrics = ray.get(actors["votes"].last_metrics.remote())
+            logs = [_log(proof, "Prove it.")] + [_log(f"Answer: ans-{v}", "Pick.") for v in values]
+            metas = [{"rubric": items}] + [{"rubric": ["kw:coin"]}] * len(values)
+            rubric = ray.get(actors["rubric"].step.remote(logs, metas), timeout=120)
+            votes_metrics = ray.get(actors["rubric"].last_metrics.remote())
         finally:
             ray.get([a.shutdown.remote() for a in actors.values()])
             for actor in actors.values():
@@ -96,8 +95,7 @@ def test_actor_pairwise_per_sample_calls_rubric_and_votes(ray_cluster):
     for g in range(4):
         scores = [working(RESPONSES[(i + g) % 4]) for i in range(4)]
         assert [pairwise_rewards[g, i] for i in range(4)] == pytest.approx(_win_rates(scores)), g
-    assert rubric.rewards.tolist() == [pytest.approx(0.75)]
     majority = [1.0 if 2 * sum(seeded_bit(v, 3 + k) for k in range(5)) > 5 else 0.0 for v in values]
-    assert votes.rewards.tolist() == majority
+    assert rubric.rewards.tolist() == pytest.approx([0.75] + majority)
     assert votes_metrics["genrm/votes/agreement"] < 1.0
     assert sorted({b["seed"] for b in server.bodies if "seed" in b}) == [3, 4, 5, 6, 7]
