@@ -151,7 +151,9 @@ class GenRMReward:
                 ``fault_tolerance.unavailable_grace_s``.
         """
         mode = self._reward.mode
-        references = list(self._column(kwargs, self.reference_column, "the reference answer")) if mode == "reference" else None
+        references = None  # the other modes need none
+        if mode == "reference":
+            references = list(self._column(kwargs, self.reference_column, "the reference answer"))
         if self.question_column is not None and self.question_column in kwargs:
             questions = [str(q) if q is not None else None for q in kwargs[self.question_column]]
         else:
