@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import ray
@@ -58,3 +59,14 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
 
 
+
+
+def sleep_judge(judge: Judge, tally: StepTally) -> None:
+    """Put a colocated judge to sleep, timing it into ``tally``; a failure is logged, the
+    verdicts are kept."""
+    t0 = time.perf_counter()
+    try:
+        judge.sleep()
+    except Exception:
+        logger.exception("could not put the colocated judge to sleep")
+    tally.sleep_s += time.perf_counter() - t0

@@ -246,9 +246,9 @@ def _substitute_labels(text: str, labels: Mapping[str, str], where: str) -> str:
     return "".join(out)
 
 
-def _read_template_file(path: Path) -> tuple[str | None, str]:
-    """(system, user) texts from a YAML, JSON or text file."""
-    where = f"prompt.template {str(path)!r}"
+def _read_template_file(path: Path, key: str = "prompt.template") -> tuple[str | None, str]:
+    """(system, user) texts from a YAML, JSON or text file (``key``: the config key naming it)."""
+    where = f"{key} {str(path)!r}"
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".txt":
@@ -274,6 +274,7 @@ def load_template(
     *,
     provided_fields: Iterable[str] | None = None,
     labels: Mapping[str, Any] | None = None,
+    key: str = "prompt.template",
 ) -> JudgeTemplate:
     """Load a built-in template by name, or a custom one from a file.
 
@@ -284,6 +285,8 @@ def load_template(
             rejected here. ``None`` skips the check.
         labels: Values of the label placeholders (see :func:`template_labels_from_config`);
             missing ones take :data:`DEFAULT_LABELS`.
+        key: The config key that names the template, used in error messages (a reward mode's
+            template is ``reward.<mode>.template``).
 
     Returns:
         The template with the labels written in.
@@ -299,13 +302,13 @@ def load_template(
         path = Path(spec)
         if path.suffix.lower() not in TEMPLATE_SUFFIXES:
             raise ConfigError(
-                f"prompt.template: {str(spec)!r} is neither a built-in template "
+                f"{key}: {str(spec)!r} is neither a built-in template "
                 f"({', '.join(BUILTIN_TEMPLATES)}) nor a {'/'.join(TEMPLATE_SUFFIXES)} file"
             )
         if not path.is_file():
-            raise ConfigError(f"prompt.template: template file {str(path)!r} does not exist")
-        name, (system, user) = str(path), _read_template_file(path)
-    where = f"prompt.template {name!r}"
+            raise ConfigError(f"{key}: template file {str(path)!r} does not exist")
+        name, (system, user) = str(path), _read_template_file(path, key)
+    where = f"{key} {name!r}"
     template = JudgeTemplate(
         name=name,
         system=None if system is None else _substitute_labels(system, merged, where),
