@@ -63,7 +63,7 @@ from nemo_genrm.guard.patterns import (
     label_rest,
 )
 from nemo_genrm.guard.tokens import break_tokens
-from nemo_genrm.guard.vocabulary import OPENER_WORDS
+from nemo_genrm.guard.vocabulary import OPENER_WORDS, ascii_pattern
 from nemo_genrm.guard.vocabulary import folded as folded_words
 
 __all__ = [
@@ -163,7 +163,7 @@ _INSTRUCTIONS = [
 ]
 _INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTIONS), re.IGNORECASE)
 # "<" then an optional "/" and the fence's name, on folded text: whatever follows, across lines.
-_FENCE_TAG = re.compile(rf"<\s*/?\s*{FENCE_NAME}", re.IGNORECASE)
+_FENCE_TAG = re.compile(rf"<\s*/?\s*{ascii_pattern(FENCE_NAME)}", re.IGNORECASE)
 _MARKER_VALUE = re.compile(r"^\W*(?P<value>.*?)\W*$")
 _DIGIT_LOOKALIKES = {"1": ("l", "i"), "0": ("o",)}
 
@@ -265,6 +265,8 @@ def _defuse_line(line: str, labels: frozenset[str], several: bool, instructions:
     if instructions:
         line = _edit(line, _INSTRUCTION, lambda m: (m.start(), m.end(), INSTRUCTION_REMOVED))
     line = _edit(line, INLINE_VERDICT, lambda m: (m.start("word"), m.start("word"), QUOTED))
+    if "<" in line or "‹" in line:  # a tag named after a label or role is no tag any more
+        line = _edit(line, LABEL_TAG, lambda m: (m.start(), m.start() + 1, "‹"))
     if line.lstrip().startswith(QUOTED.strip()):
         return line
     if in_table or _is_label_or_role(line) or (several and _bare(line) in labels):

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from nemo_genrm.guard.folding import fold
 
 __all__ = [
-    "LABEL_WORDS", "OPENER_WORDS", "POSITIVE_VALUES", "ROLE_WORDS", "all_label_words", "folded", "words_pattern",
+    "LABEL_WORDS", "OPENER_WORDS", "POSITIVE_VALUES", "ROLE_WORDS", "all_label_words", "ascii_pattern", "folded",
+    "words_pattern",
 ]
 
 # Words that name a verdict, by language (English first). Several per language: the word for
@@ -118,9 +119,19 @@ def folded(words: Iterable[str]) -> tuple[str, ...]:
 
 
 def words_pattern(words: Iterable[str]) -> str:
-    """A regex alternation of ``words`` in folded form, longest first, spaces as any spacing."""
+    """A regex alternation of ``words`` in folded form, longest first, spaces as any spacing.
+
+    ``i`` and ``l`` also match ``l``, ``i``, ``1`` and ``|``: TR39 gives them one prototype (a
+    capital I and a small l are drawn alike), so a lookalike that folds to ``l`` still spells
+    the word (Lisu ``ꓦꓰꓣꓓꓲꓚꓔ`` folds to ``VERDlCT``).
+    """
     items = sorted(folded(words), key=len, reverse=True)
-    return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in items) + ")"
+    return "(?:" + "|".join(ascii_pattern(w) for w in items) + ")"
+
+
+def ascii_pattern(word: str) -> str:
+    """``word`` as a regex: spaces as any spacing, ``i`` and ``l`` as any of ``il1|``."""
+    return "".join(r"\s+" if c == " " else "[il1|]" if c in "il" else re.escape(c) for c in word)
 
 
 def all_label_words() -> tuple[str, ...]:
