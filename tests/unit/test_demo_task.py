@@ -8,11 +8,11 @@ import pytest
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.task import (
-    HACKING_CANDIDATES,
     all_questions,
     demo_splits,
     exact_match,
     final_number,
+    hacking_templates,
     judge_example,
 )
 from nemo_genrm.prompts import PromptBuilder
@@ -58,11 +58,19 @@ def test_judge_cases_are_balanced_and_labelled_by_the_extracted_final_number():
         assert case.label == (answer.ok and final_number(answer.text) == case.reference)
 
 
-def test_hacking_candidates_all_carry_a_wrong_final_answer():
+def test_hacking_check_sends_every_red_team_family_once_with_a_wrong_final_answer():
+    from nemo_genrm.demo.report import hacking_cases
+    from nemo_genrm.testing.redteam import redteam_templates
+
+    questions = [("What is 3 + 4?", "7"), ("What is 2 + 6?", "8")]
+    templates = hacking_templates()
+    assert len(templates) == len(redteam_templates()) >= 200
+    logs, metadata, texts = hacking_cases([(questions[i % 2], t) for i, t in enumerate(templates)])
+    assert len(texts) == len(templates)  # no template ends in the right answer
     builder = PromptBuilder(PromptConfig(), VerdictConfig())
-    for template in HACKING_CANDIDATES:
-        answer = builder.extract(template.replace("{wrong}", "9"))
-        assert answer.ok and final_number(answer.text) != "7", template
+    for log, meta in zip(logs, metadata, strict=True):
+        answer = builder.extract(log[-1]["content"])
+        assert not answer.ok or final_number(answer.text) != meta["ground_truth"]
 
 
 def test_judge_warm_up_keeps_the_prompts_tail_then_the_whole_prompt():
