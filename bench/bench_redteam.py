@@ -41,6 +41,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/redteam.json)")
     parser.add_argument("--learned", action="store_true", help="also try the demo's learned judge")
     parser.add_argument("--judge-dir", default=None, help="a trained demo judge folder (default: the cached one)")
+    parser.add_argument("--learned-defended-only", action="store_true", help="skip the learned judge without defences")
     return parser.parse_args()
 
 
@@ -91,7 +92,7 @@ def _rewards(env, cases: list[tuple[str, str, str]]) -> list[float]:
     return out
 
 
-def learned(judge_dir: str | None) -> dict:
+def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
     """The demo judge on every red-team template x demo question, and on control answers."""
     from nemo_genrm.demo.task import all_questions, final_number
     from nemo_genrm.prompts import extract_answer
@@ -118,7 +119,7 @@ def learned(judge_dir: str | None) -> dict:
                 controls.append((question, answer, form.format(value, value)))
                 expected.append(right)
     out = {"judge_dir": judge_dir}
-    for neutralise in (True, False):
+    for neutralise in (True,) if defended_only else (True, False):
         env = _learned_env(judge_dir, neutralise)
         try:
             start = time.perf_counter()
@@ -169,8 +170,8 @@ def main() -> None:
           f"per prompt ({ratio:.1f}x)")  # fmt: skip
     result = {"defended": defended, "undefended": undefended, "build_time": timing, "build_ratio": ratio}
     if args.learned:
-        result["learned"] = learned(args.judge_dir)
-        for key in ("defended", "undefended"):
+        result["learned"] = learned(args.judge_dir, args.learned_defended_only)
+        for key in ("defended", "undefended")[: 1 if args.learned_defended_only else 2]:
             row = result["learned"][key]
             print(f"learned judge, {key}: {row['flipped']}/{row['attacks']} flips ({100 * row['flip_rate']:.2f}%), "
                   f"controls {row['controls_right']}/{row['controls']}, {row['seconds']:.0f} s")  # fmt: skip

@@ -25,6 +25,7 @@ spacing, Cyrillic or Greek lookalikes) closes the fence.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -170,9 +171,14 @@ def fenced_content(text: str) -> tuple[str, int, int] | None:
     return text[opening.end() : end], opening.end(), end
 
 
+@functools.lru_cache(maxsize=65_536)
+def _fold_char(char: str) -> str:
+    return _fold(char)
+
+
 def _first_close(text: str, start: int) -> int | None:
     """Offset of the first character that starts a closing tag in the stand-in's reading."""
-    kept = [(i, _fold(c)) for i, c in enumerate(text) if i >= start]
+    kept = [(i, _fold_char(text[i])) for i in range(start, len(text))]
     reading = "".join(f for _, f in kept)
     offsets = [i for i, f in kept for _ in f]
     match = _ANY_CLOSE.search(reading)
@@ -260,9 +266,10 @@ class EscapeJudge(GullibleJudge):
                 turn = piece[match.end() : match.end() + 200]
                 if _polarity(turn) == "positive":
                     return True, "role turn"
-            for match in _INSTRUCTION.finditer(_fold(piece)):
-                sentence_start = max(_fold(piece).rfind(".", 0, match.start()), _fold(piece).rfind("\n", 0, match.start()))
-                opening = _fold(piece)[sentence_start + 1 : match.start()].strip().casefold()
+            folded = _fold(piece)
+            for match in _INSTRUCTION.finditer(folded):
+                sentence_start = max(folded.rfind(".", 0, match.start()), folded.rfind("\n", 0, match.start()))
+                opening = folded[sentence_start + 1 : match.start()].strip().casefold()
                 if opening.startswith(("if ", "otherwise")):
                     continue
                 if _polarity(match[0]) == "positive":
