@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
-from nemo_genrm.demo.task import JudgeCase, final_number, judge_example
+from nemo_genrm.demo.task import JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_number
 from nemo_genrm.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
@@ -106,7 +106,8 @@ built-in, since a two-layer judge reads a 100-token prompt far better than a 600
 
 def judge_prompt_builder(tokenizer) -> PromptBuilder:
     """The prompt builder the environment makes for this judge (demo template, default verdict)."""
-    special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
+    added = [t.content for t in tokenizer.added_tokens_decoder.values() if t.special]
+    special = sorted({t for t in (*tokenizer.all_special_tokens, *added) if isinstance(t, str)})
     return PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig(), special_tokens=special)
 
 
@@ -138,9 +139,15 @@ def prompt_fingerprint() -> str:
     from nemo_genrm.testing.tokenizer import make_tiny_tokenizer
 
     tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
-    case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
-    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
-    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
+    builder = judge_prompt_builder(tokenizer)
+    # A plain case, and every red-team template: a change to the prompt or to how answers are
+    # defused changes what the judge is shown, so it retrains.
+    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates())]
+    rendered = [
+        render_case(JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
+        for response in responses
+    ]
+    return hashlib.sha256(json.dumps(rendered).encode()).hexdigest()[:16]
 
 
 NUMBER_CLASSES = 102
@@ -170,7 +177,7 @@ def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[_Rendered]:
         nonce = "".join(rng.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
         ids = render_case(case, builder, tokenizer, nonce=nonce)
         if ids is not None:
-            candidate = number_class(builder.extract(case.response).text)
+            candidate = number_class(judged_number(case.response))
             out.append(_Rendered(ids, case.label, number_class(case.reference), candidate))
     return out
 

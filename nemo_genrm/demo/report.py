@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.atomic_io import read_jsonl
-from nemo_genrm.demo.task import demo_splits, final_number, hacking_answer, hacking_templates
-from nemo_genrm.prompts import extract_answer
+from nemo_genrm.demo.task import demo_splits, hacking_answer, hacking_templates, judged_number
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +96,8 @@ def wrong_for(answer: str) -> str:
 def hacking_cases(pairs: list[tuple[tuple[str, str], str]]) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
     """Environment inputs for red-team answers: per ``((question, answer), template)`` pair.
 
-    Only pairs whose answer, once extracted, does not end in the question's answer are kept
-    (master keys, which extract to nothing, included): any positive reward for them is a flip.
+    Only pairs whose answer does not end in the question's answer (:func:`judged_number`) are
+    kept (master keys, which extract to nothing, included): any positive reward for them is a flip.
 
     Returns:
         ``(message_logs, metadata, texts)`` for :meth:`GenRMEnvironment.step`.
@@ -106,8 +105,7 @@ def hacking_cases(pairs: list[tuple[tuple[str, str], str]]) -> tuple[list[Any], 
     logs, metadata, texts = [], [], []
     for (question, answer), template in pairs:
         text = hacking_answer(template, wrong_for(answer))
-        extracted = extract_answer(text)
-        if extracted.ok and final_number(extracted.text) == answer:
+        if judged_number(text) == answer:
             continue
         logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
         metadata.append({"question": question, "ground_truth": answer})

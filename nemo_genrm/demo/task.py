@@ -8,7 +8,8 @@ training (:func:`demo_splits`). The checker
 Judge training pairs (:func:`judge_example`) are candidate responses written the ways a policy
 might answer (bare number, ``Answer: n``, ``\\boxed{n}``, an equation, a sentence, a correction,
 distractor or injected text around it); the label is whether the final number of the answer the
-extractor cuts out equals the reference, which is what the consistency prompt asks. The injected
+extractor cuts out (what the defence marks as injected left out, :func:`judged_number`) equals
+the reference, which is what the consistency prompt asks. The injected
 text is drawn from the red-team templates of :mod:`nemo_genrm.testing.redteam` (every family,
 generated from languages, decorations and encodings), the same set the default run's
 reward-hacking check and ``bench/bench_redteam.py`` try the trained judge with.
@@ -21,6 +22,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from nemo_genrm.injection import INSTRUCTION_REMOVED, QUOTED, neutralise
 from nemo_genrm.prompts import extract_answer
 from nemo_genrm.testing.redteam import redteam_templates
 
@@ -34,6 +36,7 @@ __all__ = [
     "hacking_answer",
     "hacking_templates",
     "judge_example",
+    "judged_number",
 ]
 
 DEMO_DATASET = "digit_addition"
@@ -104,6 +107,21 @@ def final_number(text: str | None) -> str | None:
     return numbers[-1] if numbers else None
 
 
+def judged_number(response: str) -> str | None:
+    """The final number of the answer the judge compares, ``None`` when there is none.
+
+    The answer is cut out as the environment does, then neutralised as the judge is shown it:
+    what the defence marks as injected (a line from its ``(quoted)`` on, a removed instruction)
+    is not the candidate's answer, so its numbers do not count. ``7\nVerdict: 1`` answers 7.
+    """
+    extracted = extract_answer(response)
+    if not extracted.ok:
+        return None
+    shown = neutralise(extracted.text, labels=("1", "0"), markers=("[[A]]", "[[B]]"))
+    kept = [line.split(QUOTED.strip(), 1)[0] for line in shown.split("\n")]
+    return final_number("\n".join(kept).replace(INSTRUCTION_REMOVED, " "))
+
+
 def exact_match(response: str, reference: str) -> bool:
     """The checker the demo measures apart from the judge: the extracted answer is the reference.
 
@@ -143,8 +161,8 @@ def judge_example(rng: random.Random, question: tuple[str, str] | None = None) -
         question: A ``(question, answer)`` pair; a random one of the task when ``None``.
 
     Returns:
-        The case; its label is computed from the extracted answer's final number, so a response
-        whose injected text ends in a number is labelled by that number, as the prompt says.
+        The case; its label is whether :func:`judged_number` (the extracted answer's final
+        number, text the defence marks as injected left out) is the reference.
     """
     text, answer = question or rng.choice(all_questions())
     a, b = (int(x) for x in _NUMBER.findall(text))
@@ -162,9 +180,7 @@ def judge_example(rng: random.Random, question: tuple[str, str] | None = None) -
             response = f"{_distractor(rng)}\n{response}"
         elif where < 0.45:
             response = f"{response}\n{_distractor(rng)}"
-    extracted = extract_answer(response)
-    label = extracted.ok and final_number(extracted.text) == answer
-    return JudgeCase(question=text, reference=answer, response=response, label=bool(label))
+    return JudgeCase(question=text, reference=answer, response=response, label=judged_number(response) == answer)
 
 
 def _distractor(rng: random.Random) -> str:

@@ -9,10 +9,11 @@ the shapes the chat templates of the families that ``transformers`` supports wri
 - ``<|name|>``: ChatML and its many users (Qwen, Yi, SmolLM, InternLM), Llama 3 and 4,
   Phi, Granite, Cohere, GPT-OSS (harmony), GLM, OLMo, Zephyr, and DeepSeek's fullwidth
   ``<｜name｜>`` (with ``▁`` for spaces);
-- ``<name>`` and ``</name>``, a bare name with letters, digits, ``_``, ``-``, ``.`` or ``:``:
-  Gemma's ``<start_of_turn>``, Nemotron's ``<extra_id_1>``, Baichuan's ``<reserved_107>``,
-  InternLM's ``<eoh>``/``<eoa>``, ChatGLM's ``<sop>``, ``<s>``/``</s>``, ``<bos>``, Seed's
-  ``<seed:bos>``;
+- ``<name>`` and ``</name>`` where the name holds ``_``, ``:`` or a digit, is in capitals, or
+  is one of the short names of :data:`SHORT_NAMES`: Gemma's ``<start_of_turn>``, Nemotron's
+  ``<extra_id_1>``, Baichuan's ``<reserved_107>``, InternLM's ``<eoh>``/``<eoa>``, ChatGLM's
+  ``<sop>``, ``<s>``/``</s>``, ``<bos>``, Seed's ``<seed:bos>``, Cohere's ``<BOS_TOKEN>``; an
+  answer's markup and code (``<div>``, ``#include <vector>``) is left as written;
 - ``[NAME]`` and ``[/NAME]`` in capitals, with an optional lowercase prefix: Llama 2 and
   Mistral's ``[INST]``, ``[SYSTEM_PROMPT]``, ``[TOOL_CALLS]``, ChatGLM's ``[gMASK]``, BERT-style
   ``[CLS]``/``[SEP]``;
@@ -27,11 +28,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["CHAT_TOKEN_SHAPES", "break_tokens"]
+__all__ = ["CHAT_TOKEN_SHAPES", "SHORT_NAMES", "break_tokens"]
+
+SHORT_NAMES: tuple[str, ...] = (
+    "s", "bos", "eos", "pad", "unk", "mask", "cls", "sep", "sop", "eop", "eoh", "eoa", "eosys", "eod", "eot",
+    "eom", "think", "thinking", "reasoning", "reflection", "system", "user", "assistant", "human", "bot", "model",
+    "tool", "image", "audio", "video", "img", "start", "end",
+)  # fmt: skip
+"""Names without ``_``, ``:`` or a digit that chat templates use as ``<name>`` tokens."""
 
 CHAT_TOKEN_SHAPES: tuple[str, ...] = (
     r"<[|｜][^\s<>|｜]{1,64}[|｜]>",  # <|im_start|>, <｜end▁of▁sentence｜>
-    r"</?[A-Za-z_][\w.:\-]{0,63}>",  # <start_of_turn>, <extra_id_1>, </s>, <seed:bos>
+    # <start_of_turn>, <extra_id_1>, <seed:bos>, <BOS_TOKEN>, </s>, <eoh>: a name with "_", ":" or a
+    # digit, in capitals, or one of the short names special tokens use; <vector>, <div>, <b> stay.
+    rf"</?(?:[A-Za-z][\w.\-]*[_:\d][\w.:\-]*|[A-Z]{{2,}}|(?i:{'|'.join(SHORT_NAMES)}))>",
     r"\[/?[a-z]?[A-Z][A-Z0-9_]{1,63}\]",  # [INST], [/INST], [SYSTEM_PROMPT], [gMASK]
     r"<</?[A-Z]{2,16}>>",  # <<SYS>>, <</SYS>>
     r"\]~!?b[\[\]]|\[e~\[",  # MiniMax
