@@ -465,7 +465,9 @@ def test_slow_bodies_hold_no_engine_slot(services):
             await asyncio.sleep(0.3)  # they reach the replica
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
                 response = await client.post(url + "/chat/completions", json=body)
-            return response, await _statuses(held, 0.05), await _statuses(held, 10)
+            early = await _statuses(held, 0.05)
+            waiting = [h for h, status in zip(held, early, strict=True) if status == 0]
+            return response, early, await _statuses(waiting, 10)
         finally:
             _close(held)
 
