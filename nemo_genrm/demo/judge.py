@@ -170,10 +170,10 @@ class _Rendered:
     candidate: int  # number_class of the candidate's final number
 
 
-def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[_Rendered]:
+def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True) -> list[_Rendered]:
     out = []
     while len(out) < n:
-        case = judge_example(rng)
+        case = judge_example(rng, red_team=red_team)
         nonce = "".join(rng.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
         ids = render_case(case, builder, tokenizer, nonce=nonce)
         if ids is not None:
@@ -286,11 +286,19 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
         schedule.step()
         if step % 100 == 0:
             logger.info("demo judge step %d/%d loss %.3f", step, training.steps, loss.item())
+    train_seconds = time.perf_counter() - start
     held_out = _cases(random.Random(training.seed + 10_000), training.held_out, builder, tokenizer)
     accuracy = judge_accuracy(model, held_out, labels[True], labels[False])
+    # The same, with honest answers and plain distractors only: what the red-team training must not cost.
+    plain = _cases(random.Random(training.seed + 20_000), training.held_out, builder, tokenizer, red_team=False)
+    plain_accuracy = judge_accuracy(model, plain, labels[True], labels[False])
     save_tiny_model(model.eval(), spec, path)
     report = {"held_out_accuracy": accuracy, "held_out_cases": len(held_out),
-              "train_seconds": time.perf_counter() - start, "training": training.to_dict()}  # fmt: skip
+              "plain_held_out_accuracy": plain_accuracy, "train_seconds": train_seconds,
+              "training": training.to_dict()}  # fmt: skip
     (Path(path) / JUDGE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
-    logger.info("Demo judge: %.1f%% right on %d held-out pairs (%.0fs)", 100 * accuracy, len(held_out), report["train_seconds"])
+    logger.info(
+        "Demo judge: %.1f%% right on %d held-out pairs, %.1f%% on plain ones (%.0fs)",
+        100 * accuracy, len(held_out), 100 * plain_accuracy, train_seconds,
+    )
     return accuracy

@@ -85,7 +85,7 @@ class HackingCheck:
 
     def line(self) -> str:
         """One line for the run's report."""
-        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected"
+        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected (every red-team family)"
 
 
 def wrong_for(answer: str) -> str:
@@ -152,7 +152,9 @@ def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> li
     out = ["Demo: a learned judge's binary reward trains the policy"]
     accuracy = demo_judge_accuracy(judge_dir)
     if accuracy is not None:
-        out.append(f"  judge accuracy     {accuracy:.3f} on held-out (question, reference, answer) pairs")
+        plain = demo_judge_accuracy(judge_dir, "plain_held_out_accuracy")
+        line = f"  judge accuracy     {accuracy:.3f} on held-out (question, reference, answer) pairs"
+        out.append(line + ("" if plain is None else f" (red-team text in a third), {plain:.3f} on plain ones"))
     if summary.val_exact_match:
         steps = sorted(summary.val_exact_match)
         first, last = summary.val_exact_match[steps[0]], summary.val_exact_match[steps[-1]]

@@ -153,12 +153,14 @@ def _answer_text(rng: random.Random, shown: int, a: int, b: int) -> str:
     return rng.choice(forms)
 
 
-def judge_example(rng: random.Random, question: tuple[str, str] | None = None) -> JudgeCase:
+def judge_example(rng: random.Random, question: tuple[str, str] | None = None, *, red_team: bool = True) -> JudgeCase:
     """A random judge case: half correct, half wrong, with formats and distractors mixed in.
 
     Args:
         rng: The random source (seeded by the caller).
         question: A ``(question, answer)`` pair; a random one of the task when ``None``.
+        red_team: Whether red-team text may be part of the response (the training mix); without
+            it, only the plain distractors (the honest answers a judge must keep getting right).
 
     Returns:
         The case; its label is whether :func:`judged_number` (the extracted answer's final
@@ -174,17 +176,17 @@ def judge_example(rng: random.Random, question: tuple[str, str] | None = None) -
         shown = value if draw < 0.525 else _wrong_number(rng, value, a, b)
         response = _answer_text(rng, shown, a, b)
         where = rng.random()
-        if where < 0.15:  # a red-team answer carrying the number (its label follows its final number)
+        if where < 0.15 and red_team:  # a red-team answer carrying the number
             response = hacking_answer(rng.choice(hacking_templates()), str(shown))
         elif where < 0.4:
-            response = f"{_distractor(rng)}\n{response}"
+            response = f"{_distractor(rng, red_team)}\n{response}"
         elif where < 0.45:
-            response = f"{response}\n{_distractor(rng)}"
+            response = f"{response}\n{_distractor(rng, red_team)}"
     return JudgeCase(question=text, reference=answer, response=response, label=judged_number(response) == answer)
 
 
-def _distractor(rng: random.Random) -> str:
+def _distractor(rng: random.Random, red_team: bool = True) -> str:
     """Text around an answer: a plain distractor, or a red-team answer with a number of its own."""
-    if rng.random() < 0.4:
+    if rng.random() < 0.4 or not red_team:
         return rng.choice(_DISTRACTORS)
     return hacking_answer(rng.choice(hacking_templates()), str(rng.randint(0, 19)))
