@@ -61,6 +61,7 @@ from nemo_genrm.env.support import (
     is_fatal,
     sleep_judge,
     special_tokens,
+    warn_unknown_special_tokens,
 )
 from nemo_genrm.samples.types import (
     JUDGE_ERROR,
@@ -153,8 +154,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 started = start_judge(member, self.cfg)
                 self._members.append(started[0])
                 self._owned_members.append(started)
-            special = special_tokens(judge)
-            if special:  # also defang the judge tokenizer's own special tokens inside answers
+            warn_unknown_special_tokens([self.cfg.judge, *self.cfg.reward.judges])
+            special = sorted({t for j in (judge, *self._members) for t in special_tokens(j)})
+            if special:  # also defang the judge tokenizers' own special tokens inside answers
                 self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
             self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
             if self._mode is not None:

@@ -141,25 +141,43 @@ def template_labels_from_config(verdict_cfg: Any) -> dict[str, str]:
     }  # fmt: skip
 
 
+def _placeholder_problems(text: str, where: str) -> list[str]:
+    """Every problem with the placeholders of template text, one line each."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError as err:
+        return [f"{where}: bad template ({err}); literal braces are {{{{ }}}}"]
+    problems = []
+    for _, name, spec, conversion in pieces:
+        if name is not None and (not name.isidentifier() or spec or conversion):
+            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            problems.append(
+                f"{where}: placeholder {{{shown}}} is not a plain {{field}}; use a name such "
+                "as {question}, or {{ and }} for literal braces"
+            )
+    return problems
+
+
+def _plain_fields(text: str) -> list[str]:
+    """The plain ``{name}`` placeholders of template text (none when its braces do not parse)."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError:
+        return []
+    return [name for _, name, spec, conv in pieces if name and name.isidentifier() and not spec and not conv]
+
+
 def _parse(text: str, where: str) -> list[tuple[str, str | None]]:
     """Split template text into (literal, field name or None) pieces.
 
     Raises:
-        ConfigError: Unbalanced braces, or a placeholder that is not a plain ``{name}``
-            (positional, attribute or index access, format spec, conversion).
+        ConfigError: Unbalanced braces, or placeholders that are not a plain ``{name}``
+            (positional, attribute or index access, format spec, conversion), every one listed.
     """
-    try:
-        pieces = list(string.Formatter().parse(text))
-    except ValueError as err:
-        raise ConfigError(f"{where}: bad template ({err}); literal braces are {{{{ }}}}") from err
-    for _, name, spec, conversion in pieces:
-        if name is not None and (not name.isidentifier() or spec or conversion):
-            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
-            raise ConfigError(
-                f"{where}: placeholder {{{shown}}} is not a plain {{field}}; use a name such "
-                "as {question}, or {{ and }} for literal braces"
-            )
-    return [(literal, name) for literal, name, _, _ in pieces]
+    problems = _placeholder_problems(text, where)
+    if problems:
+        raise ConfigError(problems)
+    return [(literal, name) for literal, name, _, _ in string.Formatter().parse(text)]
 
 
 def _render(text: str, values: Mapping[str, Any], where: str) -> tuple[str, dict[str, tuple]]:
@@ -309,6 +327,15 @@ def load_template(
             raise ConfigError(f"{key}: template file {str(path)!r} does not exist")
         name, (system, user) = str(path), _read_template_file(path, key)
     where = f"{key} {name!r}"
+    problems = [p for text in (system, user) if text is not None for p in _placeholder_problems(text, where)]
+    if problems:  # every bad placeholder, and the unknown fields among the good ones, at once
+        if provided_fields is not None:
+            named = {name for text in (system, user) if text is not None for name in _plain_fields(text)}
+            unknown = sorted(named - set(provided_fields) - set(merged))
+            if unknown:
+                problems.append(f"{where} uses unknown field(s) {', '.join(unknown)}; available fields: "
+                                f"{', '.join(sorted(set(provided_fields)))}")  # fmt: skip
+        raise ConfigError(problems)
     template = JudgeTemplate(
         name=name,
         system=None if system is None else _substitute_labels(system, merged, where),

@@ -207,17 +207,22 @@ def number_text(value: Any) -> str | None:
 
     Returns:
         The text, or ``None`` for what is not a finite real number: booleans (a flag is not an
-        answer), NaN, infinities, complex numbers, tensors with more than one element, other types.
+        answer), NaN, infinities, complex numbers, tensors with more than one element, other
+        types, and an integer (or a fraction's part) longer than Python writes as text
+        (``sys.get_int_max_str_digits()``, 4300 digits by default).
     """
     value = _plain_scalar(value)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, Decimal):
         return format(value, "f") if value.is_finite() else None
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, Fraction):
-        return str(value)
+    try:  # an integer past Python's digit limit for str() (4300 by default) cannot be written
+        if isinstance(value, numbers.Integral):
+            return str(int(value))
+        if isinstance(value, Fraction):
+            return str(value)
+    except ValueError:
+        return None
     if isinstance(value, numbers.Real):
         number = float(value)
         if not math.isfinite(number):
