@@ -133,7 +133,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     deployment = JudgeDeployment.options(
         name=f"{cfg.serve.app_name}-judge",
         num_replicas=cfg.serve.num_replicas,
-        max_ongoing_requests=cfg.serve.max_ongoing_requests,
+        # Ray Serve counts a request from its headers on; the engine's own slots
+        # (serve.max_ongoing_requests) are taken inside the replica once the body is in.
+        max_ongoing_requests=cfg.serve.max_open_requests,
         ray_actor_options=actor_options(
             num_cpus=cfg.serve.num_cpus_per_replica, num_gpus=cfg.serve.num_gpus_per_replica
         ),
