@@ -2,7 +2,8 @@
 
 :class:`GenRMEnvironmentImpl` holds the logic and runs without Ray when given a judge;
 :class:`GenRMEnvironment` is the Ray actor a GRPO loop (NeMo-RL's or this package's) starts with
-the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
+the ``env.genrm`` config section (``GenRMEnvironment.start(cfg)`` from a script, checked in the
+driver: :mod:`nemo_genrm.env.launch`). One :meth:`~GenRMEnvironmentImpl.step`:
 
 1. reads each sample (last assistant message, ``metadata["question"]`` or the user message,
    ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;

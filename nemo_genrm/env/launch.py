@@ -219,7 +219,10 @@ class EnvironmentLauncher:
 
     def remote(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
         """See :meth:`_Launch.remote`."""
-        return self.options().remote(cfg, *args, **kwargs)
+        try:
+            return self.options().remote(cfg, *args, **kwargs)
+        except ConfigError as exc:  # raised from here: the caller's frame and this one, no more
+            raise exc.with_traceback(None) from None
 
     def start(self, cfg: Any, **kwargs: Any) -> Any:
         """Start the environment and wait until its judge is up (see :meth:`_Launch.start`).
@@ -232,7 +235,10 @@ class EnvironmentLauncher:
         Returns:
             The actor handle.
         """
-        return self.options().start(cfg, **kwargs)
+        try:
+            return self.options().start(cfg, **kwargs)
+        except STARTUP_ERRORS as exc:  # raised from here: the caller's frame and this one, no more
+            raise exc.with_traceback(None) from None
 
     def __getattr__(self, name: str) -> Any:
         if name == "actor_class":  # not set yet (a copy being built): no recursion

@@ -7,7 +7,8 @@ user's shell), or an entry point with a bad override. The output must hold the p
 message, no ``Fatal Python error`` and no C++ ``Stack trace`` (Ray prints both when a threaded
 actor dies in its constructor), and at most :data:`SCREENFUL` lines.
 
-Mistakes caught in the driver start no Ray cluster; the others start one each (about 10 s).
+Mistakes caught in the driver start no Ray cluster. The others join the test session's Ray
+cluster (``RAY_ADDRESS``, as a user on a cluster does), so no test pays for a cluster start.
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ def shell(tiny_cache_dir):
     env["TMPDIR"] = tmp
     yield env
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster_shell(shell, ray_cluster):
+    """A user's shell on a running Ray cluster: ``RAY_ADDRESS`` names the test session's, and
+    ``RAY_AUTH_MODE`` is the one it was started with (``token`` when Ray enabled token
+    authentication for it, which a process joining it must then say too)."""
+    joined = {"RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    if "RAY_AUTH_MODE" in os.environ:
+        joined["RAY_AUTH_MODE"] = os.environ["RAY_AUTH_MODE"]
+    return {**shell, **joined}
 
 
 def run_as_user(args: list[str], env: dict[str, str], timeout_s: float = 300) -> tuple[int, str]:
@@ -88,11 +100,9 @@ def test_script_with_a_misspelt_key_fails_before_ray_starts(tmp_path, shell):
 
 
 @pytest.mark.slow
-def test_script_asking_for_more_gpus_than_the_cluster_has(tmp_path, shell):
-    import torch
-
-    gpus = torch.cuda.device_count() + 1  # one more than this machine has
-    rc, out = run_script(tmp_path, shell, f"""
+def test_script_asking_for_more_gpus_than_the_cluster_has(tmp_path, cluster_shell, ray_cluster):
+    gpus = int(ray_cluster.cluster_resources().get("GPU", 0)) + 1  # one more than the cluster has
+    rc, out = run_script(tmp_path, cluster_shell, f"""
         from nemo_genrm import GenRMEnvironment
         from nemo_genrm.testing import cached_tiny_judge
 
@@ -108,8 +118,8 @@ def test_script_asking_for_more_gpus_than_the_cluster_has(tmp_path, shell):
 
 
 @pytest.mark.slow
-def test_script_with_a_judge_path_that_does_not_exist(tmp_path, shell):
-    rc, out = run_script(tmp_path, shell, f"""
+def test_script_with_a_judge_path_that_does_not_exist(tmp_path, cluster_shell):
+    rc, out = run_script(tmp_path, cluster_shell, f"""
         from nemo_genrm import GenRMEnvironment
 
         env = GenRMEnvironment.start({{
@@ -124,10 +134,10 @@ def test_script_with_a_judge_path_that_does_not_exist(tmp_path, shell):
 
 
 @pytest.mark.slow
-def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_first_call(tmp_path, shell):
+def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_first_call(tmp_path, cluster_shell):
     """``GenRMEnvironment.remote`` (NeMo-RL's way) does not wait: the actor keeps the error and
     its first call raises it, as the package's type, and the actor does not abort."""
-    rc, out = run_script(tmp_path, shell, f"""
+    rc, out = run_script(tmp_path, cluster_shell, f"""
         import sys
 
         import ray
@@ -179,3 +189,67 @@ def test_service_with_a_judge_path_that_does_not_exist(shell):
     )
     assert_one_error(rc, out, "error: 1 configuration problem", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'")
     assert "Ray cluster" not in out  # checked before any replica (or cluster) starts
+
+
+# ------------------------------------------------------------------ NeMo-RL's create_env
+def run_in_nemo_rl_env(tmp_path: Path, env: dict[str, str], code: str) -> tuple[int, str]:
+    """Run a NeMo-RL launcher script with this interpreter (the NeMo-RL suite's environment),
+    NeMo-RL importable as it is here."""
+    import nemo_rl
+
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(nemo_rl.__file__).parents[1]), env.get("PYTHONPATH")]))}
+    script = tmp_path / "launcher.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=300,
+    )
+    return proc.returncode, proc.stdout
+
+
+@pytest.mark.nemo_rl
+def test_nemo_rl_create_env_with_a_misspelt_key_fails_in_the_driver(tmp_path, shell):
+    """NeMo-RL's ``create_env`` calls ``options(...).remote(cfg)``: the config is checked there,
+    before the actor (or a Ray cluster) starts."""
+    rc, out = run_in_nemo_rl_env(tmp_path, shell, """
+        from nemo_rl.environments.utils import create_env
+
+        from nemo_genrm.integrations.nemo_rl import register
+
+        register()
+        env = create_env("genrm", {"judge": {"model_name": "Qwen/Qwen2.5-1.5B-Instruct"}, "num_workers": 3})
+    """)
+    assert_one_error(rc, out, "nemo_genrm.errors.ConfigError", "env.genrm.num_workers: unknown key; valid keys:")
+    assert "Ray cluster" not in out
+
+
+@pytest.mark.nemo_rl
+def test_nemo_rl_env_whose_judge_cannot_start_raises_typed_from_its_first_call(tmp_path, cluster_shell):
+    """A judge path that does not exist is seen in the actor: it keeps the error, and the first
+    ``step`` NeMo-RL sends raises it as a ``ConfigError`` (no dead actor, no abort)."""
+    rc, out = run_in_nemo_rl_env(tmp_path, cluster_shell, f"""
+        import sys
+
+        import ray
+        from nemo_rl.environments.utils import create_env
+
+        from nemo_genrm.errors import ConfigError
+        from nemo_genrm.integrations.nemo_rl import register
+
+        ray.init()  # NeMo-RL's init_ray joins the cluster as well
+        register()
+        env = create_env("genrm", {{
+            "judge": {{"model_name": "{MISSING_JUDGE}", "precision": "float32"}},
+            "resources": {{"gpus_per_replica": 0}},
+        }})
+        try:
+            ray.get(env.step.remote([[{{"role": "assistant", "content": "42"}}]], [{{"ground_truth": "42"}}]))
+        except ConfigError:
+            raise  # the package's type, through Ray's wrapper
+        except BaseException:
+            sys.exit(3)
+    """)
+    assert rc == 1, f"not raised as a ConfigError (exit code {rc}):\n{out}"
+    assert_one_error(
+        rc, out, "RayTaskError(ConfigError)", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
+    )
