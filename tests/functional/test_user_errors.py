@@ -14,6 +14,7 @@ cluster (``RAY_ADDRESS``, as a user on a cluster does), so no test pays for a cl
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,7 +205,13 @@ def run_in_nemo_rl_env(tmp_path: Path, env: dict[str, str], code: str) -> tuple[
         [sys.executable, str(script)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         timeout=300,
     )
-    return proc.returncode, proc.stdout
+    return proc.returncode, "".join(line for line in proc.stdout.splitlines(keepends=True) if not NEMO_RL_NOISE.search(line))
+
+
+NEMO_RL_NOISE = re.compile(r"pynvml|\bINFO worker\.py:\d+ -- ")
+"""Lines every NeMo-RL launcher prints, mistake or not, which do not count against the
+screenful: the deprecated-``pynvml`` warning of NeMo-RL's torch (two lines per process, the
+actor's too) and Ray's "connecting to the cluster" INFO lines."""
 
 
 @pytest.mark.nemo_rl

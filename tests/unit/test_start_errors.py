@@ -74,3 +74,22 @@ def test_a_folder_without_a_tokenizer_names_the_setting(tmp_path):
     (line,) = raised.value.problems
     assert line.startswith(f"judge.tokenizer: no tokenizer could be loaded from '{tmp_path}': ")
     assert "give the judge checkpoint's folder" in line and "\n" not in line
+
+
+def test_the_service_asks_the_cluster_for_its_replicas_gpus_before_starting_them(monkeypatch):
+    import ray
+
+    from nemo_genrm.serve.service import check_replica_gpus, load_service_config
+
+    cfg = load_service_config(
+        "examples/configs/serve_judge_tiny.yaml", ["serve.num_replicas=2", "serve.num_gpus_per_replica=1"]
+    )
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 1.0})
+    with pytest.raises(ConfigError) as raised:
+        check_replica_gpus(cfg)
+    assert raised.value.problems == [
+        "the service's replicas need 2 GPUs (serve.num_replicas 2 x num_gpus_per_replica 1) but the Ray cluster "
+        "has 1: lower serve.num_replicas or serve.num_gpus_per_replica, or add GPUs"
+    ]
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": 2.0})
+    check_replica_gpus(cfg)  # enough: nothing raised
