@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 from typing import Any, TypeVar
 
 from nemo_genrm.config import GenRMConfig, validate
@@ -179,23 +180,59 @@ class _Launch:
             ConfigError: Invalid config, a layout the cluster cannot give, a judge model or
                 tokenizer that cannot be loaded, or resources not scheduled within
                 ``fault_tolerance.startup_timeout_s``.
-            JudgeStartupError: The judge's workers did not start (which, and why).
+            JudgeStartupError: The judge's workers did not start (which, and why), or the
+                environment actor itself was not scheduled within ``startup_timeout_s``.
         """
         import ray
 
         try:
-            handle = self.remote(cfg, **kwargs)
+            config = validate(GenRMConfig, cfg, prefix="env.genrm")
+            handle = self.remote(config, **kwargs)
         except ConfigError as exc:
             raise exc.with_traceback(None) from None
         try:
-            ray.get(handle.ready.remote())
+            self._wait_ready(handle, config.fault_tolerance.startup_timeout_s)
         except BaseException as exc:  # Ctrl-C included: no actor is left behind
             ray.kill(handle)
             cause = getattr(exc, "cause", None)
             if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, STARTUP_ERRORS):
                 raise cause.with_traceback(None) from None  # the package's message, not Ray's wrapper
+            if isinstance(exc, STARTUP_ERRORS):
+                raise exc.with_traceback(None) from None
             raise
         return handle
+
+    def _wait_ready(self, handle: Any, timeout_s: float) -> None:
+        """Wait for ``ready()``; an actor Ray has not placed within ``timeout_s`` is an error.
+
+        Loading the judge may take longer than ``timeout_s`` (its own stages are bounded in the
+        actor); only an actor still waiting for resources past it is given up on.
+        """
+        import ray
+
+        from nemo_genrm.judges.ray_hosts import describe_pending_actor
+
+        ref = handle.ready.remote()
+        deadline = time.monotonic() + timeout_s
+        while not ray.wait([ref], timeout=1.0)[0]:
+            if time.monotonic() > deadline and _actor_state(handle) == "PENDING_CREATION":
+                raise JudgeStartupError(
+                    [
+                        "the GenRM environment actor was not scheduled within fault_tolerance.startup_timeout_s "
+                        f"({timeout_s:g} s): {describe_pending_actor(handle, self._options)}"
+                    ]
+                )
+        ray.get(ref)
+
+
+def _actor_state(handle: Any) -> str:
+    """Ray's state of an actor (``PENDING_CREATION``, ``ALIVE``, ...), from the GCS record."""
+    import ray
+
+    try:
+        return ray._private.state.actors(handle._actor_id.hex()).get("State", "unknown")
+    except Exception:  # noqa: BLE001 - diagnostics only
+        return "unknown"
 
 
 class EnvironmentLauncher:
