@@ -3,7 +3,8 @@
 Each test runs what a user runs, in a subprocess, and reads everything it printed (stdout and
 stderr together): a small script run with ``uv run python script.py`` from the project (as
 ``tests/functional/test_readme_snippet.py`` does, every ``RAY_*`` variable removed, as in a
-user's shell), or an entry point with a bad override. The output must hold the package's
+user's shell), an entry point with a bad override, or (marked ``nemo_rl``, run in the NeMo-RL
+suite's environment) a NeMo-RL launcher calling ``create_env``. The output must hold the package's
 message, no ``Fatal Python error`` and no C++ ``Stack trace`` (Ray prints both when a threaded
 actor dies in its constructor), and at most :data:`SCREENFUL` lines.
 
