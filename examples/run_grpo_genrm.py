@@ -20,6 +20,7 @@ from pathlib import Path
 from nemo_genrm.config import ConfigError
 from nemo_genrm.demo.report import demo_lines, reward_hacking_check
 from nemo_genrm.demo.task import DEMO_DATASET
+from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.handles import EnvHandle
 from nemo_genrm.grpo.runner import build_run
@@ -61,5 +62,5 @@ if __name__ == "__main__":
             run_with_nemo_rl(args.config, overrides)
         else:
             main(load_grpo_config(args.config, overrides))
-    except ConfigError as exc:
+    except (ConfigError, JudgeStartupError) as exc:  # the mistake and its fix, not a traceback
         sys.exit(f"error: {exc}")

@@ -14,6 +14,7 @@ import logging
 import sys
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, load_config, validate
+from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.evals import (
     ComparisonError,
     RewardBenchDataError,
@@ -56,6 +57,6 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         sys.exit(main(parse_config()))
-    except (ConfigError, RewardBenchDataError, ComparisonError) as err:
+    except (ConfigError, JudgeStartupError, RewardBenchDataError, ComparisonError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -6,9 +6,14 @@ This module imports nothing from ``nemo_genrm``: every other module may import i
 - :class:`JudgeClosedError`: a judge (or the environment holding it) was used after shutdown;
 - :class:`JudgeUnavailableError`: the judge cannot answer any more and will not recover
   (training stops instead of running on zero rewards);
+- :class:`JudgeStartupError`: the judge's workers did not start (which, and why);
 - :class:`Reason`: why a sample got its reward;
 - :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`: engine error codes that are not sample reasons
   themselves (the environment maps them to ``too_long`` and ``judge_error``).
+
+The exceptions cross Ray's boundaries whole: each pickles with the arguments it was built from
+(``__reduce__``), so an error raised in an actor reaches the driver with the same message and
+attributes, and Ray's ``RayTaskError`` wrapper is still an instance of its class.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ class ConfigError(ValueError):
         header = f"{count} configuration problem{'s' if count != 1 else ''}{where}:"
         super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
 
+    def __reduce__(self) -> tuple:
+        return _rebuild_config_error, (type(self), self.problems, self.source)
+
 
 class JudgeClosedError(RuntimeError):
     """A judge, or the environment holding it, was used after ``shutdown()``."""
@@ -44,6 +52,24 @@ class JudgeUnavailableError(RuntimeError):
         self.why = why
         self.down_s = down_s
         super().__init__(f"the judge has been unavailable for {down_s:.1f} s: {why}")
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.why, self.down_s)
+
+
+class JudgeStartupError(RuntimeError):
+    """Judge worker actors that did not start; ``problems`` says which and why, one line each."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("judge workers did not start:\n  - " + "\n  - ".join(self.problems))
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.problems,)
+
+
+def _rebuild_config_error(cls: type[ConfigError], problems: list[str], source: str | None) -> ConfigError:
+    return cls(problems, source=source)
 
 
 class Reason(StrEnum):

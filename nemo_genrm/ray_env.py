@@ -11,6 +11,11 @@ environment variable.
 Ray replaces an actor's ``runtime_env`` as a whole when ``.options(runtime_env=...)`` names one
 (it does not merge it with the class default), so code that passes its own runtime environment
 builds it with :func:`actor_runtime_env`.
+
+Where the package starts Ray itself (:func:`ensure_ray`: ``GenRMEnvironment.start``, the judges,
+the service), Ray's driver-side messages go through the application's own logging
+configuration, as the package's do: a script that configures no logging sees Ray's warnings
+only, not its INFO lines about starting a cluster and packaging the working directory.
 """
 
 from __future__ import annotations
@@ -53,6 +58,26 @@ def actor_options(options: Mapping[str, Any] | None = None, **more: Any) -> dict
     merged = {**dict(options or {}), **more}
     merged["runtime_env"] = actor_runtime_env(merged.get("runtime_env"))
     return merged
+
+
+def ensure_ray(**options: Any) -> bool:
+    """Connect this process to Ray unless it already is; return whether this call connected.
+
+    Ray's own rules pick the cluster, as for ``ray.init()``: ``RAY_ADDRESS`` or a cluster started
+    with ``ray start`` on this machine is joined, else a local one is started. Ray's driver-side
+    log lines go through the application's logging (``configure_logging=False``) instead of a
+    handler of Ray's own; the workers' output still reaches this terminal.
+
+    Args:
+        **options: Further ``ray.init`` options (they win).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    logger.info("Ray is not initialised: starting or joining a cluster")
+    ray.init(**{"configure_logging": False, **options})
+    return True
 
 
 def job_uses_uv_run() -> bool:

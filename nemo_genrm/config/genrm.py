@@ -201,8 +201,9 @@ class FaultToleranceConfig(StrictModel):
         120.0,
         gt=0.0,
         description=(
-            "Longest wait for the judge's Ray worker actors to be scheduled and their processes "
-            "up (model loading not included); past it, start-up fails saying which actor and why."
+            "Longest wait for the judge's Ray worker actors (and, in GenRMEnvironment.start, the "
+            "environment actor) to be scheduled and their processes up (model loading not included); "
+            "past it, start-up fails saying which actor and why."
         ),
     )
 

@@ -3,6 +3,8 @@
 - :mod:`~nemo_genrm.env.environment`: ``GenRMEnvironmentImpl`` (the logic) and the Ray actor
   ``GenRMEnvironment`` (also importable as ``nemo_genrm.GenRMEnvironment``, and registered into
   NeMo-RL under its public path ``nemo_genrm.environment.GenRMEnvironment``);
+- :mod:`~nemo_genrm.env.launch`: ``GenRMEnvironment.start`` and the config checks in the driver;
+  the start-up error the actor keeps and raises from its first call;
 - :mod:`~nemo_genrm.env.coalesce`: concurrent ``step`` calls joined into one judge call;
 - :mod:`~nemo_genrm.env.startup`: starting the judges on their resources, where they run;
 - :mod:`~nemo_genrm.env.support`: judge counters, fatal errors, tokenizer specials, worker facts.

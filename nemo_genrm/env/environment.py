@@ -2,7 +2,8 @@
 
 :class:`GenRMEnvironmentImpl` holds the logic and runs without Ray when given a judge;
 :class:`GenRMEnvironment` is the Ray actor a GRPO loop (NeMo-RL's or this package's) starts with
-the ``env.genrm`` config section. One :meth:`~GenRMEnvironmentImpl.step`:
+the ``env.genrm`` config section (``GenRMEnvironment.start(cfg)`` from a script, checked in the
+driver: :mod:`nemo_genrm.env.launch`). One :meth:`~GenRMEnvironmentImpl.step`:
 
 1. reads each sample (last assistant message, ``metadata["question"]`` or the user message,
    ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;
@@ -48,6 +49,7 @@ import ray
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env.coalesce import Coalescer
+from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.samples.inputs import (
     PreparedSample,
     message_logs,
@@ -486,14 +488,25 @@ MAX_CONCURRENCY = 512
 """Step calls the actor runs at once (threads); calls beyond wait in Ray's queue."""
 
 
-@ray.remote(max_concurrency=MAX_CONCURRENCY, runtime_env=actor_runtime_env())
-class GenRMEnvironment(GenRMEnvironmentImpl):
-    """The GenRM environment as a Ray actor: ``GenRMEnvironment.remote(cfg)``.
+@keep_start_error
+class GenRMEnvironmentActor(GenRMEnvironmentImpl):
+    """The body of the ``GenRMEnvironment`` Ray actor: :class:`GenRMEnvironmentImpl`, with a
+    start-up error kept and raised from every call instead of killing the actor
+    (:func:`~nemo_genrm.env.launch.keep_start_error`), and ``ready()``."""
 
-    NeMo-RL starts it from its registry with the ``env.genrm`` section; its methods are those of
-    :class:`GenRMEnvironmentImpl` (``step``, ``global_post_process_and_metrics``,
-    ``last_metrics``, ``shutdown``). It is a threaded actor, so concurrent ``step`` calls share
-    judge calls, and it runs on the driver's interpreter (:mod:`nemo_genrm.ray_env`): a caller
-    that passes ``.options(runtime_env=...)`` replaces that default and should build its
-    runtime environment with :func:`nemo_genrm.ray_env.actor_runtime_env`.
-    """
+
+GenRMEnvironment = EnvironmentLauncher(
+    ray.remote(max_concurrency=MAX_CONCURRENCY, runtime_env=actor_runtime_env())(GenRMEnvironmentActor)
+)
+"""The GenRM environment as a Ray actor: ``GenRMEnvironment.start(cfg)`` (see :mod:`nemo_genrm.env.launch`).
+
+``start`` checks the config in the driver, creates the actor and waits for its judge, raising a
+failure to start as the package's own error. NeMo-RL starts it from its registry with
+``options(runtime_env=...).remote(cfg)`` (the ``env.genrm`` section), checked in the driver too.
+Its methods are those of :class:`GenRMEnvironmentImpl` (``step``,
+``global_post_process_and_metrics``, ``last_metrics``, ``shutdown``) and ``ready``. It is a
+threaded actor, so concurrent ``step`` calls share judge calls, and it runs on the driver's
+interpreter (:mod:`nemo_genrm.ray_env`): a caller that passes ``.options(runtime_env=...)``
+replaces that default and should build its runtime environment with
+:func:`nemo_genrm.ray_env.actor_runtime_env`.
+"""

@@ -319,7 +319,8 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
     _stage(stages, "setup")
     results = setup_results(setup(master, tokenizer, train, val, policy_factory=_policy_factory(master)))
     _stage(stages, "environment")
-    env = GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(master.env["genrm"])
+    # Waits for the judge: one that cannot start stops the run here, with its own error.
+    env = GenRMEnvironment.options(**actor_options(num_cpus=0)).start(master.env["genrm"])
     task_to_env = {TASK_NAME: env}
     try:
         _stage(stages, "train")

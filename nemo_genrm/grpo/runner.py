@@ -220,7 +220,8 @@ def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) ->
         resources = genrm.resources.model_copy(update={"colocate_with": POLICY_GROUP})
         genrm = genrm.model_copy(update={"resources": resources})
         kwargs = {"placement_group": group, "policy_gpu_fraction": policy_share}
-    return GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(genrm, **kwargs)
+    # Checked in the driver, then waited for: a judge that cannot start raises its own error here.
+    return GenRMEnvironment.options(**actor_options(num_cpus=0)).start(genrm, **kwargs)
 
 
 def build_run(cfg: GRPOMasterConfig) -> GRPORun:
@@ -256,7 +257,6 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     try:
         policy, group, share = _start_policy(cfg)
         env = _start_env(cfg, group, share)
-        ray.get(env.last_metrics.remote())  # surfaces judge start-up errors here, not mid-step
         ray.get(policy.describe.remote())
         logger.info("Policy and judge ready in %.1fs", time.perf_counter() - start)
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None

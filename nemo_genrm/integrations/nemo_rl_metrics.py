@@ -23,7 +23,8 @@ import ray
 
 logger = logging.getLogger(__name__)
 
-GENRM_CLASS_NAME = "GenRMEnvironment"
+GENRM_CLASS_NAME = "GenRMEnvironmentActor"
+"""Ray's class name of the ``GenRMEnvironment`` actor (its body, :class:`~nemo_genrm.env.environment.GenRMEnvironmentActor`)."""
 _LOGGED_PREFIXES = ("train", "validation")
 
 

@@ -14,11 +14,12 @@ Two building blocks of the judge pipeline (transformers, vLLM; the HTTP engine f
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.errors import PROMPT_TOO_LONG
+from nemo_genrm.errors import PROMPT_TOO_LONG, ConfigError
 from nemo_genrm.judges.base import JudgeRequest, Message, RequestLike
 
 logger = logging.getLogger(__name__)
@@ -258,19 +259,57 @@ class PromptFitter:
 
     def __init__(self, tokenizer_name: str, max_prompt_tokens: int, *, tokenizer: Any = None):
         if tokenizer is None:
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+            tokenizer = load_tokenizer(tokenizer_name)
         self.tokenizer = tokenizer
         self.max_prompt_tokens = max_prompt_tokens
 
     @classmethod
     def for_judge(cls, judge_config: Any, tokenizer: Any = None) -> PromptFitter:
         """The fitter of a ``JudgeConfig``: its tokenizer (``tokenizer`` when one is already
-        loaded) and its prompt budget."""
+        loaded) and its prompt budget.
+
+        Raises:
+            ConfigError: The tokenizer cannot be loaded; the message names ``judge.tokenizer``
+                or ``judge.model_name``, whichever gave the name.
+        """
         budget = judge_config.max_model_len - judge_config.sampling.max_new_tokens
+        if tokenizer is None:
+            setting = "judge.tokenizer" if judge_config.tokenizer else "judge.model_name"
+            tokenizer = load_tokenizer(judge_config.tokenizer_name, setting=setting)
         return cls(judge_config.tokenizer_name, budget, tokenizer=tokenizer)
 
     def fit(self, batch: Sequence[RequestLike]) -> list[FittedPrompt]:
         """Fit every request of ``batch`` (see :func:`fit_prompt`), in order."""
         return [fit_prompt(item, self.tokenizer, self.max_prompt_tokens) for item in batch]
+
+
+def load_tokenizer(name: str, *, setting: str = "judge.tokenizer") -> Any:
+    """The tokenizer at ``name`` (a local folder or a hub id), or the setting to change.
+
+    A judge whose name points nowhere is a configuration mistake: it is reported as one typed
+    error naming the setting, not as transformers' traceback.
+
+    Args:
+        name: Folder or hub id.
+        setting: The config key that gave ``name``, for the message.
+
+    Raises:
+        ConfigError: Nothing loadable is at ``name`` (no such folder, no such model id, or none
+            in the cache when offline).
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as exc:  # not found / offline (OSError), malformed id (ValueError)
+        why = _why_not_loadable(name, exc)
+        raise ConfigError([f"{setting}: no tokenizer could be loaded from {name!r}: {why}"]) from None
+
+
+def _why_not_loadable(name: str, exc: Exception) -> str:
+    # A hub id is "name" or "namespace/name"; anything else is meant as a folder.
+    is_path = name.startswith(("/", ".", "~")) or name.count("/") > 1
+    if is_path and not os.path.exists(os.path.expanduser(name)):
+        return "there is no such folder; give the judge checkpoint's folder or a model id on the hub"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{first} (give the judge checkpoint's folder, or a model id on the hub; offline, one in the cache)"

@@ -3,8 +3,9 @@
 :class:`WorkerHost` is the body of every judge worker actor: a thin shell that builds a plain
 engine worker class (the logic lives there and stays testable without Ray) and forwards method
 calls to it. :class:`WorkerSpec` says what a :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`
-starts per rank; :func:`check_placement` and :class:`JudgeStartupError` reject layouts and
-actors that cannot start, saying why (:func:`describe_pending_actor`).
+starts per rank; :func:`check_placement` and :class:`~nemo_genrm.errors.JudgeStartupError` (defined
+with the package's other errors, importable from here too) reject layouts and actors that cannot
+start, saying why (:func:`describe_pending_actor`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from nemo_genrm.errors import ConfigError
+from nemo_genrm.errors import ConfigError, JudgeStartupError  # noqa: F401 - JudgeStartupError: its old import path
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.ray_env import actor_runtime_env
 
@@ -97,14 +98,6 @@ class WorkerSpec:
     options_for: Callable[[int, ReplicaPlacement], dict] = default_actor_options
     needs_address: bool = False
     bundles_per_replica: int | None = None
-
-
-class JudgeStartupError(RuntimeError):
-    """Judge worker actors that did not start; ``problems`` says which and why."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("judge workers did not start:\n  - " + "\n  - ".join(self.problems))
 
 
 def describe_pending_actor(handle: Any, options: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import sys
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, load_config, validate
-from nemo_genrm.ray_env import actor_options, actor_runtime_env, prepare_job_environment
+from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.
@@ -36,6 +37,8 @@ __all__ = [
     "MetricsStore",
     "ServeConfig",
     "ServiceConfig",
+    "check_judge_loads",
+    "check_replica_gpus",
     "load_service_config",
     "prometheus_text",
     "start_judge_service",
@@ -81,7 +84,8 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
 
     Raises:
         ConfigError: The config is invalid, the API key's variable or file is unset or empty,
-            or Ray Serve already listens on another host/port.
+            the judge's tokenizer cannot be loaded, the replicas need more GPUs than the
+            cluster has, or Ray Serve already listens on another host/port.
         TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``.
     """
     import ray
@@ -100,8 +104,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     # Replicas get the key's digest only: the key itself never enters Ray (actor arguments,
     # dashboards, logs).
     digest = key_digest(api_key) if api_key is not None else None
-    if not ray.is_initialized():
-        ray.init()
+    check_judge_loads(cfg)  # before Ray: a replica that cannot load its judge fails noisily, retried
+    ensure_ray()
+    check_replica_gpus(cfg)
     if (
         cfg.in_replica
         and cfg.serve.num_gpus_per_replica == 0
@@ -149,6 +154,44 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         wait_until_healthy(url, cfg.serve.startup_timeout_s)
         logger.info("judge service %r for model %r at %s", cfg.serve.app_name, cfg.model_id, url)
     return url
+
+
+def check_judge_loads(cfg: ServiceConfig) -> None:
+    """Load the judge's tokenizer here, before any replica starts.
+
+    Every replica loads it, and a Ray Serve replica whose constructor fails is retried and
+    logged at length before the deployment fails; a name that points nowhere is reported here
+    as one error naming the setting.
+
+    Raises:
+        ConfigError: The tokenizer cannot be loaded (``judge.model_name`` or ``judge.tokenizer``).
+    """
+    if cfg.judge.backend == "http" and not cfg.judge.tokenizer:
+        return
+    from nemo_genrm.judges.fitting import load_tokenizer
+
+    load_tokenizer(cfg.judge.tokenizer_name, setting="judge.tokenizer" if cfg.judge.tokenizer else "judge.model_name")
+
+
+def check_replica_gpus(cfg: ServiceConfig) -> None:
+    """Check that the connected Ray cluster has the GPUs the replicas reserve.
+
+    Raises:
+        ConfigError: ``serve.num_replicas x num_gpus_per_replica`` is more than the cluster has
+            (Ray Serve would wait for them until ``serve.startup_timeout_s``).
+    """
+    import ray
+
+    need = cfg.serve.num_replicas * cfg.serve.num_gpus_per_replica
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if need > have + 1e-6:
+        raise ConfigError(
+            [
+                f"the service's replicas need {need:g} GPUs (serve.num_replicas {cfg.serve.num_replicas} x "
+                f"num_gpus_per_replica {cfg.serve.num_gpus_per_replica:g}) but the Ray cluster has {have:g}: "
+                "lower serve.num_replicas or serve.num_gpus_per_replica, or add GPUs"
+            ]
+        )
 
 
 def wait_until_healthy(url: str, timeout_s: float = 600.0) -> None:
@@ -232,8 +275,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    cfg = load_service_config(args.config, args.overrides)
-    url = start_judge_service(cfg)
+    try:
+        cfg = load_service_config(args.config, args.overrides)
+        url = start_judge_service(cfg)
+    except ConfigError as exc:  # the mistake and its fix, not a traceback (as the examples do)
+        sys.exit(f"error: {exc}")
     logger.info("serving %r at %s (Ctrl-C stops)", cfg.model_id, url)
     try:
         while True:

@@ -111,3 +111,24 @@ def test_package_actor_classes_default_to_the_drivers_interpreter():
     for actor_class in (GenRMEnvironment, PolicyActor, RemoteWorkerHost):
         assert actor_class._default_options["runtime_env"] == {"py_executable": sys.executable}
     assert GenRMEnvironment._default_options["max_concurrency"] == MAX_CONCURRENCY
+
+
+def test_environment_that_cannot_be_scheduled_fails_within_the_startup_timeout(ray_cluster):
+    """``GenRMEnvironment.start`` gives up on an actor Ray cannot place, saying why, and leaves
+    no actor behind (the judge is never loaded: its path need not exist)."""
+    from nemo_genrm.env.environment import GenRMEnvironment
+
+    before = _actor_ids(ray_cluster)
+    cfg = {
+        "judge": {"model_name": "/models/my-judge", "precision": "float32"},
+        "resources": {"gpus_per_replica": 0},
+        "fault_tolerance": {"startup_timeout_s": 2},
+    }
+    start = time.monotonic()
+    with pytest.raises(JudgeStartupError) as err:
+        GenRMEnvironment.options(num_cpus=10_000).start(cfg)
+    assert time.monotonic() - start < 30
+    message = str(err.value)
+    assert "environment actor was not scheduled within fault_tolerance.startup_timeout_s (2 s)" in message
+    assert "PENDING_CREATION" in message and "never fits" in message
+    _assert_actors_gone(ray_cluster, before)

@@ -44,3 +44,24 @@ def test_judge_errors_are_runtime_errors_with_their_facts():
     err = errors.JudgeUnavailableError("no replica alive and the restart budget is spent", 31.5)
     assert isinstance(err, RuntimeError) and err.down_s == 31.5 and "budget is spent" in err.why
     assert issubclass(errors.JudgeClosedError, RuntimeError)
+
+
+def test_the_package_errors_cross_a_pickle_whole():
+    """Ray pickles an actor's error to the driver: the message and the facts arrive unchanged."""
+    import pickle
+
+    for err in (
+        errors.ConfigError(["judge.model_name: no tokenizer"], source="env.genrm"),
+        errors.JudgeUnavailableError("restart budget spent", 12.0),
+        errors.JudgeStartupError(["rank 0: no GPU"]),
+    ):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and vars(back) == vars(err)
+
+
+def test_rays_task_error_wrapper_is_still_the_package_error():
+    from ray.exceptions import RayTaskError
+
+    cause = errors.ConfigError(["judge.model_name: no tokenizer could be loaded"])
+    wrapped = RayTaskError("GenRMEnvironmentActor.step", "Traceback ...", cause).as_instanceof_cause()
+    assert isinstance(wrapped, errors.ConfigError) and wrapped.problems == cause.problems
