@@ -311,7 +311,7 @@ class ReplicaSet:
                 node = ray.get(ref)
             except Exception as exc:
                 return Failure(f"start failed: {type(exc).__name__}", self._lost_with_node(replica, exc))
-            if replica.started and ref is replica.started[0]:
+            if replica.started and ref == replica.started[0]:
                 replica.node_id = node
         if not replica.starting:
             replica.up_since = time.monotonic()
