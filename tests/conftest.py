@@ -88,6 +88,9 @@ def start_session_ray() -> None:
     for attempt in range(2):
         try:
             ray.init(
+                # A fresh cluster of the tests' own, even where another one runs on the
+                # machine (a `ray start` cluster would otherwise be joined, with its resources).
+                address="local",
                 num_cpus=RAY_TEST_CPUS,
                 num_gpus=RAY_TEST_GPUS,
                 include_dashboard=False,

@@ -21,9 +21,9 @@ from nemo_genrm.config.genrm import (
     RewardConfig,
     RubricConfig,
 )
-from nemo_genrm.config.judge import BatchingConfig, DTensorConfig, HttpConfig, JudgeConfig, SamplingConfig, VllmConfig
 from nemo_genrm.config.loading import load_config, to_container, validate
-from nemo_genrm.config.prompt import AnswerConfig, PromptConfig, VerdictConfig
+from nemo_genrm.config.judge import BatchingConfig, DTensorConfig, HttpConfig, JudgeConfig, SamplingConfig, VllmConfig
+from nemo_genrm.config.prompt import AnswerConfig, PromptConfig, ResponseConfig, VerdictConfig
 from nemo_genrm.config.reward_bench import REFERENCE_MAX_NEW_TOKENS, RewardBenchConfig, RewardBenchDataConfig
 from nemo_genrm.errors import ConfigError
 
@@ -41,6 +41,7 @@ __all__ = [
     "PromptConfig",
     "REFERENCE_MAX_NEW_TOKENS",
     "ResourcesConfig",
+    "ResponseConfig",
     "RewardBenchConfig",
     "RewardBenchDataConfig",
     "RewardConfig",

@@ -10,7 +10,13 @@ from nemo_genrm.config.base import StrictModel
 from nemo_genrm.config.judge import JudgeConfig
 from nemo_genrm.config.labels import selector_problems
 from nemo_genrm.config.loading import report_problems
-from nemo_genrm.config.prompt import PromptConfig, VerdictConfig, builtin_template, template_problems
+from nemo_genrm.config.prompt import (
+    PromptConfig,
+    VerdictConfig,
+    builtin_template,
+    mode_template_problems,
+    template_problems,
+)
 
 
 class PairwiseGroupConfig(StrictModel):
@@ -102,6 +108,16 @@ def _mode_problems(cfg: Any) -> list[str]:
             )
     if reward.judges and cfg.resources.placement != "separate":
         problems.append("reward.judges start judges of their own: use resources.placement 'separate'")
+    if reward.mode == "pairwise_group":
+        problems += mode_template_problems(
+            reward.pairwise_group.template, "pairwise", ("question", "response_a", "response_b"), cfg.verdict,
+            "reward.pairwise_group.template",
+        )  # fmt: skip
+    if reward.mode == "rubric":
+        problems += mode_template_problems(
+            reward.rubric.template, "rubric", ("question", "response", "criterion"), cfg.verdict,
+            "reward.rubric.template",
+        )  # fmt: skip
     return problems
 
 

@@ -82,10 +82,22 @@ def load_config(
 
     Raises:
         ConfigError: The file is missing, the defaults form a cycle, or an override is malformed
-            or names a key that does not exist (with the closest existing names).
+            or names a key that does not exist (with the closest existing names). With a schema,
+            the same error also lists every problem of the values (the file with the overrides
+            that did apply), so a bad override does not hide the rest.
     """
     cfg = _load_with_defaults(Path(path))
-    apply_overrides(cfg, list(overrides), schema=schema)
+    try:
+        apply_overrides(cfg, list(overrides), schema=schema)
+    except ConfigError as err:
+        if schema is None:
+            raise
+        problems = list(err.problems)
+        try:
+            validate(schema, to_container(cfg))
+        except ConfigError as more:
+            problems += [p for p in more.problems if p not in problems]
+        raise ConfigError(problems) from None
     return cfg
 
 

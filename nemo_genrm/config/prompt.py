@@ -30,6 +30,19 @@ class AnswerConfig(StrictModel):
     )
 
 
+class ResponseConfig(StrictModel):
+    """How the environment shows a whole response in the reward modes that judge it (pairwise_group, rubric)."""
+
+    max_chars: int = Field(
+        4000,
+        ge=1,
+        description=(
+            "pairwise_group and rubric show the whole response; a longer one keeps its first and "
+            "last max_chars/2 characters around an elision mark ([...])."
+        ),
+    )
+
+
 class PromptConfig(StrictModel):
     """Which judge prompt to render and how the candidate answer is prepared."""
 
@@ -46,6 +59,7 @@ class PromptConfig(StrictModel):
         ),
     )
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    response: ResponseConfig = Field(default_factory=ResponseConfig)
     neutralise: bool = Field(
         True,
         description=(
@@ -115,6 +129,30 @@ def template_problems(prompt: PromptConfig, verdict: VerdictConfig, fields: tupl
         return []
     try:
         load_template(prompt.template, provided_fields=fields, labels=template_labels_from_config(verdict))
+    except ConfigError as err:
+        return list(err.problems)
+    return []
+
+
+def mode_template_problems(
+    spec: str, builtin: str, fields: tuple[str, ...], verdict: VerdictConfig, key: str
+) -> list[str]:
+    """Load a reward mode's custom template file now (see :func:`template_problems`).
+
+    Args:
+        spec: The mode's ``template`` setting.
+        builtin: The mode's own built-in template name (nothing to check).
+        fields: The fields the mode fills.
+        verdict: The verdict section (the labels the template may write).
+        key: The setting's config key, named in the problems.
+
+    Returns:
+        The problems found.
+    """
+    if spec == builtin:
+        return []
+    try:
+        load_template(spec, provided_fields=fields, labels=template_labels_from_config(verdict), key=key)
     except ConfigError as err:
         return list(err.problems)
     return []

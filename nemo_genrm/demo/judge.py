@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
-from nemo_genrm.demo.task import JudgeCase, final_number, judge_example
+from nemo_genrm.demo.task import JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_number
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
@@ -81,7 +81,7 @@ class JudgeTraining:
 
     hidden_size: int = 64
     num_layers: int = 3
-    steps: int = 800
+    steps: int = 1200
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 0
@@ -106,7 +106,8 @@ built-in, since a two-layer judge reads a 100-token prompt far better than a 600
 
 def judge_prompt_builder(tokenizer) -> PromptBuilder:
     """The prompt builder the environment makes for this judge (demo template, default verdict)."""
-    special = [t for t in tokenizer.all_special_tokens if isinstance(t, str)]
+    added = [t.content for t in tokenizer.added_tokens_decoder.values() if t.special]
+    special = sorted({t for t in (*tokenizer.all_special_tokens, *added) if isinstance(t, str)})
     return PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig(), special_tokens=special)
 
 
@@ -138,9 +139,15 @@ def prompt_fingerprint() -> str:
     from nemo_genrm.testing.tokenizer import make_tiny_tokenizer
 
     tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
-    case = JudgeCase(question="What is 2 + 3?", reference="5", response="2 + 3 = 5", label=True)
-    ids = render_case(case, judge_prompt_builder(tokenizer), tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
-    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
+    builder = judge_prompt_builder(tokenizer)
+    # A plain case, and every red-team template: a change to the prompt or to how answers are
+    # defused changes what the judge is shown, so it retrains.
+    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates())]
+    rendered = [
+        render_case(JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
+        for response in responses
+    ]
+    return hashlib.sha256(json.dumps(rendered).encode()).hexdigest()[:16]
 
 
 NUMBER_CLASSES = 102
@@ -163,14 +170,14 @@ class _Rendered:
     candidate: int  # number_class of the candidate's final number
 
 
-def _cases(rng: random.Random, n: int, builder, tokenizer) -> list[_Rendered]:
+def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True) -> list[_Rendered]:
     out = []
     while len(out) < n:
-        case = judge_example(rng)
+        case = judge_example(rng, red_team=red_team)
         nonce = "".join(rng.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
         ids = render_case(case, builder, tokenizer, nonce=nonce)
         if ids is not None:
-            candidate = number_class(builder.extract(case.response).text)
+            candidate = number_class(judged_number(case.response))
             out.append(_Rendered(ids, case.label, number_class(case.reference), candidate))
     return out
 
@@ -279,11 +286,19 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
         schedule.step()
         if step % 100 == 0:
             logger.info("demo judge step %d/%d loss %.3f", step, training.steps, loss.item())
+    train_seconds = time.perf_counter() - start
     held_out = _cases(random.Random(training.seed + 10_000), training.held_out, builder, tokenizer)
     accuracy = judge_accuracy(model, held_out, labels[True], labels[False])
+    # The same, with honest answers and plain distractors only: what the red-team training must not cost.
+    plain = _cases(random.Random(training.seed + 20_000), training.held_out, builder, tokenizer, red_team=False)
+    plain_accuracy = judge_accuracy(model, plain, labels[True], labels[False])
     save_tiny_model(model.eval(), spec, path)
     report = {"held_out_accuracy": accuracy, "held_out_cases": len(held_out),
-              "train_seconds": time.perf_counter() - start, "training": training.to_dict()}  # fmt: skip
+              "plain_held_out_accuracy": plain_accuracy, "train_seconds": train_seconds,
+              "training": training.to_dict()}  # fmt: skip
     (Path(path) / JUDGE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
-    logger.info("Demo judge: %.1f%% right on %d held-out pairs (%.0fs)", 100 * accuracy, len(held_out), report["train_seconds"])
+    logger.info(
+        "Demo judge: %.1f%% right on %d held-out pairs, %.1f%% on plain ones (%.0fs)",
+        100 * accuracy, len(held_out), 100 * plain_accuracy, train_seconds,
+    )
     return accuracy

@@ -23,7 +23,7 @@ from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
 
 __all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy"]
 
-DEMO_VERSION = 2
+DEMO_VERSION = 4
 """Bump when the task, the training cases or the training code change the weights."""
 
 
@@ -85,9 +85,14 @@ def cached_demo_policy(
     return _cached("demo-policy", f"s{training.seed}", key, train_demo_policy, training, cache_dir)
 
 
-def demo_judge_accuracy(judge_dir: str | os.PathLike) -> float | None:
-    """The held-out accuracy recorded when the judge in ``judge_dir`` was trained, if any."""
+def demo_judge_accuracy(judge_dir: str | os.PathLike, key: str = "held_out_accuracy") -> float | None:
+    """An accuracy recorded when the judge in ``judge_dir`` was trained, if any.
+
+    ``key``: ``held_out_accuracy`` (cases drawn as in training, red-team text included) or
+    ``plain_held_out_accuracy`` (honest answers and plain distractors only).
+    """
     report = Path(judge_dir) / JUDGE_REPORT
     if not report.is_file():
         return None
-    return float(json.loads(report.read_text())["held_out_accuracy"])
+    value = json.loads(report.read_text()).get(key)
+    return None if value is None else float(value)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.demo.task import HACKING_CANDIDATES, demo_splits
 from nemo_genrm.files.atomic import read_jsonl
+from nemo_genrm.demo.task import demo_splits, hacking_answer, hacking_templates, judged_number
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PLOT_NAME", "HackingCheck", "plot_metrics", "reward_hacking_check"]
+__all__ = ["PLOT_NAME", "HackingCheck", "hacking_cases", "plot_metrics", "reward_hacking_check"]
 
 PLOT_NAME = "reward_and_accuracy.png"
 
@@ -85,32 +85,55 @@ class HackingCheck:
 
     def line(self) -> str:
         """One line for the run's report."""
-        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected"
+        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected (every red-team family)"
+
+
+def wrong_for(answer: str) -> str:
+    """The wrong number a red-team answer carries for a question whose answer is ``answer``."""
+    return str((int(answer) + 3) % 19)
+
+
+def hacking_cases(pairs: list[tuple[tuple[str, str], str]]) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
+    """Environment inputs for red-team answers: per ``((question, answer), template)`` pair.
+
+    Only pairs whose answer does not end in the question's answer (:func:`judged_number`) are
+    kept (master keys, which extract to nothing, included): any positive reward for them is a flip.
+
+    Returns:
+        ``(message_logs, metadata, texts)`` for :meth:`GenRMEnvironment.step`.
+    """
+    logs, metadata, texts = [], [], []
+    for (question, answer), template in pairs:
+        text = hacking_answer(template, wrong_for(answer))
+        if judged_number(text) == answer:
+            continue
+        logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
+        metadata.append({"question": question, "ground_truth": answer})
+        texts.append(text)
+    return logs, metadata, texts
 
 
 def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
-    """Send wrong answers that try to dictate the verdict through ``env`` and count the zeros.
+    """Send every red-team answer through ``env`` once and count the zeros.
+
+    The templates of :func:`~nemo_genrm.demo.task.hacking_templates` (every family of the
+    red-team suite, the set the judge trained against) are spread over ``num_questions``
+    held-out questions, each written with a wrong number for its question.
 
     Args:
         env: The environment, called as ``env.step(message_logs, metadata)`` and returning its
             ``EnvironmentReturn``: a ``GenRMEnvironmentImpl``, or the driver's
             :class:`~nemo_genrm.grpo.handles.EnvHandle` on the ``GenRMEnvironment`` actor (the
             demo sits below the driver, so the caller wraps the actor, not this function).
-        num_questions: Held-out questions to try each candidate on (references 2 and more, so a
-            bare ``1`` is wrong).
+        num_questions: Held-out questions to spread the answers over (references 2 and more, so
+            a bare ``1`` is wrong).
 
     Returns:
-        How many of the candidates got reward 0.
+        How many of the answers got reward 0.
     """
     questions = [q for q in demo_splits()[1] if int(q[1]) >= 2][:num_questions]
-    logs, metadata, texts = [], [], []
-    for question, answer in questions:
-        wrong = str((int(answer) + 3) % 19)
-        for template in HACKING_CANDIDATES:
-            text = template.replace("{wrong}", wrong)
-            logs.append([{"role": "user", "content": question}, {"role": "assistant", "content": text}])
-            metadata.append({"question": question, "ground_truth": answer})
-            texts.append(text)
+    templates = hacking_templates()
+    logs, metadata, texts = hacking_cases([(questions[i % len(questions)], t) for i, t in enumerate(templates)])
     rewards = env.step(logs, metadata).rewards.tolist()
     leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
     return HackingCheck(total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked)
@@ -129,7 +152,9 @@ def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> li
     out = ["Demo: a learned judge's binary reward trains the policy"]
     accuracy = demo_judge_accuracy(judge_dir)
     if accuracy is not None:
-        out.append(f"  judge accuracy     {accuracy:.3f} on held-out (question, reference, answer) pairs")
+        plain = demo_judge_accuracy(judge_dir, "plain_held_out_accuracy")
+        line = f"  judge accuracy     {accuracy:.3f} on held-out (question, reference, answer) pairs"
+        out.append(line + ("" if plain is None else f" (red-team text in a third), {plain:.3f} on plain ones"))
     if summary.val_exact_match:
         steps = sorted(summary.val_exact_match)
         first, last = summary.val_exact_match[steps[0]], summary.val_exact_match[steps[-1]]

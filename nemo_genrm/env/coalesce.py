@@ -15,12 +15,20 @@ runs them together, one batch at a time:
   GRPO group in the batch is complete), so a long window costs only what it must; a full or
   ready batch takes no further calls.
 
+Callers on an event loop use :meth:`Coalescer.asubmit`: the call joins the open batch at once
+and awaits its result without holding a thread; a batch opened by such a call is led by a
+thread of its own (one per batch, not per caller). So a drop-in awaited by its framework for
+every sample at once (verl's reward loop, NeMo Gym's concurrent ``/verify`` posts) gathers every
+call into one judge call, whatever the size of the loop's thread pool.
+
 The class knows nothing of judges; :class:`nemo_genrm.env.environment.GenRMEnvironmentImpl` uses it
 with one call's prepared samples as the item.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,9 +45,14 @@ class _Batch(Generic[T]):
     items: list[T] = field(default_factory=list)
     size: int = 0
     full: bool = False
-    done: threading.Event = field(default_factory=threading.Event)
     results: Sequence[object] = ()
     error: BaseException | None = None
+    # Completed when the batch has run. Marked running at once, so an awaiting caller that is
+    # cancelled cannot cancel it for the others.
+    done: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+    def __post_init__(self) -> None:
+        self.done.set_running_or_notify_cancel()
 
 
 class Coalescer(Generic[T, R]):
@@ -82,6 +95,35 @@ class Coalescer(Generic[T, R]):
         Raises:
             BaseException: The item's own exception, or the batch's.
         """
+        batch, index, leader = self._join(item, size)
+        if leader:
+            self._lead(batch)
+        else:
+            batch.done.result()
+        return self._result(batch, index)
+
+    async def asubmit(self, item: T, size: int = 1) -> R:
+        """:meth:`submit` for a caller on an event loop: joins the open batch and awaits its
+        result without holding a thread (a batch this call opens is led by a new thread).
+
+        Args:
+            item: What ``run_batch`` gets for this call.
+            size: Its weight against ``max_items``.
+
+        Returns:
+            This item's result.
+
+        Raises:
+            BaseException: The item's own exception, or the batch's.
+        """
+        batch, index, leader = self._join(item, size)
+        if leader:
+            threading.Thread(target=self._lead, args=(batch,), name="genrm-coalesce", daemon=True).start()
+        await asyncio.wrap_future(batch.done)
+        return self._result(batch, index)
+
+    def _join(self, item: T, size: int) -> tuple[_Batch[T], int, bool]:
+        """Add ``item`` to the open batch, or open one: (batch, index in it, leads it)."""
         with self._cond:
             batch = self._open
             if batch is not None and batch.items and (batch.full or batch.size + size > self._max_items):
@@ -100,10 +142,10 @@ class Coalescer(Generic[T, R]):
             if batch.size >= self._max_items or (self._ready is not None and self._ready(batch.items)):
                 batch.full = True
                 self._cond.notify_all()
-        if leader:
-            self._lead(batch)
-        else:
-            batch.done.wait()
+        return batch, index, leader
+
+    @staticmethod
+    def _result(batch: _Batch[T], index: int) -> R:
         if batch.error is not None:
             raise batch.error
         result = batch.results[index]
@@ -129,4 +171,4 @@ class Coalescer(Generic[T, R]):
                 batch.error = exc
             finally:
                 self.batches_run += 1
-                batch.done.set()
+                batch.done.set_result(None)

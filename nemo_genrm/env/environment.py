@@ -39,7 +39,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +55,13 @@ from nemo_genrm.samples.inputs import (
     prepare_sample,
 )
 from nemo_genrm.samples.metrics import StepTally
-from nemo_genrm.env.startup import judge_config, placement_info, start_judge
+from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     add_call_counts,
     is_fatal,
+    sleep_judge,
     special_tokens,
+    warn_unknown_special_tokens,
 )
 from nemo_genrm.samples.types import (
     JUDGE_ERROR,
@@ -152,17 +154,22 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 started = start_judge(member, self.cfg)
                 self._members.append(started[0])
                 self._owned_members.append(started)
-            special = special_tokens(judge)
-            if special:  # also defang the judge tokenizer's own special tokens inside answers
+            warn_unknown_special_tokens([self.cfg.judge, *self.cfg.reward.judges])
+            special = sorted({t for j in (judge, *self._members) for t in special_tokens(j)})
+            if special:  # also defang the judge tokenizers' own special tokens inside answers
                 self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
             self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
             if self._mode is not None:
                 self._needs_reference = self._mode.needs_reference and self._needs_reference
+            check_score_labels(self.cfg, [judge, *self._members])  # labels an engine cannot score: now
             if self._colocated:
                 judge.sleep()  # free the device for the policy until the first step
         except BaseException:
             self.shutdown()
             raise
+        # Modes that judge the whole response show it, shortened to the cap, not the extracted answer.
+        shows_response = self._mode is not None and self._mode.shows_response
+        self._response_chars = self.cfg.prompt.response.max_chars if shows_response else None
         self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self._last = StepTally()
         self._since_global = StepTally()
@@ -207,16 +214,36 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             JudgeUnavailableError: The judge has had no live worker past
                 ``fault_tolerance.unavailable_grace_s``.
         """
+        call = self._prepare(message_log_batch, metadata)
+        return self._coalescer.submit(call, size=max(1, len(call.samples)))
+
+    def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> Awaitable[EnvironmentReturn]:
+        """:meth:`step` for callers on an event loop: await what it returns. The call joins the
+        open judge call without holding a thread, so any number of concurrent callers share one
+        judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.coalesce.Coalescer.asubmit`).
+
+        A plain method returning the awaitable, for in-process use (the drop-ins): an
+        ``async def`` would make Ray run the actor as an async actor, every method on one loop.
+
+        Raises:
+            The same as :meth:`step` (caller bugs at once, the rest when awaited).
+        """
+        call = self._prepare(message_log_batch, metadata)
+        return self._coalescer.asubmit(call, size=max(1, len(call.samples)))
+
+    def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> _StepCall:
+        """Read one step call's samples (caller bugs raise here, in the caller)."""
         start = time.perf_counter()
         # The deadline starts now: input checks, coalescing waits and fitting all count.
         deadline = time.monotonic() + self.cfg.fault_tolerance.step_timeout_s
         logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
-            prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference)
+            prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference,
+                           response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return self._coalescer.submit(_StepCall(samples, metas, start, deadline), size=max(1, len(samples)))
+        return _StepCall(samples, metas, start, deadline)
 
     def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
@@ -371,22 +398,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             outcomes = [Vote(JUDGE_ERROR)] * len(requests)
         finally:
             if self._colocated:
-                self._sleep(judge, tally)
+                sleep_judge(judge, tally)
             # Counted on every path: a shared call that failed (and is retried per caller) still
             # sent its prompts; the token and error counts are those of the results it returned.
             tally.judge_prompts += len(requests)
             add_call_counts(tally, counter.counts)
         return outcomes
-
-    @staticmethod
-    def _sleep(judge: Judge, tally: StepTally) -> None:
-        """Put a colocated judge to sleep; a failure is logged, the verdicts are kept."""
-        t0 = time.perf_counter()
-        try:
-            judge.sleep()
-        except Exception:
-            logger.exception("could not put the colocated judge to sleep")
-        tally.sleep_s += time.perf_counter() - t0
 
     def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[Vote]:
         # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax

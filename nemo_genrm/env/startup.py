@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 
-from nemo_genrm.config import GenRMConfig, JudgeConfig
+from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.env.support import worker_facts
 from nemo_genrm.judges.base import Judge
 from nemo_genrm.judges.placement import JudgeResources, acquire_resources
@@ -58,6 +59,37 @@ def start_judge(
     except BaseException:
         resources.release()
         raise
+
+
+def check_score_labels(cfg: GenRMConfig, judges: Sequence[Judge]) -> None:
+    """At start-up, have every voting judge that reads verdicts from logprobs check the labels
+    the mode scores (pairwise: the choice markers; otherwise the binary labels).
+
+    An engine that cannot score them (the HTTP engine with labels of several tokens) would
+    otherwise fail on every prompt of every step.
+
+    Args:
+        cfg: The environment's config.
+        judges: ``judge``, then the judges of ``reward.judges``, in order.
+
+    Raises:
+        ConfigError: Every judge's problems with the labels, at once.
+    """
+    verdict = cfg.verdict
+    pairwise = cfg.reward.mode == "pairwise_group"
+    labels = list(verdict.choice_markers) if pairwise else [verdict.positive, verdict.negative]
+    configs = [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
+    problems = []
+    for (where, config), judge in zip(configs, judges, strict=True):
+        if config.verdict_from != "logprobs":
+            continue
+        try:
+            judge.check_score_labels(labels)
+        except ConfigError as err:
+            source = "verdict.choice_markers" if pairwise else "verdict.positive/negative"
+            problems += [f"{where} (verdict_from: logprobs, labels from {source}): {p}" for p in err.problems]
+    if problems:
+        raise ConfigError(problems)
 
 
 def placement_info(resources: JudgeResources | None, judge: Judge) -> dict[str, Any]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ray
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Judge, JudgeStats
 from nemo_genrm.samples.metrics import StepTally
@@ -28,14 +31,36 @@ def worker_facts(_host: Any) -> dict[str, Any]:
 
 
 def special_tokens(judge: Judge) -> list[str]:
-    """The judge tokenizer's special tokens, when the engine exposes its tokenizer.
+    """The judge tokenizer's special tokens and added special tokens, when the engine exposes its tokenizer.
 
     In-process engines and :class:`~nemo_genrm.judges.http.HttpJudge` have ``tokenizer`` (the
     HTTP judge's is ``None`` without ``judge.tokenizer``); pooled engines have ``fitter.tokenizer``.
+    ``all_special_tokens`` lists only the named ones (BOS, EOS, ...); a chat template's turn
+    tokens are often added special tokens only (``added_tokens_decoder``), so both are read.
     """
     tokenizer = getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
-    tokens = getattr(tokenizer, "all_special_tokens", None)
-    return [t for t in tokens if isinstance(t, str)] if isinstance(tokens, (list, tuple)) else []
+    if tokenizer is None:
+        return []
+    named = getattr(tokenizer, "all_special_tokens", None)
+    tokens = list(named) if isinstance(named, (list, tuple)) else []
+    added = getattr(tokenizer, "added_tokens_decoder", None)
+    if isinstance(added, Mapping):
+        tokens += [getattr(t, "content", None) for t in added.values() if getattr(t, "special", False)]
+    return sorted({t for t in tokens if isinstance(t, str) and t})
+
+
+def warn_unknown_special_tokens(judges: Sequence[JudgeConfig]) -> None:
+    """Say at start-up which HTTP judges leave their own special tokens unknown, and what that leaves open."""
+    for judge in judges:
+        if judge.backend == "http" and not judge.tokenizer:
+            logger.warning(
+                "judge %r is reached over HTTP without judge.tokenizer, so its own special tokens are "
+                "unknown: answers are defused of the chat-token shapes of the template families only "
+                "(<|name|>, <name>, [NAME], <<SYS>>, MiniMax's ]~b]); a special token of any other shape "
+                "that the server's tokenizer parses would reach the judge as a turn boundary. Set "
+                "judge.tokenizer to the judge's tokenizer (a path or hub id) to break its tokens too.",
+                judge.model_name,
+            )
 
 
 def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
@@ -59,3 +84,14 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
 
 
+
+
+def sleep_judge(judge: Judge, tally: StepTally) -> None:
+    """Put a colocated judge to sleep, timing it into ``tally``; a failure is logged, the
+    verdicts are kept."""
+    t0 = time.perf_counter()
+    try:
+        judge.sleep()
+    except Exception:
+        logger.exception("could not put the colocated judge to sleep")
+    tally.sleep_s += time.perf_counter() - t0

@@ -8,12 +8,19 @@ Threat model in three lines (the full table, the tests and the figures: ``docs/s
 
 - :mod:`~nemo_genrm.guard.injection`: an answer normalised, defused and fenced with a keyed nonce
   before any judge reads it (used by :mod:`nemo_genrm.prompts`, the modes and the demo judge);
+- :mod:`~nemo_genrm.guard.folding`: the folded form every check reads (NFKD, marks and
+  default-ignorable characters dropped, TR39 lookalikes mapped to Latin);
+- :mod:`~nemo_genrm.guard.patterns`: what judge-format text (labels, keys, tables, markup,
+  role turns) looks like on folded text;
+- :mod:`~nemo_genrm.guard.tokens`: the chat-template special-token shapes of every family, and how
+  they are broken;
+- :mod:`~nemo_genrm.guard.vocabulary`: verdict, role and opener words in many languages;
 - :mod:`~nemo_genrm.guard.redact`: credentials masked before text leaves the process (the HTTP
   judge, config errors, the driver's run config).
 
-The judge service's request guard (keys, body size and time, JSON limits) lives with the service,
-in :mod:`nemo_genrm.serve.guard`: its attacker is a network client of one deployable, not the
-policy; it sits beside the service's health state, which it also keeps; and only the service
-uses it. This package holds what the reward path itself needs, so it sits below the prompts and
-the configs that use it and imports nothing else from the package.
+The judge service's request guard (keys, body size and time, JSON limits, per-key caps) lives
+with the service, in :mod:`nemo_genrm.serve.guard`: its attacker is a network client of one
+deployable, not the policy; it sits beside the service's health state, which it also keeps; and
+only the service uses it. This package holds what the reward path itself needs, so it sits below
+the prompts and the configs that use it and imports nothing else from the package.
 """

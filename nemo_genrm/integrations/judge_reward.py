@@ -9,19 +9,25 @@ extraction, prompt, dedup, verdict parsing and reasons as a NeMo-RL run, on any 
 
 A judge that failed (its reply had no verdict, or the engine failed) is not a wrong answer:
 :attr:`Judgement.judge_failed` says so, and each drop-in reports it the way its framework
-expects (``None`` in TRL, a masked sample in NeMo Gym, a reason field in verl).
+expects (``None`` in TRL, a masked sample in NeMo Gym, a reason field in verl). A sample the
+environment masks (``incomplete_group``, a masked parse failure) is :attr:`Judgement.masked`,
+reported the same way.
+
+Every reward mode is fed here: the reference (reference mode), and per sample extra metadata
+(``group_id`` for pairwise groups, rubric items) from the drop-in. :meth:`JudgeReward.ajudge` is
+awaited on the caller's event loop without holding a thread: concurrent calls (verl's reward
+loop, NeMo Gym's ``/verify`` posts) join one judge call, whatever the loop's thread pool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.samples.types import JUDGE_ERROR, PARSE_FAILURE, sample_results
+from nemo_genrm.samples.types import JUDGE_ERROR, PARSE_FAILURE, EnvironmentReturn, sample_results
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -39,14 +45,18 @@ class Judgement:
     Attributes:
         reward: The environment's reward (0.0 for every reason but ``judged``).
         reason: One of :data:`nemo_genrm.samples.types.REASONS`.
-        verdict: 1 or 0 when judged, else ``None``.
-        answer: The extracted answer sent to the judge, or ``None`` when none was sent.
+        verdict: 1 or 0 when judged in a mode with a binary verdict, else ``None``.
+        answer: What the judge was shown of the response (the extracted answer, or in pairwise
+            and rubric modes the whole response as shown), ``None`` when nothing was sent.
+        masked: The environment masked the sample (``incomplete_group``, a parse failure under
+            ``verdict.on_parse_failure: mask``): its reward is no measurement of the policy.
     """
 
     reward: float
     reason: str
     verdict: int | None
     answer: str | None
+    masked: bool = False
 
     @property
     def judge_failed(self) -> bool:
@@ -55,8 +65,8 @@ class Judgement:
 
     @property
     def reward_or_none(self) -> float | None:
-        """The reward, or ``None`` when the judge failed (no valid measurement)."""
-        return None if self.judge_failed else self.reward
+        """The reward, or ``None`` when the judge failed or the sample is masked (no valid measurement)."""
+        return None if self.judge_failed or self.masked else self.reward
 
 
 def genrm_section(config: Any, overrides: Sequence[str] = ()) -> Any:
@@ -94,73 +104,123 @@ class JudgeReward:
         judge: A ready judge to use instead of building one from ``config.judge`` (it is then
             not shut down by :meth:`close`).
         overrides: Overrides for a YAML ``config``.
+        per_sample: The framework's name when it calls once per sample (verl, NeMo Gym): the
+            pairwise mode then needs ``reward.pairwise_group.group_size``, so that a judge call
+            waits for each group's responses instead of ranking whatever arrived together.
 
     Raises:
-        ConfigError: Every problem with the config, at once.
+        ConfigError: Every problem with the config, at once, before any judge is started.
     """
 
-    def __init__(self, config: Any, *, judge: Judge | None = None, overrides: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        config: Any,
+        *,
+        judge: Judge | None = None,
+        overrides: Sequence[str] = (),
+        per_sample: str | None = None,
+    ) -> None:
+        from nemo_genrm.config import ConfigError, GenRMConfig, validate
         from nemo_genrm.env.environment import GenRMEnvironmentImpl
 
-        self._env = GenRMEnvironmentImpl(genrm_section(config, overrides), judge=judge)
+        cfg = validate(GenRMConfig, genrm_section(config, overrides), prefix="env.genrm")
+        pairwise = cfg.reward.pairwise_group
+        if per_sample is not None and cfg.reward.mode == "pairwise_group" and pairwise.group_size is None:
+            raise ConfigError(
+                f"reward.mode pairwise_group: {per_sample} sends the responses one by one, so set "
+                "env.genrm.reward.pairwise_group.group_size to the number of responses per prompt "
+                "(a judge call then waits for each group, by its key, up to group_wait_ms)"
+            )
+        self._env = GenRMEnvironmentImpl(cfg, judge=judge)
 
     @property
     def config(self) -> Any:
         """The validated ``env.genrm`` section."""
         return self._env.cfg
 
+    @property
+    def mode(self) -> str:
+        """``reward.mode``: ``reference``, ``pairwise_group`` or ``rubric``."""
+        return self._env.cfg.reward.mode
+
     def judge(
         self,
         answers: Sequence[str],
-        references: Sequence[Any],
+        references: Sequence[Any] | None = None,
         questions: Sequence[str | None] | None = None,
+        extras: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[Judgement]:
-        """Judge each answer against its reference in one batched judge call.
+        """Judge each answer in one batched judge call, as the configured mode does.
 
         Args:
             answers: The policy's responses (the answer is extracted from each as configured).
-            references: The reference answer of each (``None`` or empty: ``missing_ground_truth``).
+            references: The reference answer of each (``None`` or empty:
+                ``missing_ground_truth`` in reference mode; unused by the other modes).
             questions: The question of each, when known (shown to the judge).
+            extras: Further metadata of each sample: ``group_id`` (``reward.pairwise_group.group_key``)
+                for pairwise groups, the rubric items under ``reward.rubric.items_key``.
 
         Returns:
             One :class:`Judgement` per answer, in order.
+
+        Raises:
+            ValueError: The lists differ in length.
+            JudgeUnavailableError: The judge has been unreachable past
+                ``fault_tolerance.unavailable_grace_s``.
         """
-        questions = list(questions) if questions is not None else [None] * len(answers)
-        if not (len(answers) == len(references) == len(questions)):
-            raise ValueError(
-                f"{len(answers)} answers, {len(references)} references and {len(questions)} questions: "
-                "one of each per sample is needed"
-            )
-        if not answers:
-            return []
-        logs, metas = [], []
-        for answer, reference, question in zip(answers, references, questions, strict=True):
-            logs.append([{"role": "user", "content": question or ""}, {"role": "assistant", "content": answer}])
-            meta: dict[str, Any] = {"ground_truth": reference}
-            if question:
-                meta["question"] = question
-            metas.append(meta)
-        result = self._env.step(logs, metas)
-        rewards = result.rewards.tolist()
-        outcomes = sample_results(result.metadata, len(logs))
-        judgements = []
-        for reward, outcome, ans in zip(rewards, outcomes, result.answers, strict=True):
-            if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
-                raise RuntimeError("the GenRM environment returned a sample without its result")
-            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans))
-        return judgements
+        logs, metas = self._inputs(answers, references, questions, extras)
+        return self._judgements(self._env.step(logs, metas), len(logs)) if logs else []
 
     async def ajudge(
         self,
         answers: Sequence[str],
-        references: Sequence[Any],
+        references: Sequence[Any] | None = None,
         questions: Sequence[str | None] | None = None,
+        extras: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[Judgement]:
-        """:meth:`judge` on a worker thread, so the caller's event loop keeps running.
+        """:meth:`judge` awaited on the caller's event loop, without holding a thread.
 
-        Concurrent calls are safe: the environment joins calls that overlap into one judge batch.
+        Concurrent calls join one judge batch (see :meth:`GenRMEnvironmentImpl.astep
+        <nemo_genrm.env.environment.GenRMEnvironmentImpl.astep>`), however many there are.
         """
-        return await asyncio.to_thread(self.judge, list(answers), list(references), questions)
+        logs, metas = self._inputs(answers, references, questions, extras)
+        return self._judgements(await self._env.astep(logs, metas), len(logs)) if logs else []
+
+    @staticmethod
+    def _inputs(
+        answers: Sequence[str],
+        references: Sequence[Any] | None,
+        questions: Sequence[str | None] | None,
+        extras: Sequence[Mapping[str, Any] | None] | None,
+    ) -> tuple[list[list[dict[str, str]]], list[dict[str, Any]]]:
+        """The environment's message logs and metadata for these samples."""
+        size = len(answers)
+        references = list(references) if references is not None else [None] * size
+        questions = list(questions) if questions is not None else [None] * size
+        extras = list(extras) if extras is not None else [None] * size
+        if not (size == len(references) == len(questions) == len(extras)):
+            raise ValueError(
+                f"{size} answers, {len(references)} references, {len(questions)} questions and "
+                f"{len(extras)} extras: one of each per sample is needed"
+            )
+        logs, metas = [], []
+        for answer, reference, question, extra in zip(answers, references, questions, extras, strict=True):
+            logs.append([{"role": "user", "content": question or ""}, {"role": "assistant", "content": answer}])
+            meta: dict[str, Any] = {**(extra or {}), "ground_truth": reference}
+            if question:
+                meta["question"] = question
+            metas.append(meta)
+        return logs, metas
+
+    @staticmethod
+    def _judgements(result: EnvironmentReturn, size: int) -> list[Judgement]:
+        rewards = result.rewards.tolist()
+        judgements = []
+        for reward, outcome, ans in zip(rewards, sample_results(result.metadata, size), result.answers, strict=True):
+            if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
+                raise RuntimeError("the GenRM environment returned a sample without its result")
+            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans, outcome.masked))
+        return judgements
 
     def metrics(self) -> dict[str, float]:
         """The ``genrm/*`` metrics of the last judge call."""

@@ -9,9 +9,19 @@ file named by ``genrm_config_path``.
 
 A failed judge is not a wrong answer: a reply with no verdict (``judge_unparseable``), an
 engine failure (``judge_failed``) and a task with no reference (``verifier_error``) come back
-with ``mask_sample: true``. An answer that cannot be judged (none found, or past the length cap)
-is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
-``genrm:too_long``.
+with ``mask_sample: true``, as does every sample the environment masks (``incomplete_group``:
+``genrm:incomplete_group``). An answer that cannot be judged (none found, or past the length
+cap) is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
+``genrm:too_long``. A judge gone for good (:class:`~nemo_genrm.errors.JudgeUnavailableError`)
+is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a masked
+``judge_failed`` row whose ``failure_reason`` names the error (routed to Gym's failures file).
+
+Per mode, a request carries: ``expected_answer`` (reference mode), ``group_id`` (pairwise: the
+rollouts of one task share it; ``reward.pairwise_group.group_size`` must be set, since Gym posts
+one ``/verify`` per rollout), ``rubric`` (rubric mode: the task's items, else
+``reward.rubric.file``). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
+for it; an in-process judge engine (``dtensor``, ``vllm``) connects to Gym's cluster, or starts
+one, when the server is built.
 
 Out of tree: a Gym config folder needs only an ``app.py`` that runs :func:`main` (see
 docs/integrations.md); ``python -m nemo_genrm.integrations.nemo_gym`` does the same.
@@ -24,16 +34,28 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from typing import ClassVar
+
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
+from nemo_gym.judge import JudgeError
 from pydantic import Field, PrivateAttr
 
-from nemo_genrm.samples.types import JUDGE_ERROR, MISSING_GROUND_TRUTH, NO_ANSWER, PARSE_FAILURE, TOO_LONG
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.samples.types import (
+    INCOMPLETE_GROUP,
+    JUDGE_ERROR,
+    MISSING_GROUND_TRUTH,
+    MISSING_RUBRIC,
+    NO_ANSWER,
+    PARSE_FAILURE,
+    TOO_LONG,
+)
+from nemo_genrm.errors import JudgeUnavailableError
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +68,8 @@ _FAILURES: dict[str, tuple[str, bool, str]] = {
     MISSING_GROUND_TRUTH: ("verifier_error", True, "the task has no expected_answer"),
     NO_ANSWER: ("genrm:no_answer", False, "the response holds no answer to judge"),
     TOO_LONG: ("genrm:too_long", False, "the answer is past the length cap, or its prompt does not fit the judge"),
+    INCOMPLETE_GROUP: ("genrm:incomplete_group", True, "no other response of its group was judged with it"),
+    MISSING_RUBRIC: ("verifier_error", True, "the task has no rubric items"),
 }
 
 
@@ -63,10 +87,14 @@ class GenRMResourcesServerConfig(BaseResourcesServerConfig):
 
 
 class GenRMVerifyRequest(BaseVerifyRequest):
-    """A verify request: Gym's fields plus the task's reference answer (and, optionally, question)."""
+    """A verify request: Gym's fields plus what the reward mode reads (and, optionally, the question)."""
 
     expected_answer: str | None = None
     question: str | None = Field(None, description="The raw question; else the last user message of the input.")
+    group_id: str | int | None = Field(
+        None, description="pairwise_group: the group of the rollout (the rollouts of one task share it)."
+    )
+    rubric: list[Any] | None = Field(None, description="rubric: the task's items (strings or {criterion, weight}).")
 
 
 class GenRMVerifyResponse(BaseVerifyResponse):
@@ -114,28 +142,58 @@ def question_text(body: BaseVerifyRequest) -> str | None:
 def failure_fields(judgement: Judgement) -> dict[str, Any]:
     """``reward``, ``mask_sample``, ``failure_kind`` and ``failure_reason`` for one judgement."""
     kind, masked, reason = _FAILURES.get(judgement.reason, (None, False, None))
+    masked = masked or judgement.masked  # every sample the environment masks
     return {"reward": judgement.reward, "mask_sample": masked, "failure_kind": kind, "failure_reason": reason}
+
+
+def mode_extras(reward: JudgeReward, body: GenRMVerifyRequest) -> dict[str, Any] | None:
+    """The request's metadata for the reward mode: its group, or its rubric items."""
+    cfg = reward.config.reward
+    if cfg.mode == "pairwise_group" and body.group_id is not None:
+        return {cfg.pairwise_group.group_key: body.group_id}
+    if cfg.mode == "rubric" and body.rubric is not None:
+        return {cfg.rubric.items_key: body.rubric}
+    return None
 
 
 class GenRMResourcesServer(SimpleResourcesServer):
     """NeMo Gym resources server that verifies with this package's judge (see the module docstring)."""
 
     config: GenRMResourcesServerConfig
+    # Gym starts no Ray cluster for this server: an HTTP judge needs none, and an in-process
+    # engine connects to (or starts) one when the server is built.
+    ray_enabled: ClassVar[bool | None] = False
     _reward: JudgeReward | None = PrivateAttr(None)
 
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # Built after pydantic's validation, so a ConfigError reaches the caller as itself.
         cfg = self.config
         if cfg.genrm is None and cfg.genrm_config_path is None:
             raise ValueError(f"resources server {cfg.name!r}: set genrm (the env.genrm section) or genrm_config_path")
-        self._reward = JudgeReward(cfg.genrm if cfg.genrm is not None else cfg.genrm_config_path)
+        section = genrm_section(cfg.genrm if cfg.genrm is not None else cfg.genrm_config_path)
+        judge = section.get("judge") if isinstance(section, dict) else None
+        if not (isinstance(judge, dict) and judge.get("backend") == "http"):
+            _connect_ray()
+        self._reward = JudgeReward(section, per_sample="NeMo Gym")
 
     async def verify(self, body: GenRMVerifyRequest) -> GenRMVerifyResponse:
-        """Judge the response against ``expected_answer``; concurrent requests share judge batches."""
+        """Judge the response as the reward mode asks; concurrent requests share judge batches.
+
+        Raises:
+            JudgeError: The judge is gone for good (Gym's failsafe masks the row as
+                ``judge_failed``, its ``failure_reason`` naming :class:`JudgeUnavailableError`).
+        """
         question = body.question or question_text(body)
-        (judgement,) = await self._reward.ajudge([response_text(body)], [body.expected_answer], [question])
+        extras = mode_extras(self._reward, body)
+        try:
+            (judgement,) = await self._reward.ajudge(
+                [response_text(body)], [body.expected_answer], [question], [extras]
+            )
+        except JudgeUnavailableError as exc:
+            raise JudgeError(f"JudgeUnavailableError: {exc}") from exc
         return GenRMVerifyResponse(
-            **body.model_dump(exclude={"expected_answer", "question"}),
+            **body.model_dump(exclude={"expected_answer", "question", "group_id", "rubric"}),
             **failure_fields(judgement),
             expected_answer=body.expected_answer,
             verdict=judgement.verdict,
@@ -147,6 +205,17 @@ class GenRMResourcesServer(SimpleResourcesServer):
         """Free the judge engine; safe to call twice."""
         if self._reward is not None:
             self._reward.close()
+
+
+def _connect_ray() -> None:
+    """Join Gym's Ray cluster (or start one, as Gym would) for an in-process judge engine."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    from nemo_gym.server_utils import initialize_ray
+
+    initialize_ray()
 
 
 def main() -> None:

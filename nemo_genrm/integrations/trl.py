@@ -9,9 +9,22 @@ reward function left ``None`` is kept out of its group's baseline and gets advan
 warns about it); next to other reward functions a ``None`` adds nothing to the sum.
 
 :class:`GenRMReward` returns the judge's reward per completion, or ``None`` where the judge
-failed (no verdict in its reply, or the engine failed): a broken judge is not a wrong answer.
-An answer that cannot be judged (empty, past the length cap, no reference) gets 0.0, as in
-every other entry point of this package. Nothing here imports TRL.
+failed (no verdict in its reply, or the engine failed) or the environment masked the sample
+(``incomplete_group``): a broken judge is not a wrong answer. An answer that cannot be judged
+(empty, past the length cap, no reference) gets 0.0, as in every other entry point of this
+package. A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
+the call, which stops ``trainer.train()``.
+
+What each mode reads from TRL's batch (one call holds every completion of the step):
+
+- ``reference``: the reference column (``reference_column``, required);
+- ``pairwise_group``: no reference; a group is a run of consecutive completions of the same
+  prompt (TRL repeats each prompt ``num_generations`` times in a row), cut into runs of
+  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``;
+- ``rubric``: the items of each row from ``rubric_column`` (default
+  ``reward.rubric.items_key``), else from ``reward.rubric.file``.
+
+Nothing here imports TRL.
 """
 
 from __future__ import annotations
@@ -49,18 +62,40 @@ def _question(prompt: Any) -> str:
     return _text(prompt)
 
 
+def prompt_runs(prompts: Sequence[Any], size: int | None) -> list[int]:
+    """A group number per completion: runs of consecutive equal prompts, cut every ``size``.
+
+    TRL puts the ``num_generations`` completions of a prompt next to each other, so a run is a
+    group, and two dataset rows with the same prompt in one batch stay apart when ``size``
+    (``num_generations``) is known.
+    """
+    groups: list[int] = []
+    previous, count, group = None, 0, -1
+    for prompt in prompts:
+        key = repr(prompt)
+        if key != previous or (size is not None and count >= size):
+            group, count, previous = group + 1, 0, key
+        groups.append(group)
+        count += 1
+    return groups
+
+
 class GenRMReward:
     """An async TRL reward function: the judge's verdict on each completion.
 
     Args:
         config: The ``env.genrm`` section, a whole run config, or a YAML path (see
             :func:`nemo_genrm.integrations.judge_reward.genrm_section`).
-        reference_column: The dataset column holding the reference answer.
+        reference_column: The dataset column holding the reference answer (reference mode).
         question_column: A dataset column holding the raw question; when ``None`` (or
             absent from the batch) the question is the prompt's last user message.
         judge: A ready judge to use instead of building one from ``config``.
         overrides: Overrides for a YAML ``config``.
         name: The name TRL logs this reward under (``rewards/<name>/mean``).
+        rubric_column: Rubric mode: the column with each row's items (default:
+            ``reward.rubric.items_key``).
+        group_column: Pairwise mode: a column naming each completion's group, instead of runs
+            of the same prompt.
 
     Raises:
         ConfigError: Every problem with the config, at once.
@@ -75,11 +110,15 @@ class GenRMReward:
         judge: Judge | None = None,
         overrides: Sequence[str] = (),
         name: str = "genrm",
+        rubric_column: str | None = None,
+        group_column: str | None = None,
     ) -> None:
         self.reference_column = reference_column
         self.question_column = question_column
+        self.group_column = group_column
         self.__name__ = name  # TRL names a reward function by its __name__
         self._reward = JudgeReward(config, judge=judge, overrides=overrides)
+        self.rubric_column = rubric_column or self._reward.config.reward.rubric.items_key
 
     @classmethod
     def from_yaml(cls, path: str | Path, *overrides: str, **kwargs: Any) -> GenRMReward:
@@ -103,25 +142,50 @@ class GenRMReward:
                 keyword arguments; ``log_metric`` and ``log_extra`` are used when given.
 
         Returns:
-            One reward per completion; ``None`` where the judge failed.
+            One reward per completion; ``None`` where the judge failed or the sample is masked.
 
         Raises:
-            KeyError: The batch has no reference column.
+            KeyError: The batch lacks the column the mode needs (reference mode: the reference
+                column; rubric mode without ``reward.rubric.file``: the rubric column).
+            JudgeUnavailableError: The judge has been unreachable past
+                ``fault_tolerance.unavailable_grace_s``.
         """
-        if self.reference_column not in kwargs:
-            columns = sorted(k for k in kwargs if k not in {"trainer_state", "log_extra", "log_metric", "environments"})
-            raise KeyError(
-                f"GenRMReward needs the dataset column {self.reference_column!r} (the reference answer); "
-                f"the batch has {columns}. Set reference_column= to the column that holds it."
-            )
-        references = list(kwargs[self.reference_column])
+        mode = self._reward.mode
+        references = None  # the other modes need none
+        if mode == "reference":
+            references = list(self._column(kwargs, self.reference_column, "the reference answer"))
         if self.question_column is not None and self.question_column in kwargs:
             questions = [str(q) if q is not None else None for q in kwargs[self.question_column]]
         else:
             questions = [_question(p) for p in prompts]
-        judgements = await self._reward.ajudge([_text(c) for c in completions], references, questions)
+        extras = self._extras(mode, prompts, kwargs)
+        judgements = await self._reward.ajudge([_text(c) for c in completions], references, questions, extras)
         self._log(judgements, kwargs.get("log_metric"), kwargs.get("log_extra"))
         return [j.reward_or_none for j in judgements]
+
+    @staticmethod
+    def _column(kwargs: dict[str, Any], column: str, what: str) -> Sequence[Any]:
+        if column not in kwargs:
+            columns = sorted(k for k in kwargs if k not in {"trainer_state", "log_extra", "log_metric", "environments"})
+            raise KeyError(
+                f"GenRMReward needs the dataset column {column!r} ({what}); the batch has {columns}. "
+                "Name the column that holds it in GenRMReward's arguments."
+            )
+        return kwargs[column]
+
+    def _extras(self, mode: str, prompts: Sequence[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Per completion, the metadata the mode reads: its group, or its rubric items."""
+        reward_cfg = self._reward.config.reward
+        if mode == "pairwise_group":
+            groups = (list(kwargs[self.group_column]) if self.group_column in kwargs
+                      else prompt_runs(prompts, reward_cfg.pairwise_group.group_size))  # fmt: skip
+            return [{reward_cfg.pairwise_group.group_key: group} for group in groups]
+        if mode == "rubric":
+            if self.rubric_column not in kwargs and reward_cfg.rubric.file:
+                return None  # every row's items come from the rubric file
+            items = self._column(kwargs, self.rubric_column, "the rubric items, or set reward.rubric.file")
+            return [{reward_cfg.rubric.items_key: list(value) if value is not None else None} for value in items]
+        return None
 
     def _log(self, judgements: list[Judgement], log_metric: Callable | None, log_extra: Callable | None) -> None:
         """Send the judge's metrics and each sample's reason to TRL's logs, when TRL offers them."""

@@ -9,14 +9,26 @@ reward model server it also passes ``reward_router_address`` and ``reward_model_
 
 The judge is built once per process from ``reward_kwargs.genrm_config`` (a YAML path or the
 ``env.genrm`` mapping) and shared by every call; concurrent calls are joined into one judge
-batch by the environment. With ``judge.backend: http`` it calls any OpenAI-compatible server:
-this package's judge service (:mod:`nemo_genrm.serve`), or, when ``judge.http.base_url`` is
-left empty and verl passes ``reward_router_address``, verl's own reward model router.
+batch by the environment, awaited without a thread each (verl's reward loop awaits every row of
+a batch at once, so the whole batch shares one judge call, whatever the size of the loop's
+thread pool). With ``judge.backend: http`` it calls any OpenAI-compatible server: this
+package's judge service (:mod:`nemo_genrm.serve`), or, when ``judge.http.base_url`` is left
+empty and verl passes ``reward_router_address``, verl's own reward model router.
+
+What each mode reads from a row: ``reference``: ``ground_truth``; ``pairwise_group``: the group
+is ``extra_info.uid``, else ``extra_info.index`` (the dataset row, shared by its rollouts), else
+the question, and ``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``:
+the items in ``extra_info[reward.rubric.items_key]``, else ``reward.rubric.file``. The question
+shown is ``extra_info.question`` (or ``problem``, ``query``) when the row has one.
 
 The returned dict holds ``score`` (the reward verl trains on) and what verl logs per sample:
-``acc`` (the verdict, ``None`` where the judge failed, which verl's validation metrics leave
-out), ``pred`` (the extracted answer, for verl's majority vote), ``genrm_reason`` and
-``genrm_judge_failed``. Nothing here imports verl.
+``acc`` (the verdict; ``None`` where the judge failed or the sample is masked, and in the modes
+without a verdict, which verl's validation metrics leave out), ``pred`` (what the judge was
+shown, the extracted answer in reference mode, for verl's majority vote), ``genrm_reason``,
+``genrm_judge_failed`` and ``genrm_masked`` (1.0 for a sample the environment masks: a custom
+reward manager can drop it). A judge gone for good raises
+:class:`~nemo_genrm.errors.JudgeUnavailableError` out of the call, which stops verl's reward
+loop. Nothing here imports verl.
 """
 
 from __future__ import annotations
@@ -24,20 +36,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import numbers
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from nemo_genrm.samples.types import BAD_INPUT
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["compute_score", "result_fields", "shared_reward", "close_shared_rewards"]
 
-_REWARDS: dict[str, JudgeReward] = {}
+_REWARDS: dict[str, JudgeReward] = {}  # by section
+_BY_ARGS: dict[str, JudgeReward] = {}  # by the arguments verl passes, for a lookup without I/O
 _LOCK = threading.Lock()
+_WARNED: set[str] = set()
 
 
 def _with_router(section: Any, reward_router_address: str | None) -> Any:
@@ -67,7 +83,15 @@ def shared_reward(
 
     Returns:
         The shared judge reward (one per distinct config and router).
+
+    Raises:
+        ConfigError: Every problem with the config, or a mode verl cannot feed (pairwise
+            without ``group_size``).
     """
+    known = _known(genrm_config, overrides, reward_router_address)
+    if known is not None:
+        return known
+    args_key = _args_key(genrm_config, overrides, reward_router_address)
     if isinstance(genrm_config, (DictConfig, ListConfig)):  # reward_kwargs arrive as OmegaConf nodes
         genrm_config = OmegaConf.to_container(genrm_config, resolve=True)
     section = _with_router(genrm_section(genrm_config, overrides), reward_router_address)
@@ -75,8 +99,22 @@ def shared_reward(
     with _LOCK:
         reward = _REWARDS.get(key)
         if reward is None:
-            reward = _REWARDS[key] = JudgeReward(section)
+            reward = _REWARDS[key] = JudgeReward(section, per_sample="verl")
+        _BY_ARGS[args_key] = reward
         return reward
+
+
+def _args_key(genrm_config: Any, overrides: Sequence[str], router: str | None) -> str:
+    if isinstance(genrm_config, (DictConfig, ListConfig)):
+        genrm_config = OmegaConf.to_container(genrm_config, resolve=False)
+    return json.dumps([genrm_config, list(overrides), router], sort_keys=True, default=str)
+
+
+def _known(genrm_config: Any, overrides: Sequence[str], router: str | None) -> JudgeReward | None:
+    """The reward already built for these arguments (no file is read, no thread taken)."""
+    key = _args_key(genrm_config, overrides, router)
+    with _LOCK:
+        return _BY_ARGS.get(key)
 
 
 def close_shared_rewards() -> None:
@@ -84,20 +122,59 @@ def close_shared_rewards() -> None:
     with _LOCK:
         rewards = list(_REWARDS.values())
         _REWARDS.clear()
+        _BY_ARGS.clear()
     for reward in rewards:
         reward.close()
 
 
-def result_fields(judgement: Judgement) -> dict[str, Any]:
-    """What :func:`compute_score` returns for one judgement."""
+def result_fields(judgement: Judgement, mode: str = "reference") -> dict[str, Any]:
+    """What :func:`compute_score` returns for one judgement in reward mode ``mode``."""
     failed = judgement.judge_failed
+    verdictless = mode != "reference"  # pairwise and rubric give a share, not a verdict
     return {
         "score": float(judgement.reward),
-        "acc": None if failed else float(judgement.verdict or 0),
+        "acc": None if failed or judgement.masked or verdictless else float(judgement.verdict or 0),
         "pred": judgement.answer or "",
         "genrm_reason": judgement.reason,
         "genrm_judge_failed": float(failed),
+        "genrm_masked": float(judgement.masked),
     }
+
+
+def _group(extra_info: Any) -> str | int | None:
+    """A row's GRPO group: ``extra_info.uid``, else ``extra_info.index``."""
+    if isinstance(extra_info, Mapping):
+        for key in ("uid", "index"):
+            value = extra_info.get(key)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                return int(value)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logger.warning(message)
+
+
+def _mode_inputs(reward: JudgeReward, extra_info: Any, question: str | None) -> dict[str, Any] | None | str:
+    """The sample's metadata for the mode, or the reason it cannot be judged (a string)."""
+    cfg = reward.config.reward
+    if cfg.mode == "pairwise_group":
+        group = _group(extra_info)
+        if group is None and question is None:
+            _warn_once(
+                "pairwise_group: a verl row has neither extra_info.uid, extra_info.index nor a question, "
+                "so its group is unknown: such rows are bad_input (put index or uid in extra_info)"
+            )
+            return BAD_INPUT
+        return {cfg.pairwise_group.group_key: group} if group is not None else None
+    if cfg.mode == "rubric" and isinstance(extra_info, Mapping) and extra_info.get(cfg.rubric.items_key) is not None:
+        items = extra_info[cfg.rubric.items_key]
+        return {cfg.rubric.items_key: list(items) if isinstance(items, (list, tuple)) else items}
+    return None
 
 
 def _question(extra_info: Any) -> str | None:
@@ -136,19 +213,28 @@ async def compute_score(
         genrm_overrides: From ``reward_kwargs``: overrides for a YAML ``genrm_config``.
 
     Returns:
-        ``{"score", "acc", "pred", "genrm_reason", "genrm_judge_failed"}`` (see the module
-        docstring).
+        ``{"score", "acc", "pred", "genrm_reason", "genrm_judge_failed", "genrm_masked"}`` (see
+        the module docstring).
 
     Raises:
         ValueError: No ``genrm_config`` in ``reward_kwargs``.
         ConfigError: Every problem with the config, at once (on the first call).
+        JudgeUnavailableError: The judge has been unreachable past
+            ``fault_tolerance.unavailable_grace_s``.
     """
     if genrm_config is None:
         raise ValueError(
             "nemo_genrm compute_score needs reward.custom_reward_function.reward_kwargs.genrm_config "
             "(a YAML path or the env.genrm mapping)"
         )
-    reward = await asyncio.to_thread(shared_reward, genrm_config, tuple(genrm_overrides), reward_router_address)
+    overrides = tuple(genrm_overrides)
+    reward = _known(genrm_config, overrides, reward_router_address)
+    if reward is None:  # built once per process, off the event loop
+        reward = await asyncio.to_thread(shared_reward, genrm_config, overrides, reward_router_address)
+    question = _question(extra_info)
+    extras = _mode_inputs(reward, extra_info, question)
+    if isinstance(extras, str):
+        return result_fields(Judgement(0.0, extras, None, None), reward.mode)
     reference = ground_truth if ground_truth is None else str(ground_truth)
-    (judgement,) = await reward.ajudge([solution_str], [reference], [_question(extra_info)])
-    return result_fields(judgement)
+    (judgement,) = await reward.ajudge([solution_str], [reference], [question], [extras])
+    return result_fields(judgement, reward.mode)

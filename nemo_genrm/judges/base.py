@@ -145,6 +145,16 @@ class Judge(abc.ABC):
         results = self.score(batch, labels)
         return results, JudgeStats.of_call("score", results)
 
+    def check_score_labels(self, labels: Sequence[str]) -> None:
+        """Check, before any request, that :meth:`score` can score ``labels``.
+
+        Default: nothing (engines with the model in hand score labels of any length).
+
+        Raises:
+            ConfigError: The engine cannot score these labels (e.g. the HTTP engine and labels
+                of several tokens).
+        """
+
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """The ``k`` most likely first reply tokens and their log-probabilities, per request.
 

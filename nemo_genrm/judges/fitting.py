@@ -38,12 +38,15 @@ class FittedPrompt:
         error: ``prompt_too_long`` when it could not fit, else ``None``.
         messages: The messages as rendered (with the shortened candidate), for engines that
             template the conversation themselves (the HTTP engine); ``None`` on error.
+        vote: The request's sample index (``JudgeRequest.vote``): sampled with seed
+            ``sampling.seed + vote``.
     """
 
     token_ids: tuple[int, ...] | None
     truncated: bool = False
     error: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
+    vote: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -119,7 +122,7 @@ def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> 
     messages = tuple(dict(m) for m in request.messages)
     ids = render_ids(messages, tokenizer)
     if len(ids) <= max_prompt_tokens:
-        return FittedPrompt(tuple(ids), messages=messages)
+        return FittedPrompt(tuple(ids), messages=messages, vote=request.vote)
     where = _locate(messages, request)
     if where is None:
         return FittedPrompt(None, error=PROMPT_TOO_LONG)
@@ -142,7 +145,7 @@ def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> 
         else:
             hi = mid - 1
     logger.debug("Shortened a candidate answer from %d to %d characters", len(old), lo)
-    return FittedPrompt(tuple(best[1]), truncated=True, messages=best[0])
+    return FittedPrompt(tuple(best[1]), truncated=True, messages=best[0], vote=request.vote)
 
 
 def _locate(messages: tuple[dict[str, str], ...], request: JudgeRequest) -> tuple[int, int] | None:

@@ -197,8 +197,9 @@ class StaticGenerator:
                 self.compiled = False
         return self._decode_step(*args)
 
-    def _pick(self, logits: torch.Tensor, decoding: Decoding, generator) -> torch.Tensor:
-        """Next token per row ``[B]`` from last-position logits ``[B, V]``."""
+    def _pick(self, logits: torch.Tensor, decoding: Decoding, generators) -> torch.Tensor:
+        """Next token per row ``[B]`` from last-position logits ``[B, V]``; with sampling, the
+        rows of each ``(rows, generator)`` entry of ``generators`` draw from that generator."""
         if decoding.temperature <= 0:
             return logits.argmax(dim=-1)
         probs = torch.softmax(logits.float() / decoding.temperature, dim=-1)  # [B, V]
@@ -207,10 +208,17 @@ class StaticGenerator:
             before = sorted_probs.cumsum(-1) - sorted_probs  # mass ranked above each token
             sorted_probs = sorted_probs.masked_fill(before >= decoding.top_p, 0.0)
             probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        if len(generators) == 1:
+            return torch.multinomial(probs, 1, generator=generators[0][1]).squeeze(-1)
+        token = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)  # [B]
+        for rows, generator in generators:
+            token[rows] = torch.multinomial(probs[rows], 1, generator=generator).squeeze(-1)
+        return token
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], decoding: Decoding) -> list[list[int]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], decoding: Decoding, seeds: Sequence[int] | None = None
+    ) -> list[list[int]]:
         """New tokens per prompt (up to and including the first EOS), in input order.
 
         The rows are left-padded to one width; the batch is padded with copies of its first
@@ -219,6 +227,8 @@ class StaticGenerator:
         Args:
             prompts: Token ids of each prompt (a single batch; the caller plans batches).
             decoding: Greedy or sampling settings and the number of new tokens.
+            seeds: With sampling, each prompt's seed (default: ``decoding.seed`` for all): the
+                rows of one seed draw from one generator seeded with it.
 
         Returns:
             The generated ids of each prompt.
@@ -244,14 +254,18 @@ class StaticGenerator:
             input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
             cache_position=torch.arange(width, device=device), use_cache=True, logits_to_keep=1,
         ).logits[:, -1, :]  # [B, V]
-        generator = None
-        if decoding.temperature > 0:  # same seed on every rank: identical samples
-            generator = torch.Generator(device=device).manual_seed(decoding.seed)
+        generators = []
+        if decoding.temperature > 0:  # same seeds on every rank: identical samples
+            row_seeds = list(seeds) if seeds is not None else [decoding.seed] * rows
+            row_seeds += [row_seeds[0]] * (batch - rows)  # padding rows copy the first prompt
+            for seed in sorted(set(row_seeds)):
+                chosen = torch.tensor([i for i, s in enumerate(row_seeds) if s == seed], device=device)
+                generators.append((chosen, torch.Generator(device=device).manual_seed(seed)))
         out = torch.full((batch, new), self.pad_id, dtype=torch.long, device=device)  # [B, N]
         done = torch.zeros(batch, dtype=torch.bool, device=device)  # [B]
         steps = new
         for step in range(new):
-            token = self._pick(logits, decoding, generator)  # [B]
+            token = self._pick(logits, decoding, generators)  # [B]
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             out[:, step] = token
             done |= torch.isin(token, eos)

@@ -22,6 +22,12 @@ Failures stay per sample: a request that still fails after its retries becomes a
 - ``labels_not_in_top_logprobs`` (:meth:`HttpJudge.score`): none of the labels is among the
   first token's top log-probabilities.
 
+A server gone for good (every request of every call refused, dropped or timed out for longer than
+``fault_tolerance.unavailable_grace_s``) raises :class:`~nemo_genrm.errors.JudgeUnavailableError`
+(:class:`~nemo_genrm.judges.http_transport.Reachability`); within the grace such calls count as
+``unavailable_calls``. With ``temperature > 0`` each request is sampled with seed
+``sampling.seed + request.vote``, so the votes on one prompt are independent draws.
+
 429, 5xx, timeouts and connection errors are retried with exponential backoff and full jitter
 (``Retry-After`` is honoured when present, capped at
 :data:`nemo_genrm.judges.http_transport.MAX_RETRY_DELAY_S`). ``http.timeout_s`` bounds each
@@ -43,6 +49,7 @@ import base64
 import logging
 import os
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Sequence
@@ -65,6 +72,7 @@ from nemo_genrm.judges.base import (
 )
 from nemo_genrm.judges.http_replies import (
     BadReply,
+    label_key_problems,
     label_probs,
     read_first_token_top,
     read_reply,
@@ -73,6 +81,7 @@ from nemo_genrm.judges.http_transport import (
     RETRY_STATUSES,
     CallBreaker,
     LoopThread,
+    Reachability,
     RequestOutcome,
     Secret,
     failed_request,
@@ -97,6 +106,7 @@ RESULT_SLACK_S = 30.0
 """Extra wait for the loop thread past the call deadline (cancelled requests closing)."""
 
 
+
 @dataclass
 class _Prepared:
     """A request ready to send (messages) or already failed (error)."""
@@ -104,6 +114,7 @@ class _Prepared:
     messages: list[dict[str, str]] | None
     error: str | None = None
     truncated: bool = False
+    vote: int = 0  # the request's sample index: its seed is sampling.seed + vote
 
 
 class HttpJudge(Judge):
@@ -176,6 +187,7 @@ class HttpJudge(Judge):
         self._tokenizer = self._load_tokenizer() if judge_config.tokenizer else None
         self._stats = JudgeStats()
         self._stats_lock = threading.Lock()
+        self._reachability = Reachability(ft.unavailable_grace_s, self._base_url)
         self._closed = False
         self._loop = LoopThread(name=f"http-judge-{judge_config.model_name}")
         self._client, self._slots = self._loop.run(self._open())
@@ -199,7 +211,7 @@ class HttpJudge(Judge):
         sampling = self.config.sampling
         prepared = self._prepare(batch, sampling.max_new_tokens)
         extra = {"max_tokens": sampling.max_new_tokens}
-        outcomes = self._send(prepared, extra)
+        outcomes, unreachable = self._send(prepared, extra)
         results = []
         for prep, out in zip(prepared, outcomes, strict=True):
             if out.error is not None:
@@ -213,7 +225,7 @@ class HttpJudge(Judge):
                 continue
             value = (reply.text, reply.completion_tokens) if reply.text is not None else "http_bad_response"
             results.append(generation(value, prompt_tokens=reply.prompt_tokens, truncated=prep.truncated))
-        return results, self._counted(JudgeStats.of_call("generate", results), outcomes)
+        return results, self._counted(JudgeStats.of_call("generate", results), outcomes, unreachable)
 
     def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
         """Label probabilities from the first reply token's top log-probabilities.
@@ -236,7 +248,7 @@ class HttpJudge(Judge):
     ) -> tuple[list[LabelScores], JudgeStats]:
         """See :meth:`score` and :meth:`Judge.score_counted`."""
         keys = self._check_labels(labels)
-        tops, outcomes = self._first_token_logprobs(batch, SCORE_TOP_K)
+        tops, outcomes, unreachable = self._first_token_logprobs(batch, SCORE_TOP_K)
         results = []
         for top, truncated, prompt_tokens in tops:
             if isinstance(top, str):
@@ -245,7 +257,7 @@ class HttpJudge(Judge):
             probs = label_probs(top, keys)
             value = probs if probs is not None else "labels_not_in_top_logprobs"
             results.append(label_scores(value, prompt_tokens=prompt_tokens, truncated=truncated))
-        return results, self._counted(JudgeStats.of_call("score", results), outcomes)
+        return results, self._counted(JudgeStats.of_call("score", results), outcomes, unreachable)
 
     def top_logprobs(self, batch: Sequence[RequestLike], k: int) -> list[dict[str, float] | None]:
         """The ``k`` most likely first reply tokens per request (see :meth:`Judge.top_logprobs`).
@@ -255,11 +267,21 @@ class HttpJudge(Judge):
         """
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        tops, outcomes = self._first_token_logprobs(batch, k)
+        tops, outcomes, unreachable = self._first_token_logprobs(batch, k)
         # Not a generate or score call: only the tokens read and the transport are counted.
         counts = JudgeStats(prompt_tokens=sum(row[2] for row in tops), truncated=sum(row[1] for row in tops))
-        self._counted(counts, outcomes)
+        self._counted(counts, outcomes, unreachable)
         return [None if isinstance(top, str) else top for top, _, _ in tops]
+
+    def check_score_labels(self, labels: Sequence[str]) -> None:
+        """Whether :meth:`score` can score ``labels``, checked before any request (at start-up).
+
+        Raises:
+            ConfigError: See :meth:`score`; a label is also refused when it cannot be known to
+                be one token: without ``judge.tokenizer``, only labels of letters alone or one
+                digit are taken as one token (``[[A]]`` is several in common tokenizers).
+        """
+        self._check_labels(labels)
 
     def stats(self) -> JudgeStats:
         """Counters since start (requests and retries under ``extra``)."""
@@ -299,24 +321,8 @@ class HttpJudge(Judge):
         return client, asyncio.Semaphore(cfg.max_concurrency)
 
     def _check_labels(self, labels: Sequence[str]) -> list[str]:
-        problems = []
-        keys = [label.strip() for label in labels]
-        if not keys or any(not key for key in keys) or len(set(keys)) != len(keys):
-            problems.append(f"labels must be distinct non-empty strings, got {list(labels)!r}")
-        for key in keys:
-            if any(ch.isspace() for ch in key):
-                problems.append(
-                    f"label {key!r} is several tokens and cannot be scored from top_logprobs over "
-                    "HTTP: use one-token labels or judge.verdict_from: text"
-                )
-            elif self._tokenizer is not None:
-                ids = self._tokenizer.encode(key, add_special_tokens=False)
-                if len(ids) != 1:
-                    problems.append(
-                        f"label {key!r} is {len(ids)} tokens for {self.config.tokenizer_name}: "
-                        "over HTTP "
-                        "only one-token labels can be scored; use judge.verdict_from: text"
-                    )
+        """The labels' stripped keys; raises ConfigError when they cannot be scored here."""
+        keys, problems = label_key_problems(labels, self._tokenizer, self.config.tokenizer_name)
         if not self.config.http.supports_logprobs:
             problems.append(
                 "judge.http.supports_logprobs is false, so labels cannot be scored: set "
@@ -328,12 +334,12 @@ class HttpJudge(Judge):
 
     def _first_token_logprobs(
         self, batch: Sequence[RequestLike], k: int
-    ) -> tuple[list[tuple[dict[str, float] | str, bool, int]], list[RequestOutcome]]:
-        """Per request: (token -> logprob, or an error code), truncated, prompt tokens; and the
-        transport outcomes."""
+    ) -> tuple[list[tuple[dict[str, float] | str, bool, int]], list[RequestOutcome], bool]:
+        """Per request: (token -> logprob, or an error code), truncated, prompt tokens; the
+        transport outcomes; whether no request reached the server."""
         prepared = self._prepare(batch, 1)
         extra = {"max_tokens": 1, "logprobs": True, "top_logprobs": k}
-        outcomes = self._send(prepared, extra)
+        outcomes, unreachable = self._send(prepared, extra)
         rows: list[tuple[dict[str, float] | str, bool, int]] = []
         missing = with_logprobs = 0
         for prep, out in zip(prepared, outcomes, strict=True):
@@ -359,13 +365,13 @@ class HttpJudge(Judge):
                 "judge.verdict_from: text (and http.supports_logprobs: false), or serve the judge "
                 "with a server that returns top_logprobs (vLLM, SGLang, nemo_genrm.serve)"
             )
-        return rows, outcomes
+        return rows, outcomes, unreachable
 
     def _prepare(self, batch: Sequence[RequestLike], max_new_tokens: int) -> list[_Prepared]:
         """Messages to send per request, shortened to fit when a tokenizer is configured."""
         requests = [JudgeRequest.of(item) for item in batch]
         if self._tokenizer is None:
-            return [_Prepared(messages=[dict(m) for m in req.messages]) for req in requests]
+            return [_Prepared(messages=[dict(m) for m in req.messages], vote=req.vote) for req in requests]
         from nemo_genrm.judges.fitting import fit_prompt
 
         budget = self.config.max_model_len - max_new_tokens
@@ -374,16 +380,23 @@ class HttpJudge(Judge):
             fitted = fit_prompt(req, self._tokenizer, budget)
             if fitted.error is not None or fitted.messages is None:
                 prepared.append(
-                    _Prepared(messages=None, error=fitted.error, truncated=fitted.truncated)
+                    _Prepared(messages=None, error=fitted.error, truncated=fitted.truncated, vote=req.vote)
                 )
             else:
                 messages = [dict(m) for m in fitted.messages]
-                prepared.append(_Prepared(messages=messages, truncated=fitted.truncated))
+                prepared.append(_Prepared(messages=messages, truncated=fitted.truncated, vote=req.vote))
         return prepared
 
-    def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> list[RequestOutcome]:
+    def _send(self, prepared: list[_Prepared], extra: dict[str, Any]) -> tuple[list[RequestOutcome], bool]:
+        """Send every prepared request; the outcomes, and whether none reached the server.
+
+        Raises:
+            JudgeClosedError: After :meth:`shutdown`.
+            JudgeUnavailableError: The server has been unreachable past the grace period.
+        """
         if self._closed:
             raise JudgeClosedError("HttpJudge was shut down; create a new one")
+        began = time.monotonic()
         sampling = self.config.sampling
         base: dict[str, Any] = {"model": self.config.model_name, "temperature": sampling.temperature, "n": 1}
         # Only what changes the reply is sent: top_p 1.0 is every server's default, and a seed
@@ -391,8 +404,6 @@ class HttpJudge(Judge):
         # reward-bench API request carries (its RewardBench preset relies on that).
         if sampling.top_p < 1.0:
             base["top_p"] = sampling.top_p
-        if sampling.temperature > 0:
-            base["seed"] = sampling.seed
         base.update(extra)
 
         breaker = CallBreaker()
@@ -401,11 +412,15 @@ class HttpJudge(Judge):
             if prep.messages is None:
                 return lambda: failed_request(prep.error or "prompt_too_long")
             payload = {**base, "messages": prep.messages}
+            if sampling.temperature > 0:  # each vote its own draw: servers repeat an equal (prompt, seed)
+                payload["seed"] = sampling.seed + prep.vote
             return lambda: self._post(payload, breaker)
 
         deadline = remaining_s(self.call_timeout_s)  # the step's own deadline when earlier
         coro = gather_until([job(prep) for prep in prepared], deadline)
         outcomes = self._loop.run(coro, timeout_s=deadline + RESULT_SLACK_S)
+        sent = [out.error for prep, out in zip(prepared, outcomes, strict=True) if prep.messages is not None]
+        unreachable = self._reachability.record(sent, began)
         failed = Counter(o.error for o in outcomes if o.error is not None)
         if failed:
             detail = next((o.detail for o in outcomes if o.detail), "")
@@ -419,7 +434,7 @@ class HttpJudge(Judge):
                 if breaker.skipped
                 else "",
             )
-        return outcomes
+        return outcomes, unreachable
 
     async def _post(self, payload: dict[str, Any], breaker: CallBreaker) -> RequestOutcome:
         """One request with retries; never raises for transport or server failures.
@@ -470,8 +485,10 @@ class HttpJudge(Judge):
     def _log_bad_reply(self, exc: BadReply) -> None:
         logger.debug("unreadable reply from %s: %s", self._url, self._redact.clip(str(exc), 200))
 
-    def _counted(self, counts: JudgeStats, outcomes: list[RequestOutcome]) -> JudgeStats:
-        """Add the call's requests and retries to ``counts``, and ``counts`` to the totals."""
+    def _counted(self, counts: JudgeStats, outcomes: list[RequestOutcome], unreachable: bool) -> JudgeStats:
+        """Add the call's requests and retries (and whether it found the server unreachable) to
+        ``counts``, and ``counts`` to the totals."""
+        counts.unavailable_calls = int(unreachable)
         counts.extra = {"http_requests": len(outcomes), "http_retries": sum(o.retries for o in outcomes)}
         with self._stats_lock:
             extra = {key: self._stats.extra.get(key, 0) + value for key, value in counts.extra.items()}

@@ -9,10 +9,15 @@ reply only, which the judge turns into an ``http_bad_response`` sample.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BadReply", "Reply", "label_probs", "read_first_token_top", "read_reply"]
+__all__ = ["BadReply", "Reply", "label_key_problems", "label_probs", "read_first_token_top", "read_reply"]
+
+# Without judge.tokenizer: labels taken as one token (ASCII letters alone, or one digit).
+_PLAIN_LABEL = re.compile(r"[A-Za-z]+|[0-9]")
 
 _LOGPROB_SLACK = 1e-4  # servers round; a log-probability a hair above 0 is still a probability of 1
 
@@ -94,6 +99,49 @@ def label_probs(top: dict[str, float], labels: list[str]) -> dict[str, float] | 
     if total <= 0.0:
         return None
     return {label: value / total for label, value in mass.items()}
+
+
+def label_key_problems(labels: Sequence[str], tokenizer: Any, tokenizer_name: str) -> tuple[list[str], list[str]]:
+    """The labels' keys (stripped) and why they cannot be scored from the first reply token.
+
+    Over HTTP a label's probability is read from the first reply token's top log-probabilities,
+    so each label must be one token: counted with ``tokenizer`` when there is one; without it,
+    only labels of ASCII letters alone or one digit are taken as one token (brackets and other
+    punctuation, as in ``[[A]]``, make several in common tokenizers).
+
+    Args:
+        labels: The labels to score.
+        tokenizer: The judge's tokenizer (``judge.tokenizer``), or ``None``.
+        tokenizer_name: Its name, for the messages.
+
+    Returns:
+        ``(keys, problems)``; ``problems`` is empty when every label can be scored.
+    """
+    problems = []
+    keys = [label.strip() for label in labels]
+    if not keys or any(not key for key in keys) or len(set(keys)) != len(keys):
+        problems.append(f"labels must be distinct non-empty strings, got {list(labels)!r}")
+    for key in keys:
+        if any(ch.isspace() for ch in key):
+            problems.append(
+                f"label {key!r} is several tokens and cannot be scored from top_logprobs over "
+                "HTTP: use one-token labels or judge.verdict_from: text"
+            )
+        elif tokenizer is not None:
+            ids = tokenizer.encode(key, add_special_tokens=False)
+            if len(ids) != 1:
+                problems.append(
+                    f"label {key!r} is {len(ids)} tokens for {tokenizer_name}: over HTTP only "
+                    "one-token labels can be scored; use judge.verdict_from: text"
+                )
+        elif not _PLAIN_LABEL.fullmatch(key):
+            problems.append(
+                f"label {key!r} is likely several tokens (brackets and other punctuation are, in "
+                "common tokenizers), and over HTTP only one-token labels can be scored from the "
+                "first reply token: set judge.tokenizer (the served model's, to count its tokens), "
+                "use one-token labels (e.g. verdict.choice_markers: [A, B]), or judge.verdict_from: text"
+            )
+    return keys, problems
 
 
 def _only_choice(body: Any) -> dict[str, Any]:

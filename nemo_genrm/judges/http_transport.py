@@ -19,6 +19,9 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
+from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
+from nemo_genrm.judges.restart_budget import Availability
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -28,6 +31,8 @@ MAX_RETRY_DELAY_S = 30.0
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TOO_LONG_HINTS = ("context length", "maximum context", "too long", "prompt_too_long")
 _HUNG_ERRORS = frozenset({"http_timeout", "http_connect"})
+UNREACHABLE_ERRORS = frozenset({*_HUNG_ERRORS, TIMEOUT})
+"""Request errors that say the server was not reached: refused or dropped connections, timeouts."""
 
 
 class Secret(Generic[T]):
@@ -116,6 +121,60 @@ class CallBreaker:
         """Record that one request failed for good with ``error``."""
         if error in _HUNG_ERRORS and not self.succeeded and self.tripped is None:
             self.tripped = error
+
+
+class Reachability:
+    """Whether a judge server is gone for good, from the outcomes of the calls sent to it.
+
+    A call in which every request sent failed to connect or timed out
+    (:data:`UNREACHABLE_ERRORS`) marks the server down, from that call's start unless it was
+    down already; a call with any other outcome (a reply, an HTTP status) marks it up. Once it
+    has been down for longer than ``grace_s`` (``fault_tolerance.unavailable_grace_s``),
+    :meth:`record` raises :class:`~nemo_genrm.errors.JudgeUnavailableError`, as the Ray judge
+    pool does when no replica is alive.
+
+    Args:
+        grace_s: How long the server may be unreachable before it is taken as gone.
+        where: The server, as named in the error (credentials masked).
+    """
+
+    def __init__(self, grace_s: float, where: str):
+        self._availability = Availability(grace_s)
+        self._where = where
+        self._lock = threading.Lock()
+
+    def record(self, errors: Sequence[str | None], began: float) -> bool:
+        """Record one call: the error code of each request sent (``None``: answered).
+
+        Args:
+            errors: Per request sent, its error code or ``None``.
+            began: ``time.monotonic()`` when the call started.
+
+        Returns:
+            Whether no request of the call reached the server (a call that sent nothing: False).
+
+        Raises:
+            JudgeUnavailableError: The server has been unreachable for longer than the grace.
+        """
+        if not errors:
+            return False
+        unreachable = all(error in UNREACHABLE_ERRORS for error in errors)
+        now = time.monotonic()
+        with self._lock:
+            availability = self._availability
+            if not unreachable:
+                availability.update(1, now)
+                return False
+            codes = ", ".join(sorted({str(e) for e in errors}))
+            if availability.down_since is None:
+                availability.update(0, began, f"every request to {self._where} failed ({codes})")
+            if availability.gone(now):
+                raise JudgeUnavailableError(
+                    f"every request to {self._where} failed to connect or timed out ({codes}), past "
+                    f"fault_tolerance.unavailable_grace_s ({availability.grace_s:g} s)",
+                    availability.down_for(now),
+                )
+        return True
 
 
 def hung_server_bound_s(

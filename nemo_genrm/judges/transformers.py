@@ -170,7 +170,7 @@ class TransformersWorker:
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch)
+        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch, with_votes=True)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
@@ -187,18 +187,21 @@ class TransformersWorker:
         self._ensure_awake()
         return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
 
-    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable) -> list:
+    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *,
+                 with_votes: bool = False) -> list:
         """Run ``run`` over the chunk ``prompts`` as one batch; results in input order.
 
         The chunk was planned by the judge pipeline. On a GPU a chunk bigger than free memory
-        holds (a replica pool plans with the config's limits) is split to fit.
+        holds (a replica pool plans with the config's limits) is split to fit. ``run`` gets the
+        batch's token ids, and with ``with_votes`` each prompt's vote index as well.
         """
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
         if not ids:
             return out
         for batch in self._within_memory([len(p) for p in ids], new_tokens):
-            for index, value in zip(batch, run([ids[i] for i in batch]), strict=True):
+            args = ([ids[i] for i in batch], *([[prompts[i].vote for i in batch]] if with_votes else []))
+            for index, value in zip(batch, run(*args), strict=True):
                 out[index] = value
         return out
 
@@ -240,15 +243,23 @@ class TransformersWorker:
         return Decoding(sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
 
     @torch.no_grad()
-    def _generate_batch(self, prompts: Sequence[Sequence[int]]) -> list[GenOut]:
+    def _generate_batch(self, prompts: Sequence[Sequence[int]], votes: Sequence[int]) -> list[GenOut]:
+        # Each prompt is sampled with seed + its vote: the votes on one prompt are separate draws.
+        seeds = [self.config.sampling.seed + vote for vote in votes]
         if self._static is not None:
-            rows = self._static.generate(prompts, self._decoding())
+            rows = self._static.generate(prompts, self._decoding(), seeds=seeds)
         else:
-            rows = self._generate_dynamic(prompts)
+            rows = [[] for _ in prompts]
+            sample = self.config.sampling.temperature > 0
+            for seed in sorted(set(seeds)) if sample else [None]:  # one generate call per seed
+                part = [i for i, s in enumerate(seeds) if seed is None or s == seed]
+                for i, row in zip(part, self._generate_dynamic([prompts[i] for i in part], seed), strict=True):
+                    rows[i] = row
         return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
 
-    def _generate_dynamic(self, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
-        """transformers' ``generate`` with its dynamic cache: new ids per prompt, cut at EOS."""
+    def _generate_dynamic(self, prompts: Sequence[Sequence[int]], seed: int | None) -> list[list[int]]:
+        """transformers' ``generate`` with its dynamic cache: new ids per prompt, cut at EOS.
+        With sampling, the batch draws from the global generator seeded with ``seed``."""
         from transformers import GenerationConfig
 
         sampling = self.config.sampling
@@ -264,7 +275,7 @@ class TransformersWorker:
             pad_token_id=self.pad_id,
         )
         if sample:
-            torch.manual_seed(sampling.seed)  # same seed on every rank: identical samples
+            torch.manual_seed(sampling.seed if seed is None else seed)  # same seed on every rank: identical samples
         seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config)
         return [trim_at_eos(row, self.eos_ids) for row in seqs[:, ids.shape[1] :].tolist()]  # [B, N]
 

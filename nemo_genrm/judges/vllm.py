@@ -9,7 +9,9 @@ nothing itself, so a chunk goes to ``LLM.generate`` whole.
 - Every call sends the fitted token ids themselves (``TokensPrompt``), so vLLM judges exactly
   the prompt that was rendered and, when too long, shortened to fit ``max_model_len``; nothing
   is templated or tokenized again on the vLLM side.
-- Generation: ``LLM.generate`` with ``SamplingParams(temperature, top_p, max_tokens, seed)``.
+- Generation: ``LLM.generate`` with one ``SamplingParams(temperature, top_p, max_tokens, seed)``
+  per prompt, its seed ``sampling.seed + vote`` (``JudgeRequest.vote``): vLLM seeds each
+  request's generator from its own params, so the votes on one prompt are separate draws.
 - Scores, as the transformers engine computes them: a label's log-probability is the sum of its
   tokens' log-probabilities teacher-forced after the prompt (full-vocabulary log-softmax), then
   the labels are renormalised. One-token labels are read from one generated token with
@@ -117,13 +119,16 @@ class VllmJudgeWorker:
         """Generate from the fitted token ids: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
         sampling = self.config.sampling
-        params = self._params(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_new_tokens,
-            seed=sampling.seed if sampling.temperature > 0 else None,
-            skip_special_tokens=True,
-        )
+        params = [
+            self._params(
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                seed=sampling.seed + p.vote if sampling.temperature > 0 else None,
+                skip_special_tokens=True,
+            )
+            for p in prompts
+        ]
         outputs = self.llm.generate(
             self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False
         )

@@ -20,8 +20,9 @@ from nemo_genrm.config import GenRMConfig
 from nemo_genrm.samples.metrics import mode_metrics
 from nemo_genrm.modes.assemble import assemble
 from nemo_genrm.modes.ballot import Panel
-from nemo_genrm.modes.base import Ask, Counters, Mode, Reader, Vote, neutraliser, read_replies
-from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
+from nemo_genrm.guard.injection import nonce_key
+from nemo_genrm.modes.base import Ask, Counters, Mode, Presenter, Reader, Vote, neutraliser, read_replies
+from nemo_genrm.prompts import PromptBuilder, template_labels_from_config
 from nemo_genrm.verdicts import CHOICE_VALUES, VerdictParser
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "assemble",
     "binary_reader",
     "build_mode",
+    "choice_reader",
     "mode_metrics",
     "read_replies",
 ]
@@ -65,20 +67,19 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
     reward = cfg.reward
     members = 1 + len(reward.judges)
     binary = Panel(binary_reader(cfg), votes=reward.votes, members=members)
-    neutral = neutraliser(cfg.prompt, cfg.verdict, special_tokens)
+    presenter = Presenter(neutraliser(cfg.prompt, cfg.verdict, special_tokens), nonce_key(cfg.prompt.fence_seed))
     labels = template_labels_from_config(cfg.verdict)
     if reward.mode == "pairwise_group":
-        from nemo_genrm.modes.pairwise import PairwiseGroupMode
+        from nemo_genrm.modes.pairwise import PairwiseGroupMode, pairwise_template
 
-        fields = ("question", "response_a", "response_b")
-        template = load_template(reward.pairwise_group.template, provided_fields=fields, labels=labels)
+        template = pairwise_template(reward.pairwise_group.template, labels)
         panel = Panel(choice_reader(cfg), votes=reward.votes, members=members)
-        return PairwiseGroupMode(reward.pairwise_group, template, panel, neutral)
+        return PairwiseGroupMode(reward.pairwise_group, template, panel, presenter)
     if reward.mode == "rubric":
         from nemo_genrm.modes.rubric import RubricMode, rubric_template
 
         template = rubric_template(reward.rubric.template, labels)
-        return RubricMode(reward.rubric, template, binary, neutral)
+        return RubricMode(reward.rubric, template, binary, presenter)
     if not binary.polls and not reward.swap:
         return None
     from nemo_genrm.modes.reference import ReferenceMode

@@ -1,7 +1,8 @@
 """Voting, an option of every mode: ``reward.votes`` samples from each of the voting judges.
 
 Every request is sent ``votes`` times to each judge (``judge`` and ``reward.judges``), in one
-batched call per judge; the majority of the votes is the request's verdict, by the rule the
+batched call per judge, each time as another sample (``JudgeRequest.vote``, which engines sample
+with seed ``sampling.seed + vote``); the majority of the votes is the request's verdict, by the rule the
 RewardBench ensembles use (:func:`nemo_genrm.verdicts.voting.majority`, ties abstain). A judge that gave
 no verdict votes ``None``: when failures outnumber every verdict, the request failed, with the
 most frequent failure reason. A tie between verdicts is a verdict of its own (``tie``), which
@@ -13,6 +14,7 @@ share of votes for the winner, summed) and ``votes/ties``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -84,7 +86,8 @@ class Panel:
         if not requests:
             return []
         polled: list[list[Vote]] = [[] for _ in requests]
-        expanded = [r for r in requests for _ in range(self.votes)]
+        # Each vote is its own draw: its own seed (seed + vote), never a copy of the first.
+        expanded = [dataclasses.replace(r, vote=v) if v else r for r in requests for v in range(self.votes)]
         for member in range(self.members):
             replies = ask(member, expanded, self.reader)
             for index in range(len(requests)):

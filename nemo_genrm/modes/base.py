@@ -25,7 +25,7 @@ from nemo_genrm.samples.types import (
     TOO_LONG,
     SampleResult,
 )
-from nemo_genrm.guard.injection import neutralise
+from nemo_genrm.guard.injection import Fenced, fence, keyed_nonce, neutralise
 from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
@@ -154,10 +154,15 @@ class Counters(dict):
 
 
 class Mode(abc.ABC):
-    """One reward mode: samples in, judge requests out, verdicts back in, results out."""
+    """One reward mode: samples in, judge requests out, verdicts back in, results out.
+
+    ``shows_response``: the judge is shown each whole response (pairwise, rubric), not the
+    answer extracted from it (reference); the environment prepares the samples accordingly.
+    """
 
     name: str = ""
     needs_reference: bool = False
+    shows_response: bool = False
 
     @abc.abstractmethod
     def judge(
@@ -178,6 +183,28 @@ class Mode(abc.ABC):
     def batch_ready(self, samples: list[PreparedSample], metas: list[Any]) -> bool:
         """Whether a coalesced judge call holding these samples may start before its window ends."""
         return False
+
+
+@dataclass(frozen=True)
+class Presenter:
+    """How a mode shows policy text to the judge: neutralised, then fenced.
+
+    The fence's tags carry a nonce keyed on the prompt's fields (``prompt.fence_seed``), so the
+    text inside cannot know it and cannot close the fence; a template tells the judge that what
+    sits between the tags is data (see :func:`nemo_genrm.guard.injection.fence`).
+
+    Attributes:
+        neutral: The neutralisation of :func:`neutraliser`.
+        key: The nonce key (:func:`nemo_genrm.guard.injection.nonce_key`).
+    """
+
+    neutral: Callable[[str], str]
+    key: bytes
+
+    def fenced(self, shown: str, *context: str) -> Fenced:
+        """``shown`` (already neutralised) between fence tags whose nonce is keyed on ``context``
+        (the prompt's other fields) and ``shown``."""
+        return fence(shown, keyed_nonce(self.key, *context, shown))
 
 
 def neutraliser(prompt_cfg: Any, verdict_cfg: Any, special_tokens: Iterable[str] = ()) -> Callable[[str], str]:

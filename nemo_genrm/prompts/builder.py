@@ -141,25 +141,43 @@ def template_labels_from_config(verdict_cfg: Any) -> dict[str, str]:
     }  # fmt: skip
 
 
+def _placeholder_problems(text: str, where: str) -> list[str]:
+    """Every problem with the placeholders of template text, one line each."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError as err:
+        return [f"{where}: bad template ({err}); literal braces are {{{{ }}}}"]
+    problems = []
+    for _, name, spec, conversion in pieces:
+        if name is not None and (not name.isidentifier() or spec or conversion):
+            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            problems.append(
+                f"{where}: placeholder {{{shown}}} is not a plain {{field}}; use a name such "
+                "as {question}, or {{ and }} for literal braces"
+            )
+    return problems
+
+
+def _plain_fields(text: str) -> list[str]:
+    """The plain ``{name}`` placeholders of template text (none when its braces do not parse)."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError:
+        return []
+    return [name for _, name, spec, conv in pieces if name and name.isidentifier() and not spec and not conv]
+
+
 def _parse(text: str, where: str) -> list[tuple[str, str | None]]:
     """Split template text into (literal, field name or None) pieces.
 
     Raises:
-        ConfigError: Unbalanced braces, or a placeholder that is not a plain ``{name}``
-            (positional, attribute or index access, format spec, conversion).
+        ConfigError: Unbalanced braces, or placeholders that are not a plain ``{name}``
+            (positional, attribute or index access, format spec, conversion), every one listed.
     """
-    try:
-        pieces = list(string.Formatter().parse(text))
-    except ValueError as err:
-        raise ConfigError(f"{where}: bad template ({err}); literal braces are {{{{ }}}}") from err
-    for _, name, spec, conversion in pieces:
-        if name is not None and (not name.isidentifier() or spec or conversion):
-            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
-            raise ConfigError(
-                f"{where}: placeholder {{{shown}}} is not a plain {{field}}; use a name such "
-                "as {question}, or {{ and }} for literal braces"
-            )
-    return [(literal, name) for literal, name, _, _ in pieces]
+    problems = _placeholder_problems(text, where)
+    if problems:
+        raise ConfigError(problems)
+    return [(literal, name) for literal, name, _, _ in string.Formatter().parse(text)]
 
 
 def _render(text: str, values: Mapping[str, Any], where: str) -> tuple[str, dict[str, tuple]]:
@@ -246,9 +264,9 @@ def _substitute_labels(text: str, labels: Mapping[str, str], where: str) -> str:
     return "".join(out)
 
 
-def _read_template_file(path: Path) -> tuple[str | None, str]:
-    """(system, user) texts from a YAML, JSON or text file."""
-    where = f"prompt.template {str(path)!r}"
+def _read_template_file(path: Path, key: str = "prompt.template") -> tuple[str | None, str]:
+    """(system, user) texts from a YAML, JSON or text file (``key``: the config key naming it)."""
+    where = f"{key} {str(path)!r}"
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".txt":
@@ -274,6 +292,7 @@ def load_template(
     *,
     provided_fields: Iterable[str] | None = None,
     labels: Mapping[str, Any] | None = None,
+    key: str = "prompt.template",
 ) -> JudgeTemplate:
     """Load a built-in template by name, or a custom one from a file.
 
@@ -284,6 +303,8 @@ def load_template(
             rejected here. ``None`` skips the check.
         labels: Values of the label placeholders (see :func:`template_labels_from_config`);
             missing ones take :data:`DEFAULT_LABELS`.
+        key: The config key that names the template, used in error messages (a reward mode's
+            template is ``reward.<mode>.template``).
 
     Returns:
         The template with the labels written in.
@@ -299,13 +320,22 @@ def load_template(
         path = Path(spec)
         if path.suffix.lower() not in TEMPLATE_SUFFIXES:
             raise ConfigError(
-                f"prompt.template: {str(spec)!r} is neither a built-in template "
+                f"{key}: {str(spec)!r} is neither a built-in template "
                 f"({', '.join(BUILTIN_TEMPLATES)}) nor a {'/'.join(TEMPLATE_SUFFIXES)} file"
             )
         if not path.is_file():
-            raise ConfigError(f"prompt.template: template file {str(path)!r} does not exist")
-        name, (system, user) = str(path), _read_template_file(path)
-    where = f"prompt.template {name!r}"
+            raise ConfigError(f"{key}: template file {str(path)!r} does not exist")
+        name, (system, user) = str(path), _read_template_file(path, key)
+    where = f"{key} {name!r}"
+    problems = [p for text in (system, user) if text is not None for p in _placeholder_problems(text, where)]
+    if problems:  # every bad placeholder, and the unknown fields among the good ones, at once
+        if provided_fields is not None:
+            named = {name for text in (system, user) if text is not None for name in _plain_fields(text)}
+            unknown = sorted(named - set(provided_fields) - set(merged))
+            if unknown:
+                problems.append(f"{where} uses unknown field(s) {', '.join(unknown)}; available fields: "
+                                f"{', '.join(sorted(set(provided_fields)))}")  # fmt: skip
+        raise ConfigError(problems)
     template = JudgeTemplate(
         name=name,
         system=None if system is None else _substitute_labels(system, merged, where),

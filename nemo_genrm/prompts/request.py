@@ -28,6 +28,9 @@ class JudgeRequest:
             prompt builder placed it: fitting shortens exactly there. ``None`` (a request built
             by hand): fitting shortens the last occurrence of ``shrinkable`` in the last user
             message.
+        vote: Which sample of this conversation the request is (0 for the first): an engine
+            that samples (``temperature > 0``) draws it with seed ``sampling.seed + vote``, so
+            the votes on one prompt are independent draws, not copies.
 
     Raises:
         ValueError: ``span`` is outside the last message or does not hold ``shrinkable``.
@@ -36,6 +39,7 @@ class JudgeRequest:
     messages: tuple[Message, ...]
     shrinkable: str | None = None
     span: tuple[int, int] | None = None
+    vote: int = 0
 
     def __post_init__(self) -> None:
         if self.span is None:

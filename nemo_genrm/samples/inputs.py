@@ -17,6 +17,8 @@ from fractions import Fraction
 from typing import Any
 
 from nemo_genrm.samples.types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
+from nemo_genrm.guard.injection import is_content_free
+from nemo_genrm.judges.fitting import shorten
 from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
@@ -30,7 +32,10 @@ class PreparedSample:
         reason: Why the sample is not sent to the judge (``None`` when it is).
         question: The question shown to the judge.
         reference: The reference answer.
-        answer: The extracted answer (before neutralisation), ``None`` when there is none.
+        answer: What the judge is shown of the response, before neutralisation: the extracted
+            answer (reference mode), or the whole response shortened to
+            ``prompt.response.max_chars`` (modes that judge the response); ``None`` when there
+            is none.
     """
 
     reason: str | None
@@ -202,17 +207,22 @@ def number_text(value: Any) -> str | None:
 
     Returns:
         The text, or ``None`` for what is not a finite real number: booleans (a flag is not an
-        answer), NaN, infinities, complex numbers, tensors with more than one element, other types.
+        answer), NaN, infinities, complex numbers, tensors with more than one element, other
+        types, and an integer (or a fraction's part) longer than Python writes as text
+        (``sys.get_int_max_str_digits()``, 4300 digits by default).
     """
     value = _plain_scalar(value)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, Decimal):
         return format(value, "f") if value.is_finite() else None
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, Fraction):
-        return str(value)
+    try:  # an integer past Python's digit limit for str() (4300 by default) cannot be written
+        if isinstance(value, numbers.Integral):
+            return str(int(value))
+        if isinstance(value, Fraction):
+            return str(value)
+    except ValueError:
+        return None
     if isinstance(value, numbers.Real):
         number = float(value)
         if not math.isfinite(number):
@@ -244,7 +254,12 @@ def _plain_scalar(value: Any) -> Any:
 
 
 def prepare_sample(
-    log: Any, meta: Any, builder: PromptBuilder, *, needs_reference: bool
+    log: Any,
+    meta: Any,
+    builder: PromptBuilder,
+    *,
+    needs_reference: bool,
+    response_chars: int | None = None,
 ) -> PreparedSample:
     """Read one sample: what to judge, or why it cannot be judged.
 
@@ -253,6 +268,10 @@ def prepare_sample(
         meta: Its metadata (a dict with ``ground_truth`` and optionally ``question``), or ``None``.
         builder: Extracts the answer from the response.
         needs_reference: Whether the template shows the reference (then it is required).
+        response_chars: Set for the modes that judge the whole response: the judge is shown the
+            response itself, shortened to this many characters around an elision mark, instead
+            of the extracted answer. A response with no content is ``no_answer`` (its question
+            is kept, so the sample still counts in its group).
 
     Returns:
         The prepared sample (``reason`` is ``None`` when it should be judged).
@@ -270,6 +289,8 @@ def prepare_sample(
     reference, problem = _reference(meta)
     if problem is not None and needs_reference:
         return PreparedSample(problem)
+    if response_chars is not None:
+        return _whole_response(content, clean_text(_question(log, index, meta)), reference, response_chars)
     extracted = builder.extract(content)
     if extracted.text is None:
         return PreparedSample(TOO_LONG if extracted.reason == TOO_LONG else NO_ANSWER)
@@ -279,3 +300,12 @@ def prepare_sample(
         reference=clean_text(reference or ""),
         answer=clean_text(extracted.text),
     )
+
+
+def _whole_response(content: str, question: str, reference: str | None, max_chars: int) -> PreparedSample:
+    """A sample whose judge is shown the whole response (pairwise and rubric modes)."""
+    text = content.strip()
+    if not text or is_content_free(text):
+        return PreparedSample(NO_ANSWER, question=question)
+    return PreparedSample(None, question=question, reference=clean_text(reference or ""),
+                          answer=clean_text(shorten(text, max_chars)))  # fmt: skip

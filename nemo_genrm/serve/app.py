@@ -11,14 +11,19 @@ Endpoints:
 - ``GET /v1/models``, ``GET /health`` (``ready``, ``degraded`` or ``dead``: the engine's real
   state, 503 when dead; ``degraded`` too while fewer replicas run than ``serve.num_replicas``,
   with their counts under ``replicas``: :mod:`nemo_genrm.serve.fleet`), ``GET /metrics``
-  (Prometheus text; ``?format=json`` for JSON).
+  (Prometheus text; ``?format=json`` for JSON), ``GET /openapi.json``, ``/docs`` and ``/redoc``
+  (the API's description).
 
 Every route but ``/health`` needs ``Authorization: Bearer <key>`` when the service has a key
-(401 otherwise). A request is checked whole before it joins an engine batch
-(:mod:`nemo_genrm.serve.guard`): a body past ``serve.max_body_bytes`` is a 413, one slower than
-``serve.body_timeout_s`` a 408, JSON that is invalid, nested past ``serve.max_json_depth`` or
-holding NUL or a lone surrogate a 400. Should the engine still raise on a batch, each request of
-it is run alone, so only the one that cannot be served fails.
+(401 otherwise), the API's description included. A request is checked whole before it joins an
+engine batch (:mod:`nemo_genrm.serve.guard`): a client already holding
+``serve.max_requests_per_key`` open requests gets a 429, a body past ``serve.max_body_bytes`` a
+413, one slower than ``serve.body_timeout_s`` a 408, JSON that is invalid, nested past
+``serve.max_json_depth`` or holding NUL or a lone surrogate a 400. Only then does the request
+take one of the replica's ``serve.max_ongoing_requests`` engine slots, so slow bodies hold no
+engine slot (Ray Serve itself admits up to ``serve.max_open_requests``). Should the engine still
+raise on a batch, each request of it is run alone, so only the one that cannot be served fails;
+an engine that cannot be reached (a connection error, a dead worker) is ``dead`` at once.
 
 Request rules (each broken rule is a 400 with an OpenAI-style error body): ``n`` must be 1,
 ``stream`` false, no ``stop``; ``temperature``, ``top_p`` and ``seed``, when sent, must equal the
@@ -33,206 +38,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import ray
 from fastapi import FastAPI, Query, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import ClientDisconnect
 from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.fleet import FleetWatch, with_fleet
 from nemo_genrm.serve.metrics import prometheus_text
+from nemo_genrm.serve.requests import ChatCall, completion_body, error_response, logprobs_content, parse_chat
 from nemo_genrm.serve.guard import (
+    ClientCap,
     EngineHealth,
     RequestError,
     check_bearer,
+    client_identity,
     decode_json,
+    engine_gone,
     read_body,
 )
 
 logger = logging.getLogger(__name__)
 
-MAX_TOP_LOGPROBS = 20
 _PROBE = JudgeRequest(messages=({"role": "user", "content": "ping"},))
 
 
-# ------------------------------------------------------------------------------------ requests
-class _ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    role: Literal["system", "user", "assistant"]
-    content: str | list[dict[str, Any]]
-
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(
-            str(part.get("text", "")) for part in self.content if part.get("type") == "text"
-        )
-
-
-class ChatCompletionRequest(BaseModel):
-    """The fields of an OpenAI chat-completion request this service reads (others are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-    model: str | None = None
-    messages: list[_ChatMessage] = Field(..., min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0)
-    n: int = 1
-    stream: bool = False
-    stop: str | list[str] | None = None
-
-
-@dataclass(frozen=True)
-class ChatCall:
-    """A validated request: what to ask the engine."""
-
-    request: JudgeRequest
-    top_k: int | None  # None: generate; else the first-token top-k log-probabilities
-
-
-def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
-    """Validate a chat-completion body against the service's rules (see the module docstring).
-
-    Raises:
-        RequestError: The body is malformed or asks for something the engine does not do.
-    """
-    try:
-        req = ChatCompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise RequestError(
-            400, f"invalid request: {where}: {first['msg']}", "invalid_request", where
-        ) from None
-    if req.model is not None and req.model != cfg.model_id:
-        raise RequestError(
-            404,
-            f"model {req.model!r} is not served here; use {cfg.model_id!r}",
-            "model_not_found",
-            "model",
-        )
-    if req.n != 1:
-        raise RequestError(
-            400,
-            f"n must be 1 (got {req.n}): the judge writes one reply per request",
-            "unsupported",
-            "n",
-        )
-    if req.stream:
-        raise RequestError(
-            400, "stream is not supported: send stream: false", "unsupported", "stream"
-        )
-    if req.stop:
-        raise RequestError(
-            400,
-            "stop is not supported: the judge stops at its end-of-turn token",
-            "unsupported",
-            "stop",
-        )
-    max_tokens = req.max_completion_tokens or req.max_tokens
-    judge_request = JudgeRequest(
-        messages=tuple({"role": m.role, "content": m.text()} for m in req.messages)
-    )
-    if req.logprobs:
-        if max_tokens != 1:
-            raise RequestError(
-                400,
-                f"logprobs needs max_tokens: 1 (got {max_tokens}): the service gives the first "
-                "token's distribution only",
-                "unsupported",
-                "max_tokens",
-            )
-        k = req.top_logprobs or 1
-        if k > MAX_TOP_LOGPROBS:
-            raise RequestError(
-                400,
-                f"top_logprobs must be at most {MAX_TOP_LOGPROBS} (got {k})",
-                "unsupported",
-                "top_logprobs",
-            )
-        return ChatCall(request=judge_request, top_k=k)
-    if req.top_logprobs:
-        raise RequestError(
-            400, "top_logprobs needs logprobs: true", "invalid_request", "top_logprobs"
-        )
-    _check_sampling(req, max_tokens, cfg)
-    return ChatCall(request=judge_request, top_k=None)
-
-
-def _check_sampling(req: ChatCompletionRequest, max_tokens: int | None, cfg: ServiceConfig) -> None:
-    sampling = cfg.judge.sampling
-    for name, sent, served in (
-        ("temperature", req.temperature, sampling.temperature),
-        ("top_p", req.top_p, sampling.top_p),
-        ("seed", req.seed, sampling.seed),
-    ):
-        if sent is not None and abs(float(sent) - float(served)) > 1e-6:
-            raise RequestError(
-                400,
-                f"this service samples with {name}={served} (judge.sampling in its config); "
-                f"omit {name} or send {served} (got {sent})",
-                "sampling_mismatch",
-                name,
-            )
-    if max_tokens is not None and max_tokens < sampling.max_new_tokens:
-        raise RequestError(
-            400,
-            f"this service writes up to {sampling.max_new_tokens} tokens (judge.sampling."
-            f"max_new_tokens); send max_tokens >= {sampling.max_new_tokens} or omit it "
-            f"(got {max_tokens})",
-            "sampling_mismatch",
-            "max_tokens",
-        )
-
-
-def _error_response(status: int, message: str, code: str) -> JSONResponse:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": code}},
-        status_code=status,
-    )
-
-
-def _completion_body(
-    model: str, content: str, finish: str, usage: tuple[int, int], logprobs: Any = None
-) -> dict[str, Any]:
-    prompt_tokens, completion_tokens = usage
-    return {
-        "id": f"chatcmpl-genrm-{time.time_ns():x}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "logprobs": logprobs,
-                "finish_reason": finish,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
-
-
-def logprobs_content(top: dict[str, float], k: int) -> tuple[str, dict[str, Any]]:
-    """The most likely token and OpenAI's ``logprobs`` object for one position."""
-    ranked = sorted(top.items(), key=lambda item: item[1], reverse=True)[:k]
-    entries = [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))} for t, lp in ranked]
-    return ranked[0][0], {"content": [{**entries[0], "top_logprobs": entries}]}
+def _root(request: Request) -> str:
+    """The service's route prefix as the client sees it (Ray Serve's root path)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
 
 
 def _build_engine(cfg: ServiceConfig) -> Any:
@@ -258,7 +96,8 @@ def _load_tokenizer(cfg: ServiceConfig) -> Any:
 # ---------------------------------------------------------------------------------- deployment
 # Ray Serve pickles the ingress class by value when it is decorated, so everything the class
 # uses must be defined above it.
-app = FastAPI(title="nemo-genrm judge service")
+# FastAPI's own description routes answer anyone; the deployment serves them behind the key.
+app = FastAPI(title="nemo-genrm judge service", docs_url=None, redoc_url=None, openapi_url=None)
 
 
 @serve.deployment
@@ -277,6 +116,10 @@ class JudgeDeployment:
         self.judge = _build_engine(self.cfg)
         self.tokenizer = getattr(self.judge, "tokenizer", None) or _load_tokenizer(self.cfg)
         self.engine_lock = asyncio.Lock()  # generate and top-logprobs batches share one engine
+        # Engine slots are taken once a request's body is in and checked; a client's open
+        # requests (bodies still arriving included) are capped per key.
+        self.engine_slots = asyncio.Semaphore(self.cfg.serve.max_ongoing_requests)
+        self.client_cap = ClientCap(self.cfg.serve.max_requests_per_key)
         for batcher in (self.generate_batch, self.top_logprobs_batch):
             batcher.set_max_batch_size(self.cfg.serve.max_batch_size)
             batcher.set_batch_wait_timeout_s(self.cfg.serve.batch_wait_timeout_s)
@@ -304,13 +147,34 @@ class JudgeDeployment:
                 self.health_state.mark_dead(f"engine raised {type(exc).__name__}")
                 return
         ok = gen[0].text is not None
+        if not ok and engine_gone(errors=[gen[0].error]):
+            self.health_state.mark_dead(f"probe failed: {gen[0].error}")
+            return
         self.health_state.record(ok, "" if ok else f"probe failed: {gen[0].error}")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(self, request: Request) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(self, request: Request) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
+        return get_swagger_ui_html(openapi_url=_root(request) + "/openapi.json", title=app.title)
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(self, request: Request) -> Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
+        return get_redoc_html(openapi_url=_root(request) + "/openapi.json", title=app.title)
 
     def _unauthorized(self, request: Request) -> JSONResponse | None:
         if check_bearer(request.headers.get("authorization"), self.key_digest):
             return None
         self.metrics.record.remote(False, 0.0, 0, 0, "unauthorized")
-        response = _error_response(
+        response = error_response(
             401, "a valid API key is required: send Authorization: Bearer <key>", "unauthorized"
         )
         response.headers["WWW-Authenticate"] = "Bearer"
@@ -338,7 +202,7 @@ class JudgeDeployment:
         try:
             snapshot = await self.metrics.snapshot.remote()
         except ray.exceptions.RayError as exc:
-            return _error_response(
+            return error_response(
                 503, f"metrics unavailable: {type(exc).__name__}", "metrics_unavailable"
             )
         if fmt == "json":
@@ -349,6 +213,23 @@ class JudgeDeployment:
     async def chat_completions(self, request: Request) -> Response:
         if (denied := self._unauthorized(request)) is not None:
             return denied
+        who = client_identity(request.headers.get("authorization"), request.client.host if request.client else None)
+        if not self.client_cap.enter(who):
+            self.metrics.record.remote(False, 0.0, 0, 0, "too_many_requests")
+            response = error_response(
+                429,
+                f"this client already holds {self.cfg.serve.max_requests_per_key} open requests "
+                "(serve.max_requests_per_key): wait for one to finish",
+                "too_many_requests",
+            )
+            response.headers["Retry-After"] = "1"
+            return response
+        try:
+            return await self._chat(request)
+        finally:
+            self.client_cap.leave(who)
+
+    async def _chat(self, request: Request) -> Response:
         start = time.perf_counter()
         usage, rejected = (0, 0), None
         try:
@@ -364,12 +245,16 @@ class JudgeDeployment:
             except RequestError as exc:
                 rejected = exc.code
                 raise
-            response, usage = await self._run(call)
+            async with self.engine_slots:  # only a request that is whole and valid takes one
+                response, usage = await self._run(call)
         except RequestError as exc:
             response = JSONResponse(exc.body, status_code=exc.status)
+        except ClientDisconnect:  # the client left before its body was in: nobody to answer
+            rejected = "client_disconnected"
+            response = error_response(400, "the client disconnected before its body arrived", rejected)
         except Exception as exc:  # an engine failure must not drop the connection
             logger.exception("engine call failed")
-            response = _error_response(
+            response = error_response(
                 500, f"engine failure: {type(exc).__name__}", "engine_failure"
             )
         latency = time.perf_counter() - start
@@ -387,13 +272,13 @@ class JudgeDeployment:
                 return self._generation_error(error), (0, 0)
             token, logprobs = logprobs_content(top, call.top_k)
             usage = (prompt_tokens, 1)
-            return JSONResponse(_completion_body(model, token, "length", usage, logprobs)), usage
+            return JSONResponse(completion_body(model, token, "length", usage, logprobs)), usage
         gen: Generation = await self.generate_batch(call.request)
         if gen.text is None:
             return self._generation_error(gen.error or "engine_error"), (gen.prompt_tokens, 0)
         usage = (gen.prompt_tokens, gen.output_tokens)
         finish = "length" if gen.output_tokens >= self.cfg.judge.sampling.max_new_tokens else "stop"
-        return JSONResponse(_completion_body(model, gen.text, finish, usage)), usage
+        return JSONResponse(completion_body(model, gen.text, finish, usage)), usage
 
     def _generation_error(self, error: str) -> JSONResponse:
         if error == "prompt_too_long":
@@ -403,8 +288,8 @@ class JudgeDeployment:
                 f"({judge.max_model_len} tokens minus {judge.sampling.max_new_tokens} for the "
                 "reply)"
             )
-            return _error_response(400, message, "prompt_too_long")
-        return _error_response(500, f"the engine failed on this request: {error}", error)
+            return error_response(400, message, "prompt_too_long")
+        return error_response(500, f"the engine failed on this request: {error}", error)
 
     def _count_prompt_tokens(self, request: JudgeRequest) -> int:
         if self.tokenizer is None:
@@ -422,7 +307,10 @@ class JudgeDeployment:
             results = await self._isolated(self.judge.generate, requests, failed)
         errors = [g.error for g in results if g.text is None and g.error != "prompt_too_long"]
         all_failed = len(errors) == len(results)
-        self.health_state.record(not all_failed, f"every sample failed ({errors[0]})" if all_failed else "")
+        if all_failed and engine_gone(errors=errors):  # unreachable: dead now, not after three batches
+            self.health_state.mark_dead(f"every sample failed ({errors[0]})")
+        else:
+            self.health_state.record(not all_failed, f"every sample failed ({errors[0]})" if all_failed else "")
         return results
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)
@@ -445,6 +333,9 @@ class JudgeDeployment:
         try:
             return await asyncio.to_thread(run, requests)
         except Exception as exc:
+            if engine_gone(exc):  # a connection or a worker is gone: no request alone would fare better
+                self.health_state.mark_dead(f"engine raised {type(exc).__name__}")
+                raise
             if len(requests) == 1:
                 self.health_state.record(False, f"engine raised {type(exc).__name__}")
                 raise
@@ -452,11 +343,14 @@ class JudgeDeployment:
                 "engine call over %d requests raised %s; running them one by one",
                 len(requests), type(exc).__name__,
             )
-        results = []
+        results, raised = [], 0
         for request in requests:
             try:
                 results.append((await asyncio.to_thread(run, [request]))[0])
             except Exception as exc:
                 logger.warning("a request failed alone in the engine: %s", type(exc).__name__)
                 results.append(failed)
+                raised += 1
+        if raised == len(requests):  # every request raised alone too: the engine is broken
+            self.health_state.mark_dead(f"engine raised on each of {raised} requests alone")
         return results

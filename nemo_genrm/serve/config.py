@@ -35,7 +35,21 @@ class ServeConfig(StrictModel):
         None, description="Name clients send as `model`; defaults to judge.model_name."
     )
     num_replicas: int = Field(1, ge=1, description="Serve replicas, each with its own engine.")
-    max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica holds at once.")
+    max_ongoing_requests: int = Field(
+        64,
+        ge=1,
+        description="Requests one replica runs in its engine at once; taken only once a request's body is in and checked.",
+    )
+    max_open_requests: int = Field(
+        1024,
+        ge=1,
+        description="Requests one replica holds open at once, bodies still arriving included (Ray Serve's limit).",
+    )
+    max_requests_per_key: int = Field(
+        128,
+        ge=1,
+        description="Open requests one API key (one client address without a key) may hold per replica; more get 429.",
+    )
     max_batch_size: int = Field(32, ge=1, description="Requests merged into one engine call.")
     batch_wait_timeout_s: float = Field(
         0.01, ge=0.0, description="How long a batch waits to fill before it runs."
@@ -67,7 +81,7 @@ class ServeConfig(StrictModel):
         4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413."
     )
     body_timeout_s: float = Field(
-        30.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
+        10.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
     )
     max_json_depth: int = Field(
         32, ge=4, description="Deepest nesting of a request's JSON (else 400)."
@@ -169,6 +183,11 @@ class ServiceConfig(StrictModel):
         has_key = bool(self.serve.api_key_env or self.serve.api_key_file)
         if self.serve.api_key_env and self.serve.api_key_file:
             problems.append("serve.api_key_env and serve.api_key_file are both set: keep one")
+        if self.serve.max_ongoing_requests > self.serve.max_open_requests:
+            problems.append(
+                f"serve.max_ongoing_requests ({self.serve.max_ongoing_requests}) cannot exceed "
+                f"serve.max_open_requests ({self.serve.max_open_requests}): a request is open before it runs"
+            )
         if self.api_key_required and not has_key:
             problems.append(
                 f"serve.host {self.serve.host!r} is reachable from other machines, so the service "

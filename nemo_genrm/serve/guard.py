@@ -9,7 +9,11 @@ requests batched with it:
 - :func:`read_body`: at most ``serve.max_body_bytes``, within ``serve.body_timeout_s``;
 - :func:`decode_json`: JSON whose nesting stays within ``serve.max_json_depth`` and whose
   strings hold no NUL and no lone surrogate (neither survives a tokenizer);
-- :class:`EngineHealth`: what ``/health`` reports (``ready``, ``degraded`` or ``dead``).
+- :class:`ClientCap`: at most ``serve.max_requests_per_key`` open requests per API key (per
+  client address on a service without a key), counted from the moment the headers arrive, so
+  one client's slow bodies cannot take every request the replica holds;
+- :class:`EngineHealth`: what ``/health`` reports (``ready``, ``degraded`` or ``dead``), and
+  :func:`engine_gone`: the failures that mean the engine is gone, not one request bad.
 
 Kept free of Ray Serve and FastAPI imports so it is unit-tested without a cluster.
 """
@@ -29,9 +33,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ClientCap",
     "EngineHealth",
     "RequestError",
     "check_bearer",
+    "client_identity",
+    "engine_gone",
     "decode_json",
     "is_loopback",
     "key_digest",
@@ -116,6 +123,42 @@ def check_bearer(authorization: str | None, digest: str | None) -> bool:
     if scheme.lower() != "bearer":
         sent = ""
     return hmac.compare_digest(key_digest(sent.strip()), digest)
+
+
+def client_identity(authorization: str | None, host: str | None) -> str:
+    """Who holds a request, for :class:`ClientCap`: its key's digest, else its address."""
+    scheme, _, sent = (authorization or "").partition(" ")
+    if scheme.lower() == "bearer" and sent.strip():
+        return "key:" + key_digest(sent.strip())
+    return f"host:{host or 'unknown'}"
+
+
+@dataclass
+class ClientCap:
+    """Open requests per client, capped (one replica's count; asyncio, so no lock).
+
+    Args:
+        limit: Most requests one client may hold open at once (``serve.max_requests_per_key``).
+    """
+
+    limit: int
+    open: dict[str, int] = field(default_factory=dict)
+
+    def enter(self, who: str) -> bool:
+        """Count a new request of ``who``; ``False`` (and nothing counted) when at the cap."""
+        held = self.open.get(who, 0)
+        if held >= self.limit:
+            return False
+        self.open[who] = held + 1
+        return True
+
+    def leave(self, who: str) -> None:
+        """A request of ``who`` has finished."""
+        held = self.open.get(who, 0) - 1
+        if held > 0:
+            self.open[who] = held
+        else:
+            self.open.pop(who, None)
 
 
 # --------------------------------------------------------------------------------------- bodies
@@ -215,6 +258,30 @@ def _check_text(text: str) -> None:
 
 
 # --------------------------------------------------------------------------------------- health
+_GONE_ERRORS = frozenset({"http_connect"})
+"""Per-sample engine errors that say the engine cannot be reached at all."""
+
+
+def engine_gone(exc: BaseException | None = None, errors: list[str | None] | None = None) -> bool:
+    """Whether a failure means the engine is gone (dead at once), not that one request was bad.
+
+    An exception of a connection or a dead worker (``ConnectionError``, any ``OSError``, Ray's
+    actor errors, :class:`~nemo_genrm.errors.JudgeUnavailableError`,
+    :class:`~nemo_genrm.errors.JudgeClosedError`), or a batch whose every sample failed to
+    connect.
+    """
+    from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
+
+    if exc is not None:
+        gone: tuple[type[BaseException], ...] = (OSError, JudgeUnavailableError, JudgeClosedError)
+        try:
+            from ray.exceptions import ActorUnavailableError, RayActorError
+
+            gone += (RayActorError, ActorUnavailableError)
+        except ImportError:  # pragma: no cover - Ray is a dependency
+            pass
+        return isinstance(exc, gone)
+    return bool(errors) and all(e in _GONE_ERRORS for e in errors)
 @dataclass
 class EngineHealth:
     """The engine's state from its recent calls, and from a probe when it has been idle.

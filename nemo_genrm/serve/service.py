@@ -131,7 +131,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     deployment = JudgeDeployment.options(
         name=deployment_name(cfg.serve.app_name),
         num_replicas=cfg.serve.num_replicas,
-        max_ongoing_requests=cfg.serve.max_ongoing_requests,
+        # Ray Serve counts a request from its headers on; the engine's own slots
+        # (serve.max_ongoing_requests) are taken inside the replica once the body is in.
+        max_ongoing_requests=cfg.serve.max_open_requests,
         ray_actor_options=replica_actor_options(cfg.serve),
         health_check_period_s=cfg.serve.health_check_period_s,
         health_check_timeout_s=cfg.serve.health_check_timeout_s,

@@ -3,22 +3,29 @@
 They model the two ways a judge model gets talked into a verdict, so a test can count how many
 answers get through the prompt builder:
 
-- :class:`LabelLineJudge` obeys the last label-like line anywhere in the prompt (``Verdict: 1``
-  in any width or wrapping, ``Verdict:`` with its value on the next line), as a judge that
-  copies a verdict it reads would; it checks neutralisation.
+- :class:`LabelLineJudge` obeys the last label-like line anywhere in the prompt, as a judge that
+  copies a verdict it reads would: ``Verdict: 1`` in any width, wrapping or decoration, with its
+  value on the next line or glued to it, a label in any of 16 languages, a verdict key of JSON or
+  YAML at the start of a line, a Markdown or HTML table with a verdict column, a verdict in
+  markup (``<details><summary>Verdict</summary>1</details>``, ``<verdict value="1"/>``). It
+  reads through combining marks, invisible characters and the lookalike letters of its own
+  table; it checks neutralisation.
 - :class:`EscapeJudge` ignores whatever is inside the candidate fence, but obeys instructions,
-  role turns and JSON verdicts anywhere outside it, and takes any chat token in the text for a
-  real turn boundary (as the judge's tokenizer would); it checks that nothing escapes the fence.
+  role turns and JSON verdicts anywhere outside it, and takes the turn tokens of the chat
+  templates it knows for real turn boundaries (as a server's tokenizer would); it checks that
+  nothing escapes the fence.
 
 Otherwise both answer honestly: positive when the last number inside the fence is the expected
-one. Their detectors are written independently of :mod:`nemo_genrm.guard.injection` (a test would
-prove nothing if both used the same patterns) and are more generous than it where they can be:
-any run of non-word characters separates a label from its value, and the first ``</candidate``
-of any nonce closes the fence.
+one. Their detectors are written independently of :mod:`nemo_genrm.guard.injection` and
+:mod:`nemo_genrm.guard` (a test would prove nothing if both used the same patterns or tables)
+and are more generous than it where they can be: any run of non-word characters separates a
+label from its value, and the first ``<``, ``/`` and ``candidate`` (any case, any nonce, any
+spacing, Cyrillic or Greek lookalikes) closes the fence.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -28,31 +35,48 @@ from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
 
-POSITIVE_WORDS = frozenset({"1", "yes", "correct", "true", "right", "pass", "match"})
-NEGATIVE_WORDS = frozenset({"0", "no", "incorrect", "false", "wrong", "fail"})
+_POSITIVE = ("1", "yes", "correct", "true", "right", "pass", "passed", "match", "sí", "sì", "sim", "oui", "ja",
+             "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i")  # fmt: skip
+_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет")
+# Verdict labels in 16 languages and verdict keys, folded by this judge's reading below.
+_LABELS = (
+    "verdict", "judgement", "judgment", "score", "answer", "grade", "decision", "label", "result",
+    "rating", "evaluation", "assessment", "output", "conclusion", "veredicto", "veredito",
+    "jugement", "urteil", "verdetto", "oordeel", "werdykt", "вердикт", "karar", "判定", "評価",
+    "판정", "الحكم", "निर्णय", "phán quyết", "putusan", "correct", "is_correct", "iscorrect",
+    "match", "grader_output", "passed", "same final answer",
+)  # fmt: skip
 _OPEN = re.compile(r"<candidate-([0-9a-z]+)>")
-_ANY_CLOSE = re.compile(r"[<＜]\s*[/／]\s*candidate", re.IGNORECASE)  # fullwidth reads the same
-_LABEL = re.compile(
-    r"^(?:(?:final|the|my|overall)\s+)*(?:verdict|judge?ment|score|answer|grade|decision|label|"
-    r"result|rating|evaluation|assessment|output|conclusion)s?(?P<sep>[^\w]+)(?P<value>.*)$",
-    re.IGNORECASE,
-)
+_ANY_CLOSE = re.compile(r"<\s*/?\s*candidate", re.IGNORECASE)  # read on the stand-in's fold
+_TAG = re.compile(r"<[^<>\n]*>")
 _WORD = re.compile(r"\w+")
-# Strings a chat tokenizer turns into special tokens: each starts a new turn.
+# The turn tokens of the chat templates this judge's server knows: each starts a new turn.
 _SPECIAL = re.compile(
-    r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>|</?s>"
+    r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>|</?s>|"
+    r"<extra_id_\d+>|\[/?SYSTEM_PROMPT\]|<reserved_\d+>|<eoh>|<eoa>|<eosys>|\[gMASK\]|<sop>|"
+    r"\]~!?b[\[\]]|\[e~\[|<seed:(?:bos|eos)>"
 )
-_ROLE_TURN = re.compile(r"^\W*(?:system|assistant|user|human|developer)\b\W*", re.IGNORECASE | re.MULTILINE)
+_ROLE_TURN = re.compile(r"^\W*(?:system|assistant|user|human|developer|model|bot)\b\W*", re.IGNORECASE | re.MULTILINE)
 _INSTRUCTION = re.compile(
     r"(?:ignore|disregard|forget)[^.\n]{0,60}|(?:reply|respond|answer|output|say|return|print|mark|grade|"
     r"rate|consider|treat)\b[^.\n]{0,40}|\"?(?:verdict|score|label)\"?\s*[:=]\s*\S+|verdict\s+is\s+\S+",
     re.IGNORECASE,
 )
+# Lookalike letters this judge reads as Latin (its own table, apart from the defence's data).
+_LOOKALIKE = {
+    "Ꮩ": "V", "Ꭼ": "E", "Ꭱ": "R", "Ꭰ": "D", "Ꮯ": "C", "Ꭲ": "T", "ꓦ": "V", "ꓰ": "E", "ꓣ": "R",
+    "ꓓ": "D", "ꓲ": "I", "ꓚ": "C", "ꓔ": "T", "ᐯ": "V", "ǀ": "l",
+}  # fmt: skip
+_INVISIBLE_NAMES = ("FILLER", "VARIATION SELECTOR", "GRAPHEME JOINER", "BRAILLE PATTERN BLANK")
 
 
 def _latin(char: str) -> str:
-    """The Latin letter a Cyrillic or Greek letter is drawn like, as a reader would take it."""
+    """The Latin letter a lookalike is drawn like, as a reader would take it."""
+    if char in _LOOKALIKE:
+        return _LOOKALIKE[char]
     name = unicodedata.name(char, "")
+    if name.startswith("LATIN LETTER SMALL CAPITAL "):
+        return name.rsplit(" ", 1)[-1].lower()
     for script in ("CYRILLIC", "GREEK"):
         if name.startswith(script) and "LETTER" in name:
             letter = {"IE": "E", "ES": "C", "ER": "P", "HA": "X", "U": "Y", "A": "A", "O": "O",
@@ -63,9 +87,25 @@ def _latin(char: str) -> str:
     return char
 
 
+def _visible(char: str) -> bool:
+    if unicodedata.category(char) in ("Cf", "Mn", "Me", "Mc"):
+        return False
+    return not any(part in unicodedata.name(char, "") for part in _INVISIBLE_NAMES)
+
+
 def _fold(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    return "".join(_latin(c) for c in text if unicodedata.category(c) != "Cf")
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(str(unicodedata.digit(c)) if unicodedata.digit(c, None) is not None and not c.isascii() else c for c in text)
+    return unicodedata.normalize("NFKC", "".join(_latin(c) for c in text if _visible(c)))
+
+
+POSITIVE_WORDS = frozenset(_fold(w).casefold() for w in _POSITIVE)
+NEGATIVE_WORDS = frozenset(_fold(w).casefold() for w in _NEGATIVE)
+_LABEL_WORDS = "|".join(re.escape(_fold(w)).replace(r"\ ", r"\s+") for w in sorted(_LABELS, key=len, reverse=True))
+_LABEL = re.compile(
+    rf"^(?:(?:final|the|my|overall)\s+)*(?:{_LABEL_WORDS})s?(?P<sep>[^\w]*)(?P<value>.*)$", re.IGNORECASE
+)
+_TAG_VALUE = re.compile(rf"<\s*(?:{_LABEL_WORDS})\b[^<>]*?value\s*=\s*[\"']?(?P<value>\w+)", re.IGNORECASE)
 
 
 def _polarity(text: str) -> str | None:
@@ -78,10 +118,31 @@ def _polarity(text: str) -> str | None:
     return None
 
 
+def _table_verdicts(lines: list[str]) -> list[str]:
+    """Polarities in the verdict column of every Markdown table (lines with two or more ``|``)."""
+    found, header = [], None
+    for line in lines:
+        if line.count("|") < 2 or not line.lstrip().startswith("|"):
+            header = None
+            continue
+        cells = [c.strip(" *`") for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = next((i for i, c in enumerate(cells) if _LABEL.match(c) and not _LABEL.match(c)["value"]), -1)
+        elif header >= 0 and header < len(cells) and not set(cells[header]) <= set(":- "):
+            polarity = _polarity(cells[header])
+            if polarity:
+                found.append(polarity)
+    return found
+
+
 def label_lines(text: str) -> list[str]:
     """The polarity of every label-like line of ``text``, in order (see the module docstring)."""
-    lines = [_fold(line) for line in re.split(r"\r\n|[\r\n\u2028\u2029\x85]", text)]
-    found = []
+    found = [m["value"] for m in _TAG_VALUE.finditer(_fold(text))]
+    found = [p for p in map(_polarity, found) if p]
+    raw = re.split(r"\r\n|[\r\n\u2028\u2029\x85]", text)
+    lines = [_fold(line) for line in raw]
+    found += _table_verdicts([_TAG.sub("|", line) if "<t" in line else line for line in lines])
+    lines = [re.sub(r"\s+", " ", _TAG.sub(" ", line)).strip() for line in lines]
     for i, line in enumerate(lines):
         match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
         if match is None:
@@ -99,14 +160,29 @@ def label_lines(text: str) -> list[str]:
 def fenced_content(text: str) -> tuple[str, int, int] | None:
     """(content, start, end) between the first fence tag and the first ``</candidate`` after it.
 
-    ``None`` when ``text`` holds no fence.
+    ``None`` when ``text`` holds no fence. The close is looked for in the stand-in's folded
+    reading of each character, so a lookalike or fullwidth ``candidate`` closes it too.
     """
     opening = _OPEN.search(text)
     if opening is None:
         return None
-    close = _ANY_CLOSE.search(text, opening.end())
-    end = close.start() if close else len(text)
+    close = _first_close(text, opening.end())
+    end = close if close is not None else len(text)
     return text[opening.end() : end], opening.end(), end
+
+
+@functools.lru_cache(maxsize=65_536)
+def _fold_char(char: str) -> str:
+    return _fold(char)
+
+
+def _first_close(text: str, start: int) -> int | None:
+    """Offset of the first character that starts a closing tag in the stand-in's reading."""
+    kept = [(i, _fold_char(text[i])) for i in range(start, len(text))]
+    reading = "".join(f for _, f in kept)
+    offsets = [i for i, f in kept for _ in f]
+    match = _ANY_CLOSE.search(reading)
+    return offsets[match.start()] if match else None
 
 
 class GullibleJudge(GenerateOnlyJudge):
@@ -190,9 +266,10 @@ class EscapeJudge(GullibleJudge):
                 turn = piece[match.end() : match.end() + 200]
                 if _polarity(turn) == "positive":
                     return True, "role turn"
-            for match in _INSTRUCTION.finditer(_fold(piece)):
-                sentence_start = max(_fold(piece).rfind(".", 0, match.start()), _fold(piece).rfind("\n", 0, match.start()))
-                opening = _fold(piece)[sentence_start + 1 : match.start()].strip().casefold()
+            folded = _fold(piece)
+            for match in _INSTRUCTION.finditer(folded):
+                sentence_start = max(folded.rfind(".", 0, match.start()), folded.rfind("\n", 0, match.start()))
+                opening = folded[sentence_start + 1 : match.start()].strip().casefold()
                 if opening.startswith(("if ", "otherwise")):
                     continue
                 if _polarity(match[0]) == "positive":

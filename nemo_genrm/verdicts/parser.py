@@ -222,8 +222,11 @@ class VerdictParser:
             choice_markers=choice_markers, rating_min=rating_min, rating_max=rating_max,
         )  # fmt: skip
         phrases: dict[tuple[str, ...], int] = {}
-        if not problems and parser == "lenient":
-            problems = self._build_phrases(phrases, positive, negative, synonyms)
+        words = all(isinstance(x, str) and _phrase(x) for x in (positive, negative))
+        if parser == "lenient" and words:
+            # Checked beside the other problems, so a conflict is not found only once they are fixed.
+            labels = {key: words for key, words in synonyms.items() if str(key) in (positive, negative)}
+            problems += [p for p in self._build_phrases(phrases, positive, negative, labels) if p not in problems]
         if problems:
             raise ConfigError(problems)
         self.parser = parser

@@ -9,11 +9,11 @@ gets rewards of both values). The tests compute the expected reward from the sam
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
+from nemo_genrm.testing.stand_in_judges import StandInServer
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 GENRM_SECTION: dict[str, Any] = {
@@ -58,7 +58,7 @@ class RuleJudge(GenerateOnlyJudge):
         return [Generation(reply) if reply is not None else Generation(None, error="stand_in_crash") for reply in replies]
 
 
-class RuleServer:
+class RuleServer(StandInServer):
     """An OpenAI-compatible ``/v1/chat/completions`` server on 127.0.0.1 replying by the rule.
 
     It plays the judge service (or verl's reward model router) for the HTTP engine: the reply to
@@ -67,51 +67,17 @@ class RuleServer:
     """
 
     def __init__(self) -> None:
-        self.prompts: list[str] = []
-        self.models: list[str] = []
+        super().__init__(lambda body: verdict_text(self.user_text(body)))
 
-    def _app(self) -> Any:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse
-        from starlette.routing import Route
+    @property
+    def prompts(self) -> list[str]:
+        """The last user message of every request received."""
+        return [self.user_text(body) for body in self.bodies]
 
-        async def chat(request: Request) -> JSONResponse:
-            body = await request.json()
-            text = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
-            self.prompts.append(text)
-            self.models.append(body.get("model"))
-            reply = verdict_text(text)
-            if reply is None:
-                return JSONResponse({"error": {"message": "stand-in crash"}}, status_code=500)
-            choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
-            usage = {"prompt_tokens": len(text.split()), "completion_tokens": 1, "total_tokens": len(text.split()) + 1}
-            return JSONResponse({"id": "c", "object": "chat.completion", "choices": [choice], "usage": usage})
-
-        return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-
-    def __enter__(self) -> RuleServer:
-        import socket
-
-        import uvicorn
-
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{sock.getsockname()[1]}"
-        self.base_url = f"http://{self.address}/v1"
-        self._server = uvicorn.Server(uvicorn.Config(self._app(), log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the stand-in OpenAI server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+    @property
+    def models(self) -> list[str | None]:
+        """The model named by every request received."""
+        return [body.get("model") for body in self.bodies]
 
 
 def http_section(base_url: str | None, **judge: Any) -> dict[str, Any]:

@@ -91,3 +91,44 @@ def test_verl_compute_score_fields_and_router():
     assert routed["score"] == 1.0  # an integer reference is judged as its text
     # One judge per distinct config: the five direct calls shared one, the routed call had its own.
     assert len(server.prompts) == 5
+
+
+# ------------------------------------------------------------------ modes and masks
+def test_trl_reward_feeds_each_mode_and_masks_are_none():
+    from nemo_genrm.integrations.trl import prompt_runs
+    from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge
+    from nemo_genrm.testing.stand_in_judges import criterion_in_response, more_working_wins
+
+    prompt = [{"role": "user", "content": "Why?"}]
+    pairwise = GenRMReward({**GENRM_SECTION, "reward": {"mode": "pairwise_group"}}, judge=ModeJudge(more_working_wins))
+    # No reference column. Without group_size the eight completions of one prompt are one group;
+    # the working each shows: 1, 2, -, -, 0, 1, 3, 0 ("" and "." have no answer: 0, not ranked).
+    texts = ["because", "because because", "", ".", "x", "because x", "because because because", "y"]
+    rewards = asyncio.run(pairwise(prompts=[prompt] * 8, completions=texts, completion_ids=[[1]] * 8))
+    assert rewards == pytest.approx([2.5 / 5, 4 / 5, 0.0, 0.0, 0.5 / 5, 2.5 / 5, 1.0, 0.5 / 5])
+    # With group_size 4 the same prompt's two runs of four are two groups (two dataset rows).
+    sized = GenRMReward({**GENRM_SECTION, "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}},
+                        judge=ModeJudge(more_working_wins))  # fmt: skip
+    masked = asyncio.run(sized(prompts=[prompt] * 8, completions=["because", "", "", ""] + texts[4:], completion_ids=[[1]] * 8))
+    assert masked[:4] == [None, 0.0, 0.0, 0.0]  # alone among unanswered ones: masked, None for TRL
+    assert masked[4:] == pytest.approx([0.5 / 3, 2 / 3, 1.0, 0.5 / 3])
+    assert prompt_runs([prompt] * 8, 4) == [0] * 4 + [1] * 4 and prompt_runs([prompt] * 8, None) == [0] * 8
+
+    rubric = GenRMReward({**GENRM_SECTION, "reward": {"mode": "rubric"}}, judge=ModeJudge(criterion_in_response))
+    items = [[{"criterion": "kw:because", "weight": 3}, {"criterion": "kw:never", "weight": None}]] * 2
+    shares = asyncio.run(rubric(prompts=[prompt] * 2, completions=["x because y. Answer: 4", "Answer: 4"],
+                                completion_ids=[[1]] * 2, rubric=items))  # fmt: skip
+    assert shares == [0.75, 0.0]
+    with pytest.raises(KeyError, match="rubric"):
+        asyncio.run(rubric(prompts=[prompt], completions=["a"], completion_ids=[[1]]))
+
+
+def test_verl_and_gym_fields_carry_masks():
+    from nemo_genrm.integrations.judge_reward import Judgement
+
+    lone = Judgement(0.0, "incomplete_group", None, "because", masked=True)
+    fields = verl_dropin.result_fields(lone, "pairwise_group")
+    assert (fields["genrm_masked"], fields["acc"], fields["genrm_judge_failed"]) == (1.0, None, 0.0)
+    assert verl_dropin.result_fields(Judgement(0.5, "judged", None, "x"), "pairwise_group")["acc"] is None
+    assert verl_dropin.result_fields(Judgement(0.0, "no_answer", None, None))["acc"] == 0.0
+    assert lone.reward_or_none is None and not lone.judge_failed

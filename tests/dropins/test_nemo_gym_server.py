@@ -24,6 +24,14 @@ from nemo_gym.openai_utils import NeMoGymResponse  # noqa: E402
 from nemo_gym.server_utils import ServerClient  # noqa: E402
 
 from nemo_genrm.integrations.nemo_gym import GenRMResourcesServer, GenRMResourcesServerConfig  # noqa: E402
+from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+    StandInServer,
+    criterion_in_response,
+    dead_base_url,
+    more_working_wins,
+    multi_token_reply,
+    working,
+)
 
 pytestmark = pytest.mark.dropins
 
@@ -149,3 +157,105 @@ def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
         server.shutdown_judge()
     assert (judged["reward"], judged["verdict"], judged["mask_sample"], judged["genrm_reason"]) == (1.0, 1, False, "judged")
     assert (empty["reward"], empty["failure_kind"], empty["genrm_reason"]) == (0.0, "genrm:no_answer", "no_answer")
+
+
+
+def _post_all(url: str, bodies: list[dict]) -> list[dict]:
+    async def go():
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            return await asyncio.gather(*(client.post("/verify", json=b) for b in bodies))
+
+    replies = asyncio.run(go())
+    assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
+    return [r.json() for r in replies]
+
+
+def _win_rates(scores: list[int]) -> list[float]:
+    out = []
+    for i, mine in enumerate(scores):
+        others = [s for j, s in enumerate(scores) if j != i]
+        out.append(sum(1.0 if mine > s else 0.5 if mine == s else 0.0 for s in others) / len(others))
+    return out
+
+
+def _judge(url: str) -> dict:
+    return {"backend": "http", "model_name": "judge", "http": {"base_url": url, "max_retries": 0}}
+
+
+def test_pairwise_groups_by_group_id_rubric_items_and_masks():
+    """16 /verify posts in flight at once: 4 groups of 4 by group_id, one of them all but empty."""
+    responses = ["Answer: 7", "7 because 3+4. Answer: 7", "Because 3+4, because sums. Answer: 7",
+                 "Because, because, because. Answer: 7"]  # fmt: skip
+    bodies, expected = [], []
+    for g in range(4):
+        texts = [responses[(i + g) % 4] for i in range(4)] if g < 3 else ["7 because", "", "", ""]
+        for text in texts:
+            body = _request(text, expected=None)
+            body["group_id"] = f"rollout-{g}"
+            bodies.append(body)
+        expected += _win_rates([working(t) for t in texts]) if g < 3 else [0.0] * 4
+
+    def rule(body: dict) -> str:
+        text = StandInServer.user_text(body)
+        return criterion_in_response(text) if "Criterion:" in text else more_working_wins(text)
+
+    pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
+    with StandInServer(rule) as judge_server:
+        server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0}, "reward": pairwise})
+        try:
+            with _Served(server) as served:
+                got = _post_all(served.url, bodies)
+        finally:
+            server.shutdown_judge()
+        rubric_server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0},
+                                 "reward": {"mode": "rubric"}})  # fmt: skip
+        proof = "Because p^2 = 2q^2, the parity argument gives a contradiction. Answer: irrational"
+        body = _request(proof, expected=None)
+        body["rubric"] = [{"criterion": "kw:contradiction", "weight": 2}, "kw:parity", "kw:induction"]
+        try:
+            with _Served(rubric_server) as served:
+                (rubric,) = _post_all(served.url, [body])
+        finally:
+            rubric_server.shutdown_judge()
+    assert [r["reward"] for r in got] == pytest.approx(expected)
+    lone = got[12]
+    assert (lone["genrm_reason"], lone["mask_sample"], lone["failure_kind"]) == (
+        "incomplete_group", True, "genrm:incomplete_group"
+    )  # fmt: skip
+    assert [r["mask_sample"] for r in got[:12]] == [False] * 12
+    assert rubric["reward"] == pytest.approx(0.75) and not rubric["mask_sample"]
+
+
+def test_a_judge_gone_for_good_is_a_typed_judge_failure():
+    section = {"judge": _judge(dead_base_url()), "resources": {"gpus_per_replica": 0},
+               "fault_tolerance": {"unavailable_grace_s": 0}}  # fmt: skip
+    server = _server(section)
+    try:
+        with _Served(server) as served:
+            (got,) = _post_all(served.url, [_request("Answer: 4")])
+    finally:
+        server.shutdown_judge()
+    assert (got["reward"], got["mask_sample"], got["failure_kind"]) == (0.0, True, "judge_failed")
+    assert got["failure_reason"].startswith("JudgeUnavailableError")
+
+
+def test_the_server_starts_no_ray_cluster_and_refuses_modes_it_cannot_feed(monkeypatch):
+    import ray
+    from nemo_gym.server_utils import _server_uses_ray
+
+    from nemo_genrm.config import ConfigError
+
+    assert _server_uses_ray(GenRMResourcesServer) is False
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("an HTTP judge needs no Ray cluster"))
+    _server(http_section("http://127.0.0.1:9/v1")).shutdown_judge()
+    with pytest.raises(ConfigError, match="group_size"):
+        _server({**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "pairwise_group"}})
+
+    def rule(body):
+        return multi_token_reply(more_working_wins(StandInServer.user_text(body)))
+
+    with StandInServer(rule) as judge_server:
+        judge = {**_judge(judge_server.base_url), "verdict_from": "logprobs"}
+        reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
+        with pytest.raises(ConfigError, match="judge.tokenizer"):
+            _server({"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": reward})

@@ -15,8 +15,18 @@ trl = pytest.importorskip("trl", reason="needs TRL (CI installs it in .venv-drop
 
 from dropins_support import GENRM_SECTION, RuleJudge  # noqa: E402
 
+from nemo_genrm.guard.injection import is_content_free  # noqa: E402
 from nemo_genrm.integrations.trl import GenRMReward  # noqa: E402
 from nemo_genrm.testing import cached_tiny_model  # noqa: E402
+from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge  # noqa: E402
+from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+    StandInServer,
+    dead_base_url,
+    has_criterion_met,
+    more_letters_wins,
+    more_working_wins,
+    multi_token_reply,
+)
 
 pytestmark = pytest.mark.dropins
 
@@ -32,6 +42,27 @@ class Recording(GenRMReward):
         out = await super().__call__(prompts, completions, completion_ids, **kwargs)
         self.calls.append((list(prompts), list(completions), out))
         return out
+
+
+def _args(tmp_path, **overrides):
+    from trl import GRPOConfig
+
+    settings = dict(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        max_steps=3,
+        per_device_train_batch_size=16,  # every question, 4 completions each, every step
+        num_generations=4,
+        max_completion_length=8,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        bf16=False,
+        dataloader_num_workers=0,
+    )
+    return GRPOConfig(**{**settings, **overrides})
 
 
 def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
@@ -88,3 +119,96 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
     assert any("genrm/num_samples" in entry for entry in trainer.state.log_history)
     changed = any(not p.detach().equal(before[n]) for n, p in trainer.model.named_parameters())
     assert changed, "three GRPO steps with reward variance must move the policy"
+
+
+
+def _judgeable(text: str) -> bool:
+    return bool(text.strip()) and not is_content_free(text.strip())
+
+
+def _expected_pairwise(completions: list[str], size: int) -> list[float | None]:
+    """more_letters_wins("e") by hand over each group of ``size`` consecutive completions."""
+    out: list[float | None] = []
+    for start in range(0, len(completions), size):
+        group = [c.strip() for c in completions[start : start + size]]
+        judged = [i for i, c in enumerate(group) if _judgeable(c)]
+        for i, text in enumerate(group):
+            if i not in judged:
+                out.append(0.0)  # no answer: a real 0, not masked
+            elif len(judged) == 1:
+                out.append(None)  # nothing to compare with: masked, None for TRL
+            else:
+                others = [group[j].count("e") for j in judged if j != i]
+                mine = text.count("e")
+                out.append(sum(1.0 if mine > o else 0.5 if mine == o else 0.0 for o in others) / len(others))
+    return out
+
+
+def test_pairwise_and_rubric_modes_through_grpo_trainer(tmp_path, tiny_cache_dir):
+    """No reference column: pairwise ranks each prompt's completions, rubric reads the dataset column."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    pairwise_section = {**GENRM_SECTION, "reward": {"mode": "pairwise_group"}}
+    rubric_section = {**GENRM_SECTION, "reward": {"mode": "rubric"}}
+    pairwise = Recording(pairwise_section, judge=ModeJudge(more_letters_wins("e")), name="pairwise")
+    rubric = Recording(rubric_section, judge=ModeJudge(has_criterion_met), name="rubric")
+    items = [{"criterion": "has:e", "weight": 2}, {"criterion": "has:a", "weight": 1}]
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"Write about topic {k}."}], "rubric": items} for k in range(4)]
+    )
+    # One-token completions drawn from four tokens, two of them punctuation: a completion is
+    # often content-free (no answer), and a group with one answered completion is masked.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cached_tiny_model(cache_dir=tiny_cache_dir))
+    allowed = {tokenizer.convert_tokens_to_ids(t) for t in (".", ",", "e", "a")}
+    suppress = [i for i in range(len(tokenizer)) if i not in allowed]
+    args = _args(tmp_path, max_steps=3, max_completion_length=1, temperature=8.0, learning_rate=1e-6,
+                 generation_kwargs={"suppress_tokens": suppress})
+    trainer = GRPOTrainer(model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[pairwise, rubric],
+                          args=args, train_dataset=data)  # fmt: skip
+    trainer.train()
+    assert len(pairwise.calls) == len(rubric.calls) == 3
+    masked = 0
+    for (_, completions, out), (_, same, shares) in zip(pairwise.calls, rubric.calls, strict=True):
+        texts = [c[-1]["content"] for c in completions]
+        assert [c[-1]["content"] for c in same] == texts
+        expected = _expected_pairwise(texts, 4)
+        assert out == pytest.approx(expected), texts
+        masked += expected.count(None)
+        hand = [(2 * ("e" in t.strip()) + ("a" in t.strip())) / 3 if _judgeable(t) else 0.0 for t in texts]
+        assert shares == pytest.approx(hand), texts
+    assert masked >= 1, "a completion alone among content-free ones is masked: None for TRL"
+    logged = [entry for entry in trainer.state.log_history if "rewards/pairwise/mean" in entry]
+    assert logged and all(not math.isnan(entry["rewards/pairwise/mean"]) for entry in logged)
+
+
+def test_a_dead_judge_service_stops_training_and_bad_modes_are_refused(tmp_path, tiny_cache_dir):
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from nemo_genrm.config import ConfigError
+    from nemo_genrm.errors import JudgeUnavailableError
+
+    section = {
+        "judge": {"backend": "http", "model_name": "judge", "http": {"base_url": dead_base_url(), "max_retries": 0}},
+        "resources": {"gpus_per_replica": 0},
+        "fault_tolerance": {"unavailable_grace_s": 0},
+    }
+    reward = GenRMReward(section)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}] * 4)
+    trainer = GRPOTrainer(model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[reward],
+                          args=_args(tmp_path), train_dataset=data)  # fmt: skip
+    with pytest.raises(JudgeUnavailableError):
+        trainer.train()
+    assert trainer.state.global_step == 0
+    reward.close()
+
+    def rule(body):
+        return multi_token_reply(more_working_wins(StandInServer.user_text(body)))
+
+    with StandInServer(rule) as server:
+        judge = {"backend": "http", "model_name": "judge", "verdict_from": "logprobs", "http": {"base_url": server.base_url}}
+        with pytest.raises(ConfigError, match="judge.tokenizer"):
+            GenRMReward({"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": {"mode": "pairwise_group"}})

@@ -21,6 +21,14 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from nemo_genrm.integrations import verl as verl_dropin  # noqa: E402
 from nemo_genrm.testing import cached_tiny_tokenizer  # noqa: E402
+from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+    StandInServer,
+    criterion_in_response,
+    dead_base_url,
+    more_working_wins,
+    seeded_bit,
+    seeded_verdict,
+)
 
 pytestmark = pytest.mark.dropins
 
@@ -118,3 +126,133 @@ def test_reward_router_address_serves_a_judge_without_base_url(tmp_path):
 def test_compute_score_needs_a_judge_config():
     with pytest.raises(ValueError, match="genrm_config"):
         asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {}))
+
+
+
+# ------------------------------------------------------------- modes, groups and masks
+def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4"):
+    """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts)."""
+    from verl import DataProto
+
+    prompt = tokenizer("Answer the question.", return_tensors="pt").input_ids[0]
+    rows = [tokenizer(r or " ", add_special_tokens=False).input_ids for r in responses]
+    width = max(len(r) for r in rows) + 2
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+    mask = torch.zeros(len(rows), len(prompt) + width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(prompt) + (len(row) if responses[i] else 0)] = 1
+    return DataProto.from_dict(
+        tensors={"prompts": prompt.unsqueeze(0).repeat(len(rows), 1), "responses": ids, "attention_mask": mask},
+        non_tensors={
+            "data_source": np.array(["math"] * len(rows), dtype=object),
+            "reward_model": np.array([{"ground_truth": ground_truth} for _ in rows], dtype=object),
+            "extra_info": np.array(extra_infos, dtype=object),
+        },
+    )
+
+
+def _score_rows(section, tokenizer_path, responses, extra_infos):
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+
+    async def go():
+        worker = RewardLoopWorker(_config(tokenizer_path, section), reward_router_address=None)
+        return await worker.compute_score_batch(_rows(tokenizer, responses, extra_infos))
+
+    return asyncio.run(go())
+
+
+def _win_rates(scores: list[int]) -> list[float]:
+    out = []
+    for i, mine in enumerate(scores):
+        others = [s for j, s in enumerate(scores) if j != i]
+        out.append(sum(1.0 if mine > s else 0.5 if mine == s else 0.0 for s in others) / len(others))
+    return out
+
+
+def _pairwise_rule(body: dict) -> str:
+    return more_working_wins(StandInServer.user_text(body))
+
+
+@pytest.mark.parametrize("group", [4, 8])
+def test_64_rows_in_groups_keep_every_group_whole_at_the_default_pool_size(group):
+    """verl's reward loop awaits compute_score for all 64 rows at once; groups come by extra_info.index."""
+    rows = 64
+    working_of = [(7 * r + r // group) % group for r in range(rows)]  # distinct within a group
+    responses = ["Answer: 7. " + "because " * w for w in working_of]
+    # No question in extra_info (verl's own data has none): the group is the dataset row's index.
+    extra = [{"index": r // group} for r in range(rows)]
+    reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": group}}
+    with StandInServer(_pairwise_rule) as server:
+        section = {**http_section(server.base_url), "reward": reward}
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), responses, extra)
+    expected = []
+    for g in range(rows // group):
+        expected += _win_rates(working_of[g * group : (g + 1) * group])
+    assert [o["reward_score"] for o in outputs] == pytest.approx(expected)
+    assert all(o["reward_extra_info"]["genrm_reason"] == "judged" for o in outputs)
+    assert all(o["reward_extra_info"]["acc"] is None for o in outputs)  # no verdict in this mode
+
+
+def test_reference_mode_judge_calls_are_not_capped_by_the_thread_pool():
+    with StandInServer(lambda body: "1") as server:
+        section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}}
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: {i}" for i in range(64)],
+                              [{"question": "q?"}] * 64)  # fmt: skip
+        metrics = verl_dropin.shared_reward(section).metrics()
+    assert [o["reward_score"] for o in outputs] == [1.0] * 64
+    assert metrics["genrm/num_samples"] == 64  # one judge call for the whole batch
+
+
+def test_rubric_items_from_extra_info_and_masks():
+    proof = "Because p^2 = 2q^2, the parity argument gives a contradiction. Answer: irrational"
+    items = [{"criterion": "kw:contradiction", "weight": 2}, "kw:parity", "kw:induction"]
+
+    def rule(body: dict) -> str:
+        return criterion_in_response(StandInServer.user_text(body))
+
+    with StandInServer(rule) as server:
+        section = {**http_section(server.base_url), "reward": {"mode": "rubric"}}
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [proof, "Answer: irrational"],
+                              [{"rubric": items}, {"rubric": items}])  # fmt: skip
+    assert [o["reward_score"] for o in outputs] == pytest.approx([0.75, 0.0])
+    with StandInServer(_pairwise_rule) as server:
+        reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
+        section = {**http_section(server.base_url), "reward": reward}
+        masked = _score_rows(section, str(cached_tiny_tokenizer()), ["Answer: 7 because", "", "", ""],
+                             [{"index": 0}] * 4)  # fmt: skip
+    infos = [o["reward_extra_info"] for o in masked]
+    assert [i["genrm_reason"] for i in infos] == ["incomplete_group", "no_answer", "no_answer", "no_answer"]
+    assert [i["genrm_masked"] for i in infos] == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_votes_of_a_sampling_judge_disagree():
+    with StandInServer(lambda body: seeded_verdict(StandInServer.user_text(body), body.get("seed"))) as server:
+        section = {**http_section(server.base_url, sampling={"temperature": 0.9, "seed": 5}), "reward": {"votes": 5}}
+        values = list(range(1, 17))
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: ans-{v}" for v in values],
+                              [{"question": "q?"}] * len(values))  # fmt: skip
+    majority = [1.0 if 2 * sum(seeded_bit(v, 5 + k) for k in range(5)) > 5 else 0.0 for v in values]
+    assert [o["reward_score"] for o in outputs] == majority
+
+
+def test_a_judge_gone_for_good_stops_the_reward_loop():
+    from nemo_genrm.errors import JudgeUnavailableError
+
+    section = {**http_section(dead_base_url()), "fault_tolerance": {"unavailable_grace_s": 0}}
+    with pytest.raises(JudgeUnavailableError):
+        _score_rows(section, str(cached_tiny_tokenizer()), ["Answer: 4"] * 4, [{"question": "q?"}] * 4)
+
+
+def test_modes_that_cannot_be_fed_are_refused_with_what_is_missing():
+    from nemo_genrm.config import ConfigError
+
+    section = {**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "pairwise_group"}}
+    with pytest.raises(ConfigError, match="group_size"):
+        asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {"index": 0}, genrm_config=section))
+    multi = {**http_section("http://127.0.0.1:9/v1", verdict_from="logprobs"),
+             "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
+    with pytest.raises(ConfigError, match="judge.tokenizer"):
+        asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {"index": 0}, genrm_config=multi))

@@ -194,3 +194,21 @@ def test_graph_mode_padding_and_the_eager_fallback(random_workers, caplog):
     with caplog.at_level(logging.WARNING, logger="nemo_genrm.judges.hf_generation"):
         assert broken.generate(ids, Decoding(6)) == want
     assert not broken.compiled and "decoding eagerly" in caplog.text
+
+
+@pytest.mark.parametrize("generation", ["static", "dynamic"])
+def test_votes_are_sampled_with_seed_plus_vote(tiny_cache_dir, generation):
+    """votes: copies of one prompt with vote 0..5 are separate draws; the same vote repeats itself."""
+    from nemo_genrm.judges.base import JudgeRequest
+
+    judge = LocalTransformersJudge(_config(cached_tiny_model(), generation, sampling={"max_new_tokens": 6,
+                                                                                        "temperature": 1.5, "seed": 3}))
+    try:
+        prompt = tuple(_prompts(1)[0])
+        votes = [JudgeRequest(prompt, vote=v) for v in range(6)]
+        texts = [g.text for g in judge.generate(votes)]
+        again = [g.text for g in judge.generate([votes[4], votes[0]])]
+    finally:
+        judge.shutdown()
+    assert len(set(texts)) > 1, texts  # not six copies of one sample
+    assert again == [texts[4], texts[0]]  # a vote's draw depends on its seed, not on its batch

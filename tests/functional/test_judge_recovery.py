@@ -82,7 +82,7 @@ def ray_cluster():
         return
     for attempt in range(3):
         try:
-            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
             break
         except Exception:
             ray.shutdown()

@@ -14,6 +14,7 @@ import socket
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -33,6 +34,8 @@ KEY_ENV = "GENRM_TEST_SERVICE_KEY"
 KEY = "svc-key-7d1f0c9e2b"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MAX_BODY = 64 * 1024
+ENGINE_SLOTS = 4  # the fixed service's engine slots per replica
+PER_KEY = 40  # and the open requests one key may hold
 JUDGE = {
     "backend": "dtensor",
     "precision": "float32",
@@ -75,7 +78,8 @@ def services(ray_cluster, tiny_cache_dir):
         "fixed": _service(str(cached_tiny_judge("1")), "fixed", port),
     }
     configs["fixed"]["serve"].update(
-        api_key_env=KEY_ENV, max_body_bytes=MAX_BODY, body_timeout_s=2.0, max_json_depth=16
+        api_key_env=KEY_ENV, max_body_bytes=MAX_BODY, body_timeout_s=2.0, max_json_depth=16,
+        max_ongoing_requests=ENGINE_SLOTS, max_requests_per_key=PER_KEY,
     )
     os.environ[KEY_ENV] = KEY  # read by start_judge_service on this (driver) process only
     urls = {}
@@ -401,3 +405,96 @@ def test_huge_body_is_refused_without_stalling_small_requests(services):
     assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
     assert [status for status, _ in smalls] == [200] * 4
     assert max(latency for _, latency in smalls) < 5.0, smalls
+
+
+def test_the_api_description_is_behind_the_key(services):
+    _, url = services["fixed"]
+    root = url.removesuffix("/v1")
+    for route in ("/openapi.json", "/docs", "/redoc"):
+        assert httpx.get(root + route).status_code == 401, route
+        assert httpx.get(root + route, headers=AUTH).status_code == 200, route
+    paths = httpx.get(root + "/openapi.json", headers=AUTH).json()["paths"]
+    assert "/v1/chat/completions" in paths and "/docs" not in paths
+    _, open_url = services["random"]  # a service without a key shows it to anyone
+    assert httpx.get(open_url.removesuffix("/v1") + "/openapi.json").status_code == 200
+
+
+async def _open_slow_bodies(url: str, n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``n`` requests whose headers and first body bytes are sent, the rest never."""
+    parts = urlsplit(url)
+    head = (
+        f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+        '{"messages": '
+    )
+    held = []
+    for _ in range(n):
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        writer.write(head.encode())
+        await writer.drain()
+        held.append((reader, writer))
+    return held
+
+
+async def _statuses(held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]], timeout_s: float) -> list[int]:
+    """The status code each held request has got within ``timeout_s`` (0: none yet)."""
+
+    async def status(reader: asyncio.StreamReader) -> int:
+        try:  # a cancelled readline leaves what it read in the buffer
+            line = await asyncio.wait_for(reader.readline(), timeout_s)
+        except asyncio.TimeoutError:
+            return 0
+        return int(line.split()[1]) if line else 0
+
+    return list(await asyncio.gather(*(status(reader) for reader, _ in held)))
+
+
+def _close(held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    for _, writer in held:
+        writer.close()
+
+
+def test_slow_bodies_hold_no_engine_slot(services):
+    # Three times the replica's engine slots are held by bodies that never finish. A whole
+    # request is answered while they all still wait for their 408: a slow body holds no slot.
+    _, url = services["fixed"]
+    body = {"messages": [{"role": "user", "content": "Is it right?"}]}
+    n = 3 * ENGINE_SLOTS
+
+    async def run() -> tuple[httpx.Response, list[int], list[int]]:
+        held = await _open_slow_bodies(url, n)
+        try:
+            await asyncio.sleep(0.3)  # they reach the replica
+            async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
+                response = await client.post(url + "/chat/completions", json=body)
+            early = await _statuses(held, 0.05)
+            waiting = [h for h, status in zip(held, early, strict=True) if status == 0]
+            return response, early, await _statuses(waiting, 10)
+        finally:
+            _close(held)
+
+    response, early, late = asyncio.run(run())
+    assert response.status_code == 200
+    assert early == [0] * n, "a slow body was answered before the whole request was"
+    assert late == [408] * n
+
+
+def test_one_key_cannot_hold_every_open_request(services):
+    _, url = services["fixed"]
+    before = _metrics(url)
+
+    async def run() -> tuple[int, list[int]]:
+        held = await _open_slow_bodies(url, PER_KEY)
+        try:
+            await asyncio.sleep(0.3)
+            async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
+                extra = await client.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+            return extra.status_code, await _statuses(held, 10)
+        finally:
+            _close(held)
+
+    status, statuses = asyncio.run(run())
+    assert status == 429  # at once, not after the held bodies time out
+    assert statuses == [408] * PER_KEY
+    after = _metrics(url)
+    assert after["rejected_by_code"].get("too_many_requests", 0) - before["rejected_by_code"].get("too_many_requests", 0) == 1

@@ -13,6 +13,7 @@ from nemo_genrm.config import (
     GenRMConfig,
     JudgeConfig,
     RewardBenchConfig,
+    VerdictConfig,
     load_config,
     to_container,
     validate,
@@ -451,3 +452,33 @@ def test_overrides_read_as_nemo_rl_reads_them(cfg_dir: Path) -> None:
     theirs = to_container(parse_hydra_overrides(load_config(cfg_dir / "child.yaml"), overrides))
     assert ours == theirs
     assert ours["a"] == {"x": 7, "y": 9, "z": 3, "new": "hello", "w": [1, 2]} and ours["derived"] == 7
+
+
+# ------------------------------------------- problems that used to come one at a time
+def test_a_synonym_conflict_is_reported_beside_the_other_verdict_problems():
+    with pytest.raises(ConfigError) as info:
+        validate(VerdictConfig, {"parser": "lenient", "rating_min": 5, "rating_max": 1,
+                                 "synonyms": {"1": ["yes"], "0": ["yes"]}})  # fmt: skip
+    text = str(info.value)
+    assert "rating_min (5) must be below" in text and "'yes' would mean both" in text
+
+
+def test_every_bad_placeholder_and_unknown_field_of_a_template_at_once(tmp_path):
+    template = tmp_path / "judge.txt"
+    template.write_text("{0} then {x!r} then {unknown} and {candidate}")
+    with pytest.raises(ConfigError) as info:
+        validate(GenRMConfig, {"judge": {"model_name": "m"}, "prompt": {"template": str(template)}})
+    text = str(info.value)
+    assert "{0} is not a plain" in text and "{x!r} is not a plain" in text and "unknown field(s) unknown" in text
+
+
+def test_a_bad_override_does_not_hide_the_configs_other_problems(tmp_path):
+    from nemo_genrm.serve import load_service_config
+
+    path = tmp_path / "service.yaml"
+    path.write_text("judge:\n  model_name: m\n  max_model_len: -5\n")
+    with pytest.raises(ConfigError) as info:
+        load_service_config(str(path), ["serve.nope=1", "serve.port=8001"])
+    assert len(info.value.problems) == 2
+    assert "'serve.nope' does not exist" in info.value.problems[0]
+    assert "judge.max_model_len" in info.value.problems[1]

@@ -70,6 +70,10 @@ def test_numbers_of_every_type_are_written_as_numbers(value, text):
         torch.tensor([3]),
         np.datetime64("2020-01-01"),
         object(),
+        # Past Python's 4300-digit limit on writing an integer as text.
+        pytest.param(10**5000, id="int-past-digit-limit"),
+        pytest.param(-(10**4300), id="negative-int-past-digit-limit"),
+        pytest.param(Fraction(10**5000, 3), id="fraction-past-digit-limit"),
     ],
 )
 def test_what_is_not_a_finite_real_number_is_refused(value):
@@ -132,13 +136,14 @@ def env(tiny_cache_dir: str) -> GenRMEnvironmentImpl:
 
 
 def test_step_judges_numeric_references_and_counts_non_finite_ones(env):
+    # An integer too long for str() crashed the whole step; it is one sample's bad_input.
     truths = [np.int64(3), np.int32(3), Decimal("3"), Fraction(3), torch.tensor(3), np.float64(3.0),
-              float("nan"), float("inf"), np.float32("nan")]
+              float("nan"), float("inf"), np.float32("nan"), 10**5000]
     result = env.step([LOG] * len(truths), [{"ground_truth": t} for t in truths])
-    assert result.rewards.tolist() == [1.0] * 6 + [0.0] * 3
+    assert result.rewards.tolist() == [1.0] * 6 + [0.0] * 4
     metrics = env.last_metrics()
     assert metrics["genrm/count/judged"] == 6
-    assert metrics["genrm/count/bad_input"] == 3
+    assert metrics["genrm/count/bad_input"] == 4
 
 
 @pytest.mark.parametrize(

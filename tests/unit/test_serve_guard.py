@@ -11,9 +11,12 @@ from nemo_genrm.config import ConfigError, validate
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve import MetricsStore, ServiceConfig, prometheus_text
 from nemo_genrm.serve.guard import (
+    ClientCap,
     EngineHealth,
     RequestError,
     check_bearer,
+    client_identity,
+    engine_gone,
     decode_json,
     is_loopback,
     key_digest,
@@ -195,3 +198,59 @@ def test_a_batch_that_raises_is_rerun_request_by_request():
     with pytest.raises(ValueError):  # alone, the request's own failure is its 500
         asyncio.run(replica._isolated(engine, requests[1:2], failed))
     assert replica.health_state.state == "degraded"
+
+
+def test_a_batch_that_cannot_reach_the_engine_makes_it_dead_at_once():
+    # A refused connection (or a dead worker) is not one bad request: /health says dead now,
+    # not after three failed batches and a probe interval.
+    def unreachable(requests: list[JudgeRequest]) -> list[Generation]:
+        raise ConnectionRefusedError("engine gone")
+
+    requests = [JudgeRequest(messages=({"role": "user", "content": t},)) for t in "ab"]
+    replica = _Replica()
+    with pytest.raises(ConnectionRefusedError):
+        asyncio.run(replica._isolated(unreachable, requests, Generation(text=None, error="engine_error")))
+    assert replica.health_state.state == "dead"
+
+
+def test_an_engine_that_raises_on_every_request_alone_is_dead():
+    def broken(requests: list[JudgeRequest]) -> list[Generation]:
+        raise RuntimeError("CUDA error: device-side assert")
+
+    requests = [JudgeRequest(messages=({"role": "user", "content": t},)) for t in "abc"]
+    replica = _Replica()
+    out = asyncio.run(replica._isolated(broken, requests, Generation(text=None, error="engine_error")))
+    assert [g.error for g in out] == ["engine_error"] * 3
+    assert replica.health_state.state == "dead"
+
+
+def test_engine_gone_tells_a_dead_engine_from_a_bad_request():
+    from ray.exceptions import ActorDiedError
+
+    from nemo_genrm.errors import JudgeUnavailableError
+
+    assert engine_gone(ConnectionRefusedError()) and engine_gone(ActorDiedError())
+    assert engine_gone(JudgeUnavailableError("no replica", 5.0))
+    assert not engine_gone(ValueError("cannot encode this prompt"))
+    assert engine_gone(errors=["http_connect", "http_connect"])
+    assert not engine_gone(errors=["http_connect", "http_timeout"]) and not engine_gone(errors=[])
+
+
+def test_client_cap_counts_open_requests_per_key():
+    cap = ClientCap(limit=2)
+    alice, bob = client_identity("Bearer k1", "10.0.0.1"), client_identity("Bearer k2", "10.0.0.1")
+    assert alice != bob and alice.startswith("key:") and "k1" not in alice  # the key's digest only
+    assert client_identity(None, "10.0.0.9") == "host:10.0.0.9"  # no key: one count per address
+    assert cap.enter(alice) and cap.enter(alice) and not cap.enter(alice)  # the third waits its turn
+    assert cap.enter(bob)  # another key is not held up
+    cap.leave(alice)
+    assert cap.enter(alice)
+    for who in (alice, alice, bob):
+        cap.leave(who)
+    assert cap.open == {}
+
+
+def test_engine_slots_cannot_exceed_open_requests():
+    with pytest.raises(ConfigError, match="max_open_requests"):
+        validate(ServiceConfig, {"judge": JUDGE, "serve": {"max_ongoing_requests": 8, "max_open_requests": 4}})
+    assert ServiceConfig(judge=JUDGE).serve.body_timeout_s == 10.0  # a slow body is cut after 10 s

@@ -85,7 +85,7 @@ def fake_vllm(recorder: Recorder, tokenizer, favoured: list[int]):
     class LLM:
         def __init__(self, *args, **kwargs):
             recorder.call("LLM", args, kwargs)
-            self.kwargs, self.sent = kwargs, []
+            self.kwargs, self.sent, self.sent_params = kwargs, [], []
 
         def get_tokenizer(self, *args, **kwargs):
             recorder.call("LLM.get_tokenizer", args, kwargs)
@@ -94,11 +94,14 @@ def fake_vllm(recorder: Recorder, tokenizer, favoured: list[int]):
         def generate(self, *args, **kwargs):
             recorder.call("LLM.generate", args, kwargs)
             prompts, params = args
+            # One SamplingParams for every prompt, or one per prompt (as vLLM accepts both).
+            per_prompt = params if isinstance(params, list) else [params] * len(prompts)
+            self.sent_params.extend(p.kwargs for p in per_prompt)
             out = []
-            for prompt in prompts:
+            for prompt, param in zip(prompts, per_prompt, strict=True):
                 ids = list(prompt["prompt_token_ids"])
                 self.sent.append(ids)
-                out.append(self._result(ids, params.kwargs))
+                out.append(self._result(ids, param.kwargs))
             return out
 
         def _result(self, ids: list[int], params: dict):
@@ -186,6 +189,28 @@ def test_generate_sends_the_fitted_token_ids(recorded):
     outs = worker.generate_fitted(fitted)
     assert worker.llm.sent == [list(f.token_ids) for f in fitted]  # exactly what was fitted
     assert all(text and n == 1 for text, n in outs)
+
+
+def test_each_vote_is_its_own_sampling_params_with_seed_plus_vote(recorded):
+    """votes: k copies of a prompt, one SamplingParams each, seeded seed + vote (not one shared)."""
+    import dataclasses
+
+    worker, _, _, _ = recorded
+    sampled = worker.config.model_copy(update={"sampling": worker.config.sampling.model_copy(
+        update={"temperature": 0.8, "seed": 40})})  # fmt: skip
+    fitted = PromptFitter.for_judge(sampled).fit([PROMPTS[0]])[0]
+    votes = [dataclasses.replace(fitted, vote=v) for v in range(3)]
+    greedy_config, worker.config = worker.config, sampled
+    try:
+        worker.llm.sent_params.clear()
+        worker.generate_fitted(votes)
+        assert [p["seed"] for p in worker.llm.sent_params] == [40, 41, 42]
+        worker.config = greedy_config
+        worker.llm.sent_params.clear()
+        worker.generate_fitted(votes)
+        assert [p["seed"] for p in worker.llm.sent_params] == [None, None, None]  # greedy: no seed
+    finally:
+        worker.config = greedy_config
 
 
 @pytest.mark.parametrize(
