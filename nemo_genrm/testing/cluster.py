@@ -79,8 +79,14 @@ class SimulatedCluster:
         self._seen: dict[int, float] = {}  # pid -> create time, of every process noted
 
     # ---------------------------------------------------------------------------- lifecycle
-    def start(self) -> SimulatedCluster:
+    def start(self, *, attempts: int = 2) -> SimulatedCluster:
         """Start the head node and connect this process to it.
+
+        Ray waits a fixed 30 s for a new raylet to register; a loaded machine occasionally
+        misses that, so a failed start is cleaned up (its processes killed) and tried again.
+
+        Args:
+            attempts: Starts tried before the error is raised.
 
         Raises:
             RuntimeError: Ray is already initialised in this process (shut it down first).
@@ -90,20 +96,21 @@ class SimulatedCluster:
 
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process: ray.shutdown() first")
-        try:
-            self._cluster = Cluster(
-                initialize_head=True,
-                head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": self._system_config},
-            )
-            self._session_dir = self._cluster.head_node.get_session_dir_path()
-            ray.init(
-                address=self._cluster.address,
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        except BaseException:
-            self.shutdown()
-            raise
+        for attempt in range(1, attempts + 1):
+            try:
+                self._cluster = self._spawning(
+                    Cluster,
+                    initialize_head=True,
+                    head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": self._system_config},
+                )
+                self._session_dir = self._cluster.head_node.get_session_dir_path()
+                ray.init(address=self._cluster.address, log_to_driver=False, configure_logging=False)
+                return self
+            except BaseException as exc:
+                self.shutdown()
+                if attempt == attempts or not isinstance(exc, Exception):
+                    raise
+                logger.warning("simulated cluster start %d failed (%s); trying again", attempt, exc)
         return self
 
     def add_node(
@@ -126,9 +133,17 @@ class SimulatedCluster:
         """
         if name in self.nodes:
             raise ValueError(f"a node named {name!r} is already running")
-        node = self._cluster.add_node(
-            num_cpus=cpus, labels=dict(labels or {}), resources=dict(resources or {}), wait=wait
-        )
+        for attempt in (1, 2):  # Ray's 30 s registration wait, missed once on a loaded machine
+            try:
+                node = self._spawning(
+                    self._cluster.add_node,
+                    num_cpus=cpus, labels=dict(labels or {}), resources=dict(resources or {}), wait=wait,
+                )
+                break
+            except Exception as exc:
+                if attempt == 2:
+                    raise
+                logger.warning("starting node %s failed (%s); trying again", name, exc)
         self.nodes[name] = SimNode(name, node, cpus, dict(labels or {}), dict(resources or {}))
         return self.nodes[name]
 
@@ -198,6 +213,32 @@ class SimulatedCluster:
             except (psutil.Error, TypeError):
                 continue
         return list(mine.values())
+
+    def _spawning(self, start: Any, *args: Any, **kwargs: Any) -> Any:
+        """``start(*args, **kwargs)``, killing the processes it spawned if it raises.
+
+        A node that fails to start (Ray's 30 s registration wait, missed on a loaded machine)
+        raises before its handle is returned, so neither :meth:`shutdown` nor Ray itself knows
+        its processes: they are this process's children that were not there before the call.
+        A raylet left running would join the cluster later as an unexpected node.
+        """
+        import psutil
+
+        me = psutil.Process()
+        before = {p.pid for p in me.children(recursive=True)}
+        try:
+            return start(*args, **kwargs)
+        except BaseException:
+            spawned = [p for p in me.children(recursive=True) if p.pid not in before]
+            for proc in spawned:
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    continue
+            psutil.wait_procs(spawned, timeout=10)
+            if spawned:
+                logger.warning("killed %d process(es) of a node that failed to start", len(spawned))
+            raise
 
     def _note(self) -> None:
         """Remember every process of the cluster running now."""

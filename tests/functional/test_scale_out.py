@@ -9,7 +9,7 @@ zone each, two of them with a custom ``judge_slot`` resource::
 The session's own Ray cluster (tests/conftest.py) is stopped first and started again after, so
 the two never meet in this process, and every process of the simulated cluster is checked gone
 (and killed if not) even when a test fails. Replicas are small: the real dtensor engine with a
-tiny fixed-verdict model where the engine matters, else a stand-in worker whose verdict is a
+tiny fixed-verdict model in the service, else a stand-in worker whose verdict is a
 known function of the prompt (:class:`~nemo_genrm.testing.rule_workers.RuleWorker`: ``1`` when
 the candidate's ``ans-<n>`` equals the reference's), so every reward is checked against its
 hand-computed value wherever the pool sent the sample.
@@ -123,21 +123,24 @@ def _batch(n: int) -> tuple[list[list[dict]], list[dict], list[float]]:
 
 
 # ---------------------------------------------------------------------------------- placement
-def test_strict_spread_puts_one_real_replica_on_each_node_the_labels_admit(cluster):
-    # The real dtensor engine (a tiny judge that answers "1"), started by the environment
-    # from the resources block: two replicas, each on a node of its own among zones a and c.
-    cfg = _genrm(str(cached_tiny_judge("1")), {"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD",
-                                               "node_labels": {"zone": "in(a,c)"}})
-    env = GenRMEnvironmentImpl(cfg)
+def test_strict_spread_puts_one_replica_on_each_node_the_labels_admit(cluster):
+    # Two replicas, each on a node of its own among zones a and c, stepped by the environment.
+    # Rule workers: placement is the same for any engine, and the real dtensor engine runs on
+    # these nodes in the service test below (each real replica costs seconds of start-up).
+    cfg = _genrm(str(cached_tiny_tokenizer()), {"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD",
+                                                 "node_labels": {"zone": "in(a,c)"}})
+    judge, resources = _rule_judge(cfg)
+    env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
         assert sorted(_where(cluster, env.judge_stats())) == ["n1", "n3"]
-        logs, meta, _ = _batch(7)
+        logs, meta, expected = _batch(7)
         result = env.step(logs, meta)
-        # The fixed judge says 1 to every answer it is shown; the 7th sample has none.
-        assert result.rewards.tolist() == [1.0] * 6 + [0.0]
+        assert result.rewards.tolist() == expected == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
         assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 6 + ["no_answer"]
     finally:
         env.shutdown()
+        judge.shutdown()
+        resources.release()
 
 
 def test_num_nodes_one_packs_the_replicas_on_the_node_the_label_names(cluster):
@@ -345,10 +348,8 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
         assert degraded["code"] == 200 and degraded["replicas"]["running"] == 1, degraded
         assert "1 of 2 replicas running" in degraded["reason"]
         retrying.join(timeout=120)
-        # Serve starts the missing replica on the node to spare; /health is ready again.
-        back = _wait_health(base, lambda h: h.get("status") == "ready", timeout_s=180)
-        assert back["replicas"]["running"] == 2, back
-        assert cluster.actor_nodes(f"ServeReplica:{app}") == sorted([serving[1], *spare])
+        # The loss is over for the clients: stopped now, they leave the cores to the replica
+        # Serve starts next (on 2 shared cores they would slow its start by tens of seconds).
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
@@ -357,6 +358,10 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
         assert set(codes) <= {200, 500, 502, 503, 504}, codes
         assert codes[200] > 0
         assert judged == ["1"] * 24  # the package's HTTP judge retried its 5xx to an answer
+        # Serve starts the missing replica on the node to spare; /health is ready again.
+        back = _wait_health(base, lambda h: h.get("status") == "ready", timeout_s=180)
+        assert back["replicas"]["running"] == 2, back
+        assert cluster.actor_nodes(f"ServeReplica:{app}") == sorted([serving[1], *spare])
     finally:
         stop.set()
         for thread in threads:
