@@ -79,7 +79,7 @@ class SimulatedCluster:
         self._seen: dict[int, float] = {}  # pid -> create time, of every process noted
 
     # ---------------------------------------------------------------------------- lifecycle
-    def start(self, *, attempts: int = 2) -> SimulatedCluster:
+    def start(self, *, attempts: int = 3) -> SimulatedCluster:
         """Start the head node and connect this process to it.
 
         Ray waits a fixed 30 s for a new raylet to register; a loaded machine occasionally
