@@ -76,34 +76,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=nemo_rl_reason))
 
 
+def start_session_ray() -> None:
+    """Start the session's local Ray cluster (16 CPUs, 4 virtual GPUs) in this process.
+
+    Also called by tests that stopped it to run a cluster of their own (tests/functional/
+    test_scale_out.py), so the tests after them find it as they expect.
+    """
+    import ray
+
+    # A loaded 2-core machine occasionally times out Ray's node start-up; one retry covers it.
+    for attempt in range(2):
+        try:
+            ray.init(
+                # A fresh cluster of the tests' own, even where another one runs on the
+                # machine (a `ray start` cluster would otherwise be joined, with its resources).
+                address="local",
+                num_cpus=RAY_TEST_CPUS,
+                num_gpus=RAY_TEST_GPUS,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 1:
+                raise
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A local Ray cluster shared by every functional test (16 CPUs, 4 virtual GPUs).
 
-    Tests that need other resources start their own cluster after calling ``ray.shutdown()``;
-    this fixture re-initialises when it finds Ray stopped.
+    Tests that need other resources start their own cluster after calling ``ray.shutdown()``
+    and start this one again with :func:`start_session_ray` when they are done.
     """
     import ray
 
     if not ray.is_initialized():
-        # A loaded 2-core machine occasionally times out Ray's node start-up; one retry covers it.
-        for attempt in range(2):
-            try:
-                ray.init(
-                    # A fresh cluster of the tests' own, even where another one runs on the
-                    # machine (a `ray start` cluster would otherwise be joined, with its resources).
-                    address="local",
-                    num_cpus=RAY_TEST_CPUS,
-                    num_gpus=RAY_TEST_GPUS,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                )
-                break
-            except Exception:
-                ray.shutdown()
-                if attempt == 1:
-                    raise
+        start_session_ray()
     yield ray
     # Shut down at the very end of the session only.
 

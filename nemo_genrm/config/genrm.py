@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from nemo_genrm.config.base import StrictModel
 from nemo_genrm.config.judge import JudgeConfig
+from nemo_genrm.config.labels import selector_problems
+from nemo_genrm.config.loading import report_problems
 from nemo_genrm.config.prompt import (
     PromptConfig,
     VerdictConfig,
@@ -15,7 +17,6 @@ from nemo_genrm.config.prompt import (
     mode_template_problems,
     template_problems,
 )
-from nemo_genrm.config.loading import report_problems
 
 
 class PairwiseGroupConfig(StrictModel):
@@ -136,6 +137,55 @@ class ResourcesConfig(StrictModel):
         None, description="Colocated only: name of the placement group to join."
     )
     cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per judge worker.")
+    strategy: Literal["auto", "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "auto",
+        description=(
+            "Separate only: Ray placement strategy of the judge's group. auto: STRICT_PACK when "
+            "num_nodes is 1, SPREAD over several nodes (tensor parallel: one STRICT_PACK group "
+            "per replica). STRICT_SPREAD puts every worker on a node of its own, so losing a "
+            "node loses one worker."
+        ),
+    )
+    node_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Separate only: Ray label selector every judge worker's node must match (nodes "
+            "started with `ray start --labels genrm-role=judge`), e.g. {genrm-role: judge}; a "
+            "condition is a value, '!value', 'in(a,b)' or '!in(a,b)'."
+        ),
+    )
+    custom_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Separate only: custom Ray resources each judge worker reserves on its node (nodes "
+            "started with `ray start --resources '{\"judge_slot\": 1}'`), e.g. {judge_slot: 1}."
+        ),
+    )
+
+    @field_validator("node_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = selector_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("custom_resources")
+    @classmethod
+    def _custom(cls, value: dict[str, float]) -> dict[str, float]:
+        problems = []
+        for name, amount in value.items():
+            if name in _BUILTIN_RESOURCES:
+                problems.append(f"{name} is Ray's own resource: set it with gpus_per_replica or cpus_per_replica")
+            if not amount > 0:
+                problems.append(f"{name} must be > 0, got {amount:g}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+# Resources Ray defines itself: a judge asks for them through their own fields.
+_BUILTIN_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
 
 
 class CoalesceConfig(StrictModel):
@@ -264,6 +314,7 @@ def _placement_problems(judge: JudgeConfig, res: ResourcesConfig) -> list[str]:
             "resources.placement 'colocated' shares the policy's GPUs but gpus_per_replica is 0: "
             "use placement: separate on a CPU-only machine"
         )
+    problems += _pinning_problems(judge, res)
     if judge.backend == "vllm" and res.placement == "colocated":
         if judge.vllm.gpu_memory_utilization > res.gpu_fraction + 1e-9:
             problems.append(
@@ -271,4 +322,41 @@ def _placement_problems(judge: JudgeConfig, res: ResourcesConfig) -> list[str]:
                 f"resources.gpu_fraction ({res.gpu_fraction}): vLLM would take more of the GPU than "
                 "the judge's share"
             )
+    return problems
+
+
+def _pinning_problems(judge: JudgeConfig, res: ResourcesConfig) -> list[str]:
+    """Checks of the options that say which nodes a separate judge goes to."""
+    problems = []
+    if res.placement == "colocated":
+        pinned = [name for name, on in (("strategy", res.strategy != "auto"), ("node_labels", res.node_labels),
+                                        ("custom_resources", res.custom_resources)) if on]
+        if pinned:
+            problems.append(
+                f"resources.{' / '.join(pinned)}: a colocated judge runs in the policy's placement group, "
+                "which decides its nodes: remove them, or use placement: separate"
+            )
+        return problems
+    workers = res.num_replicas * judge.tensor_parallel_size
+    strategy = res.strategy
+    if strategy == "STRICT_PACK" and res.num_nodes > 1:
+        problems.append(
+            f"resources.strategy STRICT_PACK keeps the judge on one node but num_nodes is {res.num_nodes}: "
+            "set num_nodes to 1 or choose SPREAD, STRICT_SPREAD or PACK"
+        )
+    if strategy in ("PACK", "SPREAD", "STRICT_SPREAD") and res.num_nodes == 1 and workers > 1:
+        problems.append(
+            f"resources.strategy {strategy} places the judge's {workers} workers over several nodes but "
+            "num_nodes is 1 (one node): raise num_nodes to the nodes the judge may use, or use STRICT_PACK"
+        )
+    if strategy == "STRICT_SPREAD" and res.num_nodes > 1 and res.num_nodes != workers:
+        problems.append(
+            f"resources.strategy STRICT_SPREAD puts each of the judge's {workers} workers on a node of "
+            f"its own: set num_nodes to {workers} (it is {res.num_nodes})"
+        )
+    if judge.backend != "http" and strategy != "auto" and judge.tensor_parallel_size > 1 and res.num_nodes > 1:
+        problems.append(
+            f"resources.strategy {strategy}: over several nodes a tensor-parallel judge takes one "
+            "STRICT_PACK group per replica (its ranks share a node); leave strategy auto"
+        )
     return problems

@@ -72,6 +72,7 @@ def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
     tally.judge_restarts += counts.restarts
     tally.deadline_exceeded += counts.deadline_exceeded
     tally.judge_unavailable += counts.unavailable_calls
+    tally.judge_node_losses += counts.node_losses
 
 
 def is_fatal(exc: BaseException) -> bool:

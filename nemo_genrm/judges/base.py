@@ -67,6 +67,7 @@ class JudgeStats:
     restarts: int = 0
     deadline_exceeded: int = 0
     unavailable_calls: int = 0
+    node_losses: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: JudgeStats) -> JudgeStats:

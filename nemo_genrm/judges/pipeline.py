@@ -71,6 +71,10 @@ class Runner(Protocol):
     def shutdown(self) -> None: ...
 
 
+RUNNER_EVENTS = ("restarts", "deadline_exceeded", "unavailable_calls", "node_losses")
+"""The :class:`JudgeStats` counters a runner counts itself (per call and since start)."""
+
+
 class LocalRunner:
     """One engine worker in this process: chunks run one after the other.
 
@@ -195,7 +199,7 @@ class PipelineJudge(Judge):
         """Add a call's result counts to the totals; the call's counts with its runner events."""
         with self._lock:
             self._stats = self._stats.merge(counts)
-        for name in ("restarts", "deadline_exceeded", "unavailable_calls"):
+        for name in RUNNER_EVENTS:
             setattr(counts, name, getattr(events, name))
         return counts
 
@@ -263,7 +267,7 @@ class PipelineJudge(Judge):
         with self._lock:
             stats = JudgeStats(**{k: v for k, v in vars(self._stats).items() if k != "extra"})
         totals = self.runner.totals()
-        for name in ("restarts", "deadline_exceeded", "unavailable_calls"):
+        for name in RUNNER_EVENTS:
             setattr(stats, name, getattr(totals, name))
         stats.extra = self.runner.extra()
         return stats

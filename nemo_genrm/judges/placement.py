@@ -8,8 +8,13 @@ Two layouts (``env.genrm.resources.placement``):
   ``STRICT_PACK`` group (the judge stays on one machine, as asked). Over several nodes, a judge
   without tensor parallelism takes one ``SPREAD`` group (replicas on as many nodes as possible);
   a tensor-parallel judge takes one ``STRICT_PACK`` group per replica, so each replica's ranks
-  share a node and its collectives stay on the node's links. The groups are removed on
-  :meth:`JudgeResources.release`.
+  share a node and its collectives stay on the node's links. ``resources.strategy`` names the
+  strategy itself (``STRICT_SPREAD``: every worker on a node of its own), ``node_labels`` pins
+  every bundle to nodes whose labels match (Ray's bundle label selectors) and
+  ``custom_resources`` adds custom resources to every bundle (nodes started with
+  ``--resources``). Before any group is created, the layout is checked against every alive
+  node's totals (:mod:`nemo_genrm.judges.node_fit`), so one that can never be placed fails at
+  once naming what is missing. The groups are removed on :meth:`JudgeResources.release`.
 - ``colocated``: the judge joins a placement group that already exists (the policy's), named by
   ``colocate_with`` or passed in code, and asks for ``gpu_fraction`` of each GPU bundle it uses.
   Replica ``r`` uses the group's GPU bundles ``r*tp .. r*tp+tp-1``. Joined groups are never
@@ -29,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig, ResourcesConfig
+from nemo_genrm.config.labels import describe_selector
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
+from nemo_genrm.judges.node_fit import ClusterView, fit_problems, format_resources, free_on_nodes, label_problems
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +50,13 @@ class GroupSpec:
 
     Attributes:
         bundles: Resource dicts, one per bundle.
-        strategy: Ray placement strategy (``STRICT_PACK``, ``PACK``, ``SPREAD``).
+        strategy: Ray placement strategy (``STRICT_PACK``, ``PACK``, ``SPREAD``, ``STRICT_SPREAD``).
+        label_selector: Labels every bundle's node must match (empty: any node).
     """
 
     bundles: tuple[dict[str, float], ...]
     strategy: str
+    label_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,38 +86,6 @@ class SeparatePlan:
         return sum(b.get("CPU", 0.0) for g in self.groups for b in g.bundles)
 
 
-@dataclass(frozen=True)
-class ClusterView:
-    """What the Ray cluster offers, as seen at start-up.
-
-    Attributes:
-        gpus: Total GPUs in the cluster (``ray.cluster_resources()``).
-        cpus: Total CPUs.
-        nodes: Alive nodes.
-        max_gpus_per_node: The most GPUs any one node has.
-    """
-
-    gpus: float
-    cpus: float
-    nodes: int
-    max_gpus_per_node: float
-
-    @classmethod
-    def current(cls) -> ClusterView:
-        """Read the connected Ray cluster."""
-        import ray
-
-        totals = ray.cluster_resources()
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        per_node = [float(n.get("Resources", {}).get("GPU", 0.0)) for n in alive]
-        return cls(
-            gpus=float(totals.get("GPU", 0.0)),
-            cpus=float(totals.get("CPU", 0.0)),
-            nodes=len(alive),
-            max_gpus_per_node=max(per_node, default=0.0),
-        )
-
-
 def plan_separate(judge: JudgeConfig, resources: ResourcesConfig) -> SeparatePlan:
     """Plan the placement groups of a separate judge (no Ray needed).
 
@@ -125,14 +102,20 @@ def plan_separate(judge: JudgeConfig, resources: ResourcesConfig) -> SeparatePla
     bundle: dict[str, float] = {"CPU": float(res.cpus_per_replica)}
     if gpus_per_rank:
         bundle["GPU"] = float(gpus_per_rank)
+    bundle.update({name: float(amount) for name, amount in res.custom_resources.items()})
+    labels = dict(res.node_labels)
     if res.num_nodes > 1 and tp > 1:
         # One group per replica: a replica's ranks share a node, replicas go where they fit.
-        groups = tuple(GroupSpec(tuple(dict(bundle) for _ in range(tp)), "STRICT_PACK") for _ in range(res.num_replicas))
+        groups = tuple(
+            GroupSpec(tuple(dict(bundle) for _ in range(tp)), "STRICT_PACK", labels) for _ in range(res.num_replicas)
+        )
         slots = tuple((r, tuple(range(tp))) for r in range(res.num_replicas))
     else:
-        strategy = "STRICT_PACK" if res.num_nodes == 1 else "SPREAD"
+        strategy = res.strategy
+        if strategy == "auto":
+            strategy = "STRICT_PACK" if res.num_nodes == 1 else "SPREAD"
         count = res.num_replicas * tp
-        groups = (GroupSpec(tuple(dict(bundle) for _ in range(count)), strategy),)
+        groups = (GroupSpec(tuple(dict(bundle) for _ in range(count)), strategy, labels),)
         slots = tuple((0, tuple(range(r * tp, (r + 1) * tp))) for r in range(res.num_replicas))
     return SeparatePlan(groups, slots, gpus_per_rank, float(res.cpus_per_replica))
 
@@ -186,6 +169,24 @@ def separate_problems(
             f"resources.num_nodes ({res.num_nodes}) is more than the judge's {res.num_replicas * tp} "
             "worker(s) can use: lower num_nodes or raise num_replicas"
         )
+    for name, amount in sorted(res.custom_resources.items()):
+        needed = amount * res.num_replicas * tp
+        have = float(cluster.totals.get(name, 0.0))
+        if needed > have + _EPS:
+            problems.append(
+                f"the judge needs {needed:g} {name} (resources.custom_resources.{name} {amount:g} x "
+                f"{res.num_replicas * tp} worker(s)) but the Ray cluster has {have:g}: start judge nodes "
+                f"with `ray start --resources '{{\"{name}\": ...}}'` or lower num_replicas"
+            )
+    if cluster.node_list:
+        # Per node, what the totals above cannot see: labels, a node too small, the strategy.
+        # (Past a shortage of the totals, the per-node lines would only repeat it.)
+        group = plan.groups[0]
+        unmatched = label_problems(group.bundles[0], cluster.node_list, res.node_labels)
+        if not problems and not unmatched:
+            problems += fit_problems(group.bundles[0], len(plan.groups), len(group.bundles), group.strategy,
+                                     cluster.node_list, res.node_labels)
+        problems += unmatched
     return problems
 
 
@@ -365,7 +366,12 @@ def _reserve(
     if problems:
         raise ConfigError(problems, source="env.genrm.resources")
     groups = [
-        placement_group(list(spec.bundles), strategy=spec.strategy, name=f"{name_prefix}_{suffix}_{i}")
+        placement_group(
+            list(spec.bundles),
+            strategy=spec.strategy,
+            name=f"{name_prefix}_{suffix}_{i}",
+            bundle_label_selector=[dict(spec.label_selector)] * len(spec.bundles) if spec.label_selector else None,
+        )
         for i, spec in enumerate(plan.groups)
     ]
     try:
@@ -373,15 +379,7 @@ def _reserve(
     except Exception as exc:
         for group in groups:
             remove_placement_group(group)
-        raise ConfigError(
-            (
-                f"the judge's placement groups ({plan.total_gpus:g} GPUs, {plan.total_cpus:g} CPUs, "
-                f"strategy {plan.groups[0].strategy}) were not scheduled within {ready_timeout_s:g}s: "
-                f"other workers hold the resources (available now: {_short(ray.available_resources())}); "
-                "free them, or lower resources.num_replicas / gpus_per_replica / cpus_per_replica"
-            ),
-            source="env.genrm.resources",
-        ) from exc
+        raise ConfigError(_not_scheduled(plan, ready_timeout_s), source="env.genrm.resources") from exc
     replicas = tuple(
         ReplicaPlacement(groups[g], bundles, plan.gpus_per_rank, plan.cpus_per_rank)
         for g, bundles in plan.replica_slots
@@ -391,6 +389,29 @@ def _reserve(
         len(groups), len(replicas), plan.gpus_per_rank, plan.cpus_per_rank,
     )
     return JudgeResources(Placement(replicas), owned_groups=groups, layout="separate")
+
+
+def _not_scheduled(plan: SeparatePlan, timeout_s: float) -> str:
+    """Why the groups may not have been placed: what each eligible node has free now."""
+    import ray
+
+    first = plan.groups[0]
+    bundle = first.bundles[0]
+    pinned = f" on nodes labelled {describe_selector(first.label_selector)}" if first.label_selector else ""
+    try:  # a developer API of Ray: per node, what is free now
+        from ray._private.state import available_resources_per_node
+
+        free = free_on_nodes(bundle, ClusterView.current().node_list, available_resources_per_node(),
+                             first.label_selector)
+    except Exception:  # noqa: BLE001 - diagnostics only: fall back to the cluster's totals
+        free = f"cluster-wide {_short(ray.available_resources(), bundle)}"
+    return (
+        f"the judge's placement groups ({sum(len(g.bundles) for g in plan.groups)} workers of "
+        f"{format_resources(bundle)}, strategy {first.strategy}{pinned}) were not scheduled within "
+        f"{timeout_s:g}s (fault_tolerance.startup_timeout_s): the nodes have these resources in total, "
+        f"but other workers hold them; free now: {free}. Free them, or lower resources.num_replicas / "
+        "gpus_per_replica / cpus_per_replica / custom_resources"
+    )
 
 
 def _join(
@@ -465,5 +486,7 @@ def _bundle_free(group_hex: str, count: int) -> list[dict[str, float]]:
     ]
 
 
-def _short(resources: Mapping[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items()) if k in ("CPU", "GPU"))
+def _short(resources: Mapping[str, float], bundle: Mapping[str, float] | None = None) -> str:
+    """The CPU, GPU and the bundle's other resources in ``resources`` (absent ones as 0)."""
+    kinds = {"CPU", "GPU", *(bundle or {})}
+    return ", ".join(f"{k}={float(resources.get(k, 0.0)):g}" for k in sorted(kinds))

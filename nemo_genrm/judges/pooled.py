@@ -70,14 +70,16 @@ class PoolRunner(ReplicaPool):
         self.broadcast("wake")
 
     def totals(self) -> JudgeStats:
-        """Restarts, deadlines passed and calls that found no replica, since start."""
+        """Restarts, deadlines passed, calls that found no replica and node losses, since start."""
         return JudgeStats(restarts=self.restarts, deadline_exceeded=self.deadline_exceeded,
-                          unavailable_calls=self.unavailable_calls)
+                          unavailable_calls=self.unavailable_calls, node_losses=self.node_losses)
 
     def extra(self) -> dict[str, Any]:
         """How the replicas stand and how the work was spread."""
         return {
             "replicas_alive": self.num_alive,
+            "replicas_starting": self.num_starting,
+            "replica_nodes": self.replica_nodes(),
             "replacements": self.replacements,
             "restart_budget": round(self.budget.available(time.monotonic()), 3),
             "chunks_per_replica": self.chunks_done(),

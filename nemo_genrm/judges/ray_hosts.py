@@ -48,12 +48,16 @@ class WorkerHost:
         """This node's IP and a free port on it (rank 0 of a tensor-parallel replica)."""
         return ray.util.get_node_ip_address(), free_port()
 
-    def start(self, worker_cls: type, kwargs: dict, address: tuple[str, int] | None = None) -> bool:
-        """Build the worker; ``address`` (from rank 0) fills ``master_addr``/``master_port``."""
+    def start(self, worker_cls: type, kwargs: dict, address: tuple[str, int] | None = None) -> str:
+        """Build the worker; ``address`` (from rank 0) fills ``master_addr``/``master_port``.
+
+        Returns:
+            The id (hex) of the node this actor runs on, so the pool knows where its replicas are.
+        """
         if address is not None:
             kwargs = {**kwargs, "master_addr": address[0], "master_port": address[1]}
         self._worker = worker_cls(**kwargs)
-        return True
+        return ray.get_runtime_context().get_node_id()
 
     def call(self, method: str, args: tuple = ()) -> Any:
         """Run ``worker.method(*args)``."""
@@ -90,6 +94,8 @@ class WorkerSpec:
         needs_address: Whether ranks get rank 0's ``master_addr``/``master_port``.
         bundles_per_replica: Bundle indices a replica with a placement group must name
             (default: one per rank; vLLM with tensor parallelism names one per GPU).
+        torch_threads: Whether each actor sets torch's CPU threads to its CPU share (engines on
+            torch); a worker that does not use torch skips importing it.
     """
 
     worker_cls: type
@@ -98,6 +104,7 @@ class WorkerSpec:
     options_for: Callable[[int, ReplicaPlacement], dict] = default_actor_options
     needs_address: bool = False
     bundles_per_replica: int | None = None
+    torch_threads: bool = True
 
 
 def describe_pending_actor(handle: Any, options: dict[str, Any]) -> str:
@@ -134,6 +141,11 @@ def describe_pending_actor(handle: Any, options: dict[str, Any]) -> str:
         f"Ray state {state}; asks for {wanted} {where} (available now: CPU {free.get('CPU', 0.0):g}, "
         f"GPU {free.get('GPU', 0.0):g}); {why}"
     )
+
+
+def node_alive(node_id: str) -> bool:
+    """Whether Ray's control store still reports node ``node_id`` (hex) alive."""
+    return any(n.get("NodeID") == node_id and n.get("Alive") for n in ray.nodes())
 
 
 def check_placement(placement: Placement, bundles_per_replica: int) -> None:

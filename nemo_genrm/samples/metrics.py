@@ -28,7 +28,9 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
 - ``genrm/deadline_exceeded``: judge calls that passed the step deadline (their unfinished
   samples got ``judge_error``; busy replicas were replaced); ``genrm/judge_unavailable``: judge
   calls that found no replica alive (their samples got ``judge_error``; past
-  ``fault_tolerance.unavailable_grace_s`` the step raises instead).
+  ``fault_tolerance.unavailable_grace_s`` the step raises instead); ``genrm/judge_node_losses``:
+  judge replicas lost with their node during the step's judge calls (their work went to the
+  other replicas; the pool relaunches them where Ray reschedules their placement).
 - ``genrm/judge_latency_s``: mean wall time of one judge call; ``genrm/judge_latency_s/p50``
   and ``/p95`` over a window of recent calls (one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
@@ -77,6 +79,7 @@ class StepTally:
     judge_restarts: int = 0
     deadline_exceeded: int = 0
     judge_unavailable: int = 0
+    judge_node_losses: int = 0
     step_time_s: float = 0.0
     wake_s: float = 0.0
     sleep_s: float = 0.0
@@ -130,6 +133,7 @@ class StepTally:
             "judge_restarts": float(self.judge_restarts),
             "deadline_exceeded": float(self.deadline_exceeded),
             "judge_unavailable": float(self.judge_unavailable),
+            "judge_node_losses": float(self.judge_node_losses),
             "judge_latency_s": _ratio(self.judge_time_s, self.judge_calls),
             "judge_latency_s/p50": percentile(recent_latencies, 50),
             "judge_latency_s/p95": percentile(recent_latencies, 95),

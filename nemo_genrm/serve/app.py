@@ -9,8 +9,10 @@ Endpoints:
   ``verdict_from: logprobs`` uses this. Concurrent requests are merged into one engine call
   (``@serve.batch``).
 - ``GET /v1/models``, ``GET /health`` (``ready``, ``degraded`` or ``dead``: the engine's real
-  state, 503 when dead), ``GET /metrics`` (Prometheus text; ``?format=json`` for JSON),
-  ``GET /openapi.json``, ``/docs`` and ``/redoc`` (the API's description).
+  state, 503 when dead; ``degraded`` too while fewer replicas run than ``serve.num_replicas``,
+  with their counts under ``replicas``: :mod:`nemo_genrm.serve.fleet`), ``GET /metrics``
+  (Prometheus text; ``?format=json`` for JSON), ``GET /openapi.json``, ``/docs`` and ``/redoc``
+  (the API's description).
 
 Every route but ``/health`` needs ``Authorization: Bearer <key>`` when the service has a key
 (401 otherwise), the API's description included. A request is checked whole before it joins an
@@ -47,6 +49,7 @@ from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
+from nemo_genrm.serve.fleet import FleetWatch, with_fleet
 from nemo_genrm.serve.metrics import prometheus_text
 from nemo_genrm.serve.requests import ChatCall, completion_body, error_response, logprobs_content, parse_chat
 from nemo_genrm.serve.guard import (
@@ -109,6 +112,7 @@ class JudgeDeployment:
         self.metrics = metrics
         self.key_digest = api_key_sha256
         self.health_state = EngineHealth(probe_interval_s=self.cfg.serve.health_probe_interval_s)
+        self.fleet = FleetWatch(self.cfg.serve.num_replicas)
         self.judge = _build_engine(self.cfg)
         self.tokenizer = getattr(self.judge, "tokenizer", None) or _load_tokenizer(self.cfg)
         self.engine_lock = asyncio.Lock()  # generate and top-logprobs batches share one engine
@@ -131,6 +135,7 @@ class JudgeDeployment:
         if self.health_state.needs_probe() and not self.engine_lock.locked():
             await self._probe()
         status, body = self.health_state.report(self.cfg.model_id)
+        status, body = with_fleet(status, body, await self.fleet.current())
         return JSONResponse(body, status_code=status)
 
     async def _probe(self) -> None:

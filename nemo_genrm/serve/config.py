@@ -6,12 +6,15 @@ Read by :mod:`nemo_genrm.serve` (which starts the service) and by the Ray Serve 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from nemo_genrm.config import JudgeConfig, StrictModel
+from nemo_genrm.config.labels import selector_problems
 from nemo_genrm.config.loading import report_problems
 
-__all__ = ["ServeConfig", "ServiceConfig"]
+__all__ = ["ServeConfig", "ServiceConfig", "deployment_name"]
 
 
 class ServeConfig(StrictModel):
@@ -88,6 +91,41 @@ class ServeConfig(StrictModel):
         gt=0.0,
         description="/health probes the engine with a one-line request when idle this long.",
     )
+    proxy_location: Literal["EveryNode", "HeadOnly"] = Field(
+        "EveryNode",
+        description=(
+            "Where Ray Serve runs its HTTP proxy (one port, serve.port, per node): EveryNode, so a "
+            "load balancer can spread clients over the nodes and a lost node takes only its own "
+            "proxy; HeadOnly, one proxy on the head node (one address to point trainers at)."
+        ),
+    )
+    max_replicas_per_node: int | None = Field(
+        None,
+        ge=1,
+        description="At most this many replicas on one node (1: every replica on a node of its own).",
+    )
+    node_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Ray label selector each replica's node must match (nodes started with `ray start "
+            "--labels genrm-role=judge`), e.g. {genrm-role: judge}."
+        ),
+    )
+    custom_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom Ray resources each replica reserves (nodes started with `ray start --resources`).",
+    )
+    health_check_period_s: float = Field(
+        10.0,
+        gt=0.0,
+        description=(
+            "How often Ray Serve checks each replica; a replica that fails its check (or is lost "
+            "with its node) is replaced, and /health reports degraded until it is back."
+        ),
+    )
+    health_check_timeout_s: float = Field(
+        30.0, gt=0.0, description="A replica's health check taking longer than this fails it."
+    )
     engine_in_replica: bool | None = Field(
         None,
         description=(
@@ -135,6 +173,13 @@ class ServiceConfig(StrictModel):
                 f"{self.judge.tensor_parallel_size}); set "
                 "engine_in_replica: false or null so the engine starts its own workers"
             )
+        problems += selector_problems(self.serve.node_labels, "serve.node_labels")
+        problems += [
+            f"serve.custom_resources.{name}: must be > 0 and not one of Ray's own resources (CPU, GPU: "
+            "use num_cpus_per_replica / num_gpus_per_replica)"
+            for name, amount in self.serve.custom_resources.items()
+            if not amount > 0 or name in ("CPU", "GPU", "memory", "object_store_memory")
+        ]
         has_key = bool(self.serve.api_key_env or self.serve.api_key_file)
         if self.serve.api_key_env and self.serve.api_key_file:
             problems.append("serve.api_key_env and serve.api_key_file are both set: keep one")
@@ -154,3 +199,8 @@ class ServiceConfig(StrictModel):
             )
         report_problems(self, problems)
         return self
+
+
+def deployment_name(app_name: str) -> str:
+    """The Ray Serve deployment of the service named ``serve.app_name``."""
+    return f"{app_name}-judge"

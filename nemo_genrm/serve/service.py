@@ -28,7 +28,7 @@ from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, pre
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.
-from nemo_genrm.serve.config import ServeConfig, ServiceConfig
+from nemo_genrm.serve.config import ServeConfig, ServiceConfig, deployment_name
 from nemo_genrm.serve.metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
 
 __all__ = [
@@ -117,7 +117,10 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
             "serve.num_gpus_per_replica: 1 (or serve.engine_in_replica: false)"
         )
     prepare_job_environment(cfg.serve.startup_timeout_s)  # Serve's own actors use the job's
-    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
+    serve.start(
+        proxy_location=cfg.serve.proxy_location,
+        http_options={"host": cfg.serve.host, "port": cfg.serve.port},
+    )
     _check_proxy(cfg.serve)
     metrics = (
         ray.remote(num_cpus=0, runtime_env=actor_runtime_env())(MetricsStore)
@@ -131,13 +134,18 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     )
     metrics.reset.remote()  # an actor left by an earlier run starts from zero
     deployment = JudgeDeployment.options(
-        name=f"{cfg.serve.app_name}-judge",
+        name=deployment_name(cfg.serve.app_name),
         num_replicas=cfg.serve.num_replicas,
         # Ray Serve counts a request from its headers on; the engine's own slots
         # (serve.max_ongoing_requests) are taken inside the replica once the body is in.
         max_ongoing_requests=cfg.serve.max_open_requests,
-        ray_actor_options=actor_options(
-            num_cpus=cfg.serve.num_cpus_per_replica, num_gpus=cfg.serve.num_gpus_per_replica
+        ray_actor_options=replica_actor_options(cfg.serve),
+        health_check_period_s=cfg.serve.health_check_period_s,
+        health_check_timeout_s=cfg.serve.health_check_timeout_s,
+        **(
+            {"max_replicas_per_node": cfg.serve.max_replicas_per_node}
+            if cfg.serve.max_replicas_per_node
+            else {}
         ),
     )
     target = RunTarget(
@@ -256,6 +264,19 @@ def _check_proxy(cfg: ServeConfig) -> None:
             f"{cfg.host}:{cfg.port}: use that serve.host/serve.port (with another app_name and "
             "route_prefix), or stop the other services first"
         )
+
+
+def replica_actor_options(serve_cfg: ServeConfig) -> dict[str, Any]:
+    """Ray options of each replica: its CPUs, GPUs, custom resources and node label selector."""
+    options: dict[str, Any] = {
+        "num_cpus": serve_cfg.num_cpus_per_replica,
+        "num_gpus": serve_cfg.num_gpus_per_replica,
+    }
+    if serve_cfg.custom_resources:
+        options["resources"] = dict(serve_cfg.custom_resources)
+    if serve_cfg.node_labels:
+        options["label_selector"] = dict(serve_cfg.node_labels)
+    return actor_options(options)
 
 
 def _metrics_name(app_name: str) -> str:

@@ -188,7 +188,9 @@ def _metrics(url: str) -> dict[str, Any]:
 def test_health_models_metrics_and_batching(services):
     _, url = services["fixed"]
     root = url.removesuffix("/v1")
-    assert httpx.get(root + "/health").json() == {"status": "ready", "model": "fixed-judge"}
+    assert httpx.get(root + "/health").json() == {
+        "status": "ready", "model": "fixed-judge", "replicas": {"target": 1, "running": 1},
+    }
     models = httpx.get(url + "/models", headers=AUTH).json()
     assert [m["id"] for m in models["data"]] == ["fixed-judge"]
     before = _metrics(url)

@@ -233,6 +233,7 @@ def test_metrics_keys_and_global_aggregation(judges):
         "genrm/mean_reward", "genrm/num_samples", "genrm/masked", "genrm/judge_prompts", "genrm/dedup_hits",
         "genrm/parse_failure_rate", "genrm/parse_failure/truncated", "genrm/prompt_tokens", "genrm/output_tokens", "genrm/truncated_prompts",
         "genrm/engine_errors", "genrm/judge_restarts", "genrm/deadline_exceeded", "genrm/judge_unavailable",
+        "genrm/judge_node_losses",
         "genrm/judge_latency_s", "genrm/judge_latency_s/p50",
         "genrm/judge_latency_s/p95", "genrm/step_time_s", "genrm/wake_s", "genrm/sleep_s",
         *(f"genrm/{kind}/{r}" for kind in ("count", "rate") for r in REASONS),
