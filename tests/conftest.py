@@ -85,6 +85,8 @@ def ray_cluster():
     """
     import ray
 
+    from nemo_genrm.ray_env import job_runtime_env
+
     if not ray.is_initialized():
         # A loaded 2-core machine occasionally times out Ray's node start-up; one retry covers it.
         for attempt in range(2):
@@ -98,6 +100,8 @@ def ray_cluster():
                     include_dashboard=False,
                     log_to_driver=False,
                     configure_logging=False,
+                    # Under `uv run pytest` (CI), the job's folder is used in place, not uploaded.
+                    runtime_env=job_runtime_env(),
                 )
                 break
             except Exception:

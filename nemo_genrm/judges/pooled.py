@@ -20,6 +20,7 @@ from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.judges.ray_pool import ReplicaPool
+from nemo_genrm.ray_env import job_runtime_env
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def ensure_ray() -> None:
     """Start (or join, via ``RAY_ADDRESS``) a Ray cluster when none is running in this process."""
     if not ray.is_initialized():
         logger.info("Ray is not initialised: starting a local cluster")
-        ray.init()
+        ray.init(runtime_env=job_runtime_env())
 
 
 def default_placement(judge_config: JudgeConfig, num_replicas: int = 1) -> Placement:

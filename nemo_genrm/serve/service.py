@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, load_config, validate
-from nemo_genrm.ray_env import actor_options, actor_runtime_env, prepare_job_environment
+from nemo_genrm.ray_env import actor_options, actor_runtime_env, job_runtime_env, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.
@@ -101,7 +101,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     # dashboards, logs).
     digest = key_digest(api_key) if api_key is not None else None
     if not ray.is_initialized():
-        ray.init()
+        ray.init(runtime_env=job_runtime_env())
     if (
         cfg.in_replica
         and cfg.serve.num_gpus_per_replica == 0
