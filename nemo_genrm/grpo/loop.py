@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["GRPOTrainer", "RunSummary"]
 
+_VAL_SEED_OFFSET = 1_000_003  # validation's draws, apart from training's (grpo.seed + this + chunk start)
+
 
 @dataclass
 class RunSummary:
@@ -277,7 +279,10 @@ class GRPOTrainer:
         shown = 0
         for i in range(0, len(self.val_prompts), self.cfg.grpo.val_batch_size):
             chunk = self.val_prompts[i : i + self.cfg.grpo.val_batch_size]
-            ro = rollout(self._policy, self._env, chunk, self.cfg.grpo.num_val_generations_per_prompt)
+            # The same draws at every validation (common random numbers): two validations differ
+            # by the policy alone, and validating leaves training's random stream as it was.
+            seed = self.cfg.grpo.seed + _VAL_SEED_OFFSET + i
+            ro = rollout(self._policy, self._env, chunk, self.cfg.grpo.num_val_generations_per_prompt, seed)
             rewards.append(ro.rewards)
             valid.append(ro.valid)
             matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]

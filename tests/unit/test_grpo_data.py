@@ -307,7 +307,7 @@ class _FakePolicy:
     def __init__(self):
         self.batches = []
 
-    def generate(self, prompts):
+    def generate(self, prompts, seed=None):
         from nemo_genrm.grpo.policy import GeneratedSample
 
         return [GeneratedSample([1, 2], [3, 4], f"r{i}", truncated=False) for i in range(len(prompts))]
