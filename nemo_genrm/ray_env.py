@@ -1,12 +1,22 @@
-"""The runtime environment of every Ray actor this package starts.
+"""The runtime environments of the Ray job and of every Ray actor this package starts.
 
 Ray starts an actor's worker process with the job's runtime environment unless the actor names
-its own. When the driver runs under ``uv run``, Ray's ``uv run`` hook makes the job's
-``py_executable`` a fresh ``uv run`` in a packaged copy of the working directory: each worker
-then builds its own virtual environment before it can start (slow at best; it fails where that
-environment cannot be built). The package's actors instead run on the interpreter the driver
-runs, ``sys.executable``, as NeMo-RL starts its own actors, so a user's script needs no
-environment variable.
+its own. When the driver runs under ``uv run``, Ray's ``uv run`` hook
+(``ray/_private/runtime_env/uv_runtime_env_hook.py``) makes the job's ``py_executable`` a
+fresh ``uv run`` and, unless the job names a working directory, makes the current folder the
+job's working directory: Ray packs and uploads it (its packaging lines for ``.gitignore``,
+``.venv`` ...), and the hook refuses to start when the uv project (``--project``, or the
+``pyproject.toml`` found above the folder) is not inside that folder, so ``uv run --project
+<checkout> script.py`` from an experiment folder stopped at ``ray.init``.
+
+The package's actors run on the interpreter the driver runs, ``sys.executable``, where the
+package is installed, as NeMo-RL starts its own actors (:func:`actor_runtime_env`): they need
+no copy of any folder. The job is started or joined with :func:`job_runtime_env`, which names
+the driver's own folder as a ``local://`` working directory under ``uv run``: Ray uses it in
+place (nothing packed, uploaded or printed), the hook checks only plain paths, and the job's
+``uv run`` workers (Ray Serve's controller and proxies, which take no interpreter of their own)
+start where the driver did and find the same project and environment. Like the interpreter,
+that folder must exist on every node that runs an actor. No Ray environment variable is needed.
 
 Ray replaces an actor's ``runtime_env`` as a whole when ``.options(runtime_env=...)`` names one
 (it does not merge it with the class default), so code that passes its own runtime environment
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +53,36 @@ def actor_runtime_env(runtime_env: Mapping[str, Any] | None = None) -> dict[str,
     merged: dict[str, Any] = {"py_executable": sys.executable}
     merged.update(copy.deepcopy(dict(runtime_env or {})))
     return merged
+
+
+def job_runtime_env(runtime_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The runtime environment to start or join a Ray cluster with: ``ray.init(runtime_env=...)``.
+
+    Under ``uv run`` (Ray's ``uv run`` hook active) and without a ``working_dir`` of the
+    caller's, the job's working directory is ``local://<current folder>``: used where it is,
+    never uploaded, and accepted wherever the uv project lives (see the module docstring).
+    Elsewhere the caller's environment is returned unchanged.
+
+    Args:
+        runtime_env: The caller's job runtime environment, if any (a ``working_dir`` in it is kept).
+
+    Returns:
+        A new dict for ``ray.init(runtime_env=...)``.
+    """
+    merged = copy.deepcopy(dict(runtime_env or {}))
+    if "working_dir" not in merged and _uv_run_hook_active():
+        merged["working_dir"] = f"local://{os.getcwd()}"
+    return merged
+
+
+def _uv_run_hook_active() -> bool:
+    """Whether ``ray.init`` in this process will apply Ray's ``uv run`` hook (Ray's own test)."""
+    try:
+        from ray._private import ray_constants
+        from ray._private.runtime_env.uv_runtime_env_hook import _get_uv_run_cmdline
+    except ImportError:  # a Ray without the hook
+        return False
+    return bool(ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV and _get_uv_run_cmdline())
 
 
 def actor_options(options: Mapping[str, Any] | None = None, **more: Any) -> dict[str, Any]:
@@ -66,16 +107,20 @@ def ensure_ray(**options: Any) -> bool:
     Ray's own rules pick the cluster, as for ``ray.init()``: ``RAY_ADDRESS`` or a cluster started
     with ``ray start`` on this machine is joined, else a local one is started. Ray's driver-side
     log lines go through the application's logging (``configure_logging=False``) instead of a
-    handler of Ray's own; the workers' output still reaches this terminal.
+    handler of Ray's own; the workers' output still reaches this terminal. The job's runtime
+    environment goes through :func:`job_runtime_env`, so a driver under ``uv run`` works from any
+    folder and uploads nothing.
 
     Args:
-        **options: Further ``ray.init`` options (they win).
+        **options: Further ``ray.init`` options (they win; a ``runtime_env`` among them is kept
+            and completed by :func:`job_runtime_env`).
     """
     import ray
 
     if ray.is_initialized():
         return False
     logger.info("Ray is not initialised: starting or joining a cluster")
+    options["runtime_env"] = job_runtime_env(options.get("runtime_env"))
     ray.init(**{"configure_logging": False, **options})
     return True
 
@@ -95,9 +140,9 @@ def prepare_job_environment(timeout_s: float) -> None:
     """Build the job's own worker environment now, for actors this package cannot place itself.
 
     Ray Serve starts its controller and HTTP proxies with the job's runtime environment (it
-    accepts no interpreter for them). Under ``uv run`` that environment is a virtual environment
-    that the first such worker builds in Ray's copy of the working directory, and Serve gives its
-    proxy a fixed 60 s to start. One no-op task with the job's environment builds it first, with
+    accepts no interpreter for them). Under ``uv run`` that environment is a ``uv run`` that the
+    first such worker runs (syncing the project's environment, or building one when the job
+    names a working directory of its own), and Serve gives its proxy a fixed 60 s to start. One no-op task with the job's environment builds it first, with
     the caller's (configurable) start-up bound; later workers find it built. Nothing happens when
     the driver does not run under ``uv run``.
 

@@ -84,6 +84,8 @@ def start_session_ray() -> None:
     """
     import ray
 
+    from nemo_genrm.ray_env import job_runtime_env
+
     # A loaded 2-core machine occasionally times out Ray's node start-up; one retry covers it.
     for attempt in range(2):
         try:
@@ -96,6 +98,8 @@ def start_session_ray() -> None:
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
+                # Under `uv run pytest` (CI), the job's folder is used in place, not uploaded.
+                runtime_env=job_runtime_env(),
             )
             break
         except Exception:

@@ -67,6 +67,16 @@ class PromptConfig(StrictModel):
             "role turns, instructions and chat tokens in them; the nonce fence is always there."
         ),
     )
+    min_answer_tokens: int = Field(
+        64,
+        ge=0,
+        description=(
+            "At start-up the template is rendered with question, reference and answer empty; if "
+            "judge.max_model_len minus sampling.max_new_tokens leaves fewer tokens than this "
+            "for them, the config is refused (every sample would be too_long). 0: only the "
+            "fixed part must fit."
+        ),
+    )
     fence_seed: int | None = Field(
         None,
         description=(

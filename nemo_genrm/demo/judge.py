@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
+from nemo_genrm.demo.progress import training_progress
 from nemo_genrm.demo.task import JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_number
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
@@ -269,23 +270,23 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, training.lr, total_steps=training.steps, pct_start=0.1)
     rng = random.Random(training.seed)
     logger.info("Training the demo judge (%d steps, once; cached)", training.steps)
-    for step in range(training.steps):
-        batch = _cases(rng, training.batch_size, builder, tokenizer)
-        targets = [[labels[case.label], eos] for case in batch]
-        hidden = _label_hidden(model, [case.ids for case in batch], targets, training.kept_prefix(step))  # [B, 3, H]
-        logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
-        if training.probe_weight:
-            for name, probe in probes.items():
-                read = torch.tensor([getattr(case, name) for case in batch])  # [B]
-                loss = loss + training.probe_weight * torch.nn.functional.cross_entropy(probe(hidden[:, 0]), read)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
-        if step % 100 == 0:
-            logger.info("demo judge step %d/%d loss %.3f", step, training.steps, loss.item())
+    with training_progress("demo judge", training.steps, logger) as progress:
+        for step in range(training.steps):
+            batch = _cases(rng, training.batch_size, builder, tokenizer)
+            targets = [[labels[case.label], eos] for case in batch]
+            hidden = _label_hidden(model, [case.ids for case in batch], targets, training.kept_prefix(step))  # [B, 3, H]
+            logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
+            if training.probe_weight:
+                for name, probe in probes.items():
+                    read = torch.tensor([getattr(case, name) for case in batch])  # [B]
+                    loss = loss + training.probe_weight * torch.nn.functional.cross_entropy(probe(hidden[:, 0]), read)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            progress(step, loss.item())
     train_seconds = time.perf_counter() - start
     held_out = _cases(random.Random(training.seed + 10_000), training.held_out, builder, tokenizer)
     accuracy = judge_accuracy(model, held_out, labels[True], labels[False])

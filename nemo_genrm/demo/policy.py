@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from nemo_genrm.demo.progress import training_progress
 from nemo_genrm.demo.task import all_questions
 
 logger = logging.getLogger(__name__)
@@ -77,17 +78,20 @@ def train_demo_policy(path: str | Path, training: PolicyTraining) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr)
     rng = random.Random(training.seed)
     logger.info("Training the demo policy (%d supervised steps, once; cached)", training.steps)
-    for _ in range(training.steps):
-        batch = rng.sample(examples, training.batch_size)
-        width = max(len(p) + len(r) for p, r in batch)
-        ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T] right-padded
-        labels = torch.full((len(batch), width), -100)  # [B, T] loss on the answer tokens only
-        for i, (prompt, response) in enumerate(batch):
-            ids[i, : len(prompt) + len(response)] = torch.tensor(prompt + response)
-            labels[i, len(prompt) : len(prompt) + len(response)] = torch.tensor(response)
-        model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    with training_progress("demo policy", training.steps, logger) as progress:
+        for step in range(training.steps):
+            batch = rng.sample(examples, training.batch_size)
+            width = max(len(p) + len(r) for p, r in batch)
+            ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T] right-padded
+            labels = torch.full((len(batch), width), -100)  # [B, T] loss on the answer tokens only
+            for i, (prompt, response) in enumerate(batch):
+                ids[i, : len(prompt) + len(response)] = torch.tensor(prompt + response)
+                labels[i, len(prompt) : len(prompt) + len(response)] = torch.tensor(response)
+            loss = model(input_ids=ids, labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            progress(step, loss.item())
     save_tiny_model(model.eval(), spec, path)
     report = {"train_seconds": time.perf_counter() - start, "training": training.to_dict()}
     (Path(path) / POLICY_REPORT).write_text(json.dumps(report, indent=2) + "\n")

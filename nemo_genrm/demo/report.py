@@ -162,6 +162,12 @@ def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> li
             f"  exact match        {first:.3f} (step {steps[0]}) -> {last:.3f} (step {steps[-1]}) "
             "on held-out questions, checked apart from the judge"
         )
+        if not summary.final_is_best:
+            best = summary.best_step
+            out.append(
+                f"  best by reward     step {best}: exact match {summary.val_exact_match.get(best, summary.best_exact_match):.3f}, "
+                "the policy kept by the judge's held-out reward (the final step's is lower)"
+            )
     out.append(hacking.line())
     out.extend(f"    leaked: {text!r}" for text in hacking.leaked)
     return out

@@ -50,6 +50,7 @@ from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.deadline import step_deadline
 from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
+from nemo_genrm.env.room import TooLongWatch, check_answer_room
 from nemo_genrm.samples.inputs import (
     PreparedSample,
     message_logs,
@@ -143,6 +144,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._colocated = self.cfg.resources.placement == "colocated"
         self._resources: JudgeResources | None = None
         self._owns_judge = judge is None
+        check_answer_room(self.cfg, self._builder, [judge, *(judges or ())])  # before any worker starts
+        self._too_long = TooLongWatch(self.cfg)
         if judge is None:
             judge, self._resources = start_judge(
                 self._judge_config(), self.cfg, placement_group=placement_group,
@@ -273,6 +276,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         with self._metrics_lock:
             self._last = batch
             self._since_global.add(batch)
+        self._too_long.observe(batch, [s for call in calls for s in call.samples])
         return out
 
     def _mode_results(self, calls: list[_StepCall], tally: StepTally) -> list[list[SampleResult]]:

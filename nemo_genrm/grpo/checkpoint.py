@@ -14,6 +14,9 @@ fsync, rename). A checkpoint of the same step that already exists is moved aside
 leaves a complete ``step_<N>`` or the previous ones. Resuming loads the newest complete one
 and continues at the next step; a ``trainer_state.json`` that cannot be read marks that folder
 incomplete, and the next older checkpoint is used.
+
+With ``keep_best`` the policy of the validation with the highest held-out reward so far is kept
+in ``<checkpoint_dir>/best`` (same layout; never pruned, never resumed from).
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from nemo_genrm.grpo.handles import PolicyHandle
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Checkpointer", "STATE_FILE"]
+__all__ = ["BEST_DIR", "Checkpointer", "STATE_FILE"]
 
 STATE_FILE = "trainer_state.json"
+BEST_DIR = "best"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -122,6 +126,38 @@ class Checkpointer:
         shutil.rmtree(old, ignore_errors=True)
         self._prune()
         logger.info("Saved checkpoint %s", final)
+        return final
+
+    @property
+    def best_dir(self) -> Path:
+        """Where :meth:`save_best` keeps the best validation's checkpoint."""
+        return self.root / BEST_DIR
+
+    def save_best(self, step: int, policy: PolicyHandle | Any, state: dict[str, Any]) -> Path:
+        """Write the checkpoint of ``step`` as the best one, replacing the previous best.
+
+        The folder has the layout of a step checkpoint (``policy/`` loads with
+        ``from_pretrained``), is never pruned and is never resumed from.
+
+        Args:
+            step: The validated step.
+            policy: The policy, as for :meth:`save`.
+            state: JSON-able description (step, held-out reward and exact match).
+
+        Returns:
+            The folder, :attr:`best_dir`.
+        """
+        final, tmp, old = self.best_dir, self.root / f"tmp_{BEST_DIR}", self.root / f"old_{BEST_DIR}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        PolicyHandle.of(policy).save_checkpoint(str(tmp.resolve()))
+        write_json_atomic(tmp / STATE_FILE, {"step": step, **state})
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+        logger.info("Saved the best validation so far (step %d) in %s", step, final)
         return final
 
     def load(self, path: Path, policy: PolicyHandle | Any) -> dict[str, Any]:

@@ -231,6 +231,14 @@ class CheckpointingConfig(StrictModel):
     save_period: int = Field(10, ge=1, description="Save every this many steps (and at the last step).")
     keep_last: int | None = Field(3, ge=1, description="Keep the newest this many checkpoints; null keeps all.")
     resume: bool = Field(True, description="Resume from the newest checkpoint in checkpoint_dir.")
+    keep_best: bool = Field(
+        True,
+        description=(
+            "Also keep the policy of the validation with the highest mean held-out reward (the "
+            "judge's, never a checker's) in checkpoint_dir/best, replaced when a later validation "
+            "beats it; the run's summary names it when the final step is not the best."
+        ),
+    )
 
 
 class GRPOMasterConfig(StrictModel):

@@ -41,9 +41,11 @@ class _WorkerHandle:
 class PolicyHandle(_WorkerHandle):
     """The policy: a :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor."""
 
-    def generate(self, prompts: list[str]) -> list[GeneratedSample]:
-        """Sample one response per prompt text."""
-        return self._run(self.target.generate, prompts)
+    def generate(self, prompts: list[str], seed: int | None = None) -> list[GeneratedSample]:
+        """Sample one response per prompt text (``seed``: from a generator of its own)."""
+        if seed is None:
+            return self._run(self.target.generate, prompts)
+        return self._run(self.target.generate, prompts, seed)
 
     def train(self, batch: TrainBatch) -> dict[str, float]:
         """One policy update over ``batch``; its training metrics."""

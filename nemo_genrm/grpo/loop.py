@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["GRPOTrainer", "RunSummary"]
 
+_VAL_SEED_OFFSET = 1_000_003  # validation's draws, apart from training's (grpo.seed + this + chunk start)
+
 
 @dataclass
 class RunSummary:
@@ -51,6 +54,9 @@ class RunSummary:
         checkpoint: The newest checkpoint, if any.
         resumed_from: The checkpoint this run started from, if any.
         elapsed_s: Wall time of the loop.
+        best_step: The validation step with the highest mean held-out reward (the judge's;
+            the earliest of equals), ``None`` before any validation.
+        best_checkpoint: Where that step's policy is kept (``checkpointing.keep_best``), if saved.
     """
 
     first_step: int
@@ -64,6 +70,15 @@ class RunSummary:
     checkpoint: str | None = None
     resumed_from: str | None = None
     elapsed_s: float = 0.0
+    best_step: int | None = None
+    best_val_reward: float | None = None
+    best_exact_match: float | None = None
+    best_checkpoint: str | None = None
+
+    @property
+    def final_is_best(self) -> bool:
+        """Whether the last validation is the best one (or there is none)."""
+        return self.best_step is None or not self.val_rewards or self.best_step == max(self.val_rewards)
 
     def lines(self) -> list[str]:
         """A short human-readable report."""
@@ -79,6 +94,10 @@ class RunSummary:
             exact = self.val_exact_match.get(step)
             shown = f"  exact match {exact:.3f}" if exact is not None else ""
             out.append(f"  val reward @ {step:<5d} {value:.3f}{shown}")
+        if not self.final_is_best:
+            shown = f", exact match {self.best_exact_match:.3f}" if self.best_exact_match is not None else ""
+            kept = f": {self.best_checkpoint}" if self.best_checkpoint else " (not saved)"
+            out.append(f"  best validation    step {self.best_step} (reward {self.best_val_reward:.3f}{shown}){kept}")
         rates = [r for r in self.parse_failure_rates if not math.isnan(r)]
         if rates:
             out.append(f"  judge parse failures {statistics.fmean(rates):.3f} of judged samples")
@@ -121,6 +140,7 @@ class GRPOTrainer:
         self.val_prompts = list(val_prompts)[: cfg.grpo.max_val_samples]
         self.metrics = metrics_logger
         self.checkpointer = checkpointer
+        self._best: dict[str, Any] | None = None  # the best validation so far: step, reward, exact match
         self.sampler = PromptSampler(
             train_prompts, seed=cfg.grpo.seed, shuffle=cfg.data.shuffle, max_epochs=cfg.grpo.max_num_epochs
         )
@@ -132,6 +152,12 @@ class GRPOTrainer:
         step, resumed = self._resume()
         summary = RunSummary(first_step=step + 1, last_step=step, log_dir=str(self.metrics.log_dir))
         summary.resumed_from = summary.checkpoint = str(resumed) if resumed else None
+        if resumed is None and self.checkpointer is not None and self.checkpointer.best_dir.is_dir():
+            # Another run's: this one starts afresh and must never report it as its own.
+            logger.info("Removing %s, left by an earlier run", self.checkpointer.best_dir)
+            shutil.rmtree(self.checkpointer.best_dir)
+        if self._best is not None:
+            self._note_best(summary)
         self.metrics.begin(step)
         if step >= self.cfg.grpo.max_num_steps:
             logger.warning(
@@ -161,8 +187,7 @@ class GRPOTrainer:
             metrics = self.train_step(prompts)
             if self._due(step, self.cfg.grpo.val_period) and self.val_prompts:
                 metrics.update(self.validate(step))
-                summary.val_rewards[step] = metrics["val/reward_mean"]
-                summary.val_exact_match[step] = metrics["val/exact_match"]
+                self._record_validation(step, metrics, summary)
             self.metrics.log(metrics, step)
             summary.train_rewards.append(metrics["train/reward_mean"])
             if "genrm/parse_failure_rate" in metrics:
@@ -187,10 +212,11 @@ class GRPOTrainer:
             return 0, None
         state = self.checkpointer.load(latest, self._policy)
         self.sampler.load_state_dict(state["sampler"])
+        self._best = state.get("best")
         return int(state["step"]), latest
 
     def _state(self, summary: RunSummary) -> dict[str, Any]:
-        return {"sampler": self.sampler.state_dict(), "train_rewards": summary.train_rewards}
+        return {"sampler": self.sampler.state_dict(), "train_rewards": summary.train_rewards, "best": self._best}
 
     def _progress(self, step: int, last: int) -> Any:
         if not self.cfg.logger.progress_bar:
@@ -253,7 +279,10 @@ class GRPOTrainer:
         shown = 0
         for i in range(0, len(self.val_prompts), self.cfg.grpo.val_batch_size):
             chunk = self.val_prompts[i : i + self.cfg.grpo.val_batch_size]
-            ro = rollout(self._policy, self._env, chunk, self.cfg.grpo.num_val_generations_per_prompt)
+            # The same draws at every validation (common random numbers): two validations differ
+            # by the policy alone, and validating leaves training's random stream as it was.
+            seed = self.cfg.grpo.seed + _VAL_SEED_OFFSET + i
+            ro = rollout(self._policy, self._env, chunk, self.cfg.grpo.num_val_generations_per_prompt, seed)
             rewards.append(ro.rewards)
             valid.append(ro.valid)
             matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]
@@ -270,8 +299,31 @@ class GRPOTrainer:
     def _log_validation(self, step: int, summary: RunSummary) -> None:
         metrics = self.validate(step)
         self.metrics.log(metrics, step)
-        summary.val_rewards[step] = metrics["val/reward_mean"]
+        self._record_validation(step, metrics, summary)
+
+    def _record_validation(self, step: int, metrics: dict[str, float], summary: RunSummary) -> None:
+        """Note a validation; keep the policy when its held-out reward (the judge's) is the best yet.
+
+        The choice reads the reward only, as a run without a checker would: the exact match is
+        reported beside it, never used to pick.
+        """
+        reward = metrics["val/reward_mean"]
+        summary.val_rewards[step] = reward
         summary.val_exact_match[step] = metrics["val/exact_match"]
+        if math.isnan(reward) or (self._best is not None and reward <= self._best["val_reward"]):
+            return
+        self._best = {"step": step, "val_reward": reward, "val_exact_match": metrics["val/exact_match"]}
+        self._note_best(summary)
+        ckpt = self.checkpointer
+        if ckpt is not None and ckpt.cfg.enabled and ckpt.cfg.keep_best:
+            summary.best_checkpoint = str(ckpt.save_best(step, self._policy, dict(self._best)))
+
+    def _note_best(self, summary: RunSummary) -> None:
+        summary.best_step = self._best["step"]
+        summary.best_val_reward, summary.best_exact_match = self._best["val_reward"], self._best["val_exact_match"]
+        ckpt = self.checkpointer
+        if ckpt is not None and ckpt.best_dir.is_dir():  # kept by a run this one resumed
+            summary.best_checkpoint = str(ckpt.best_dir)
 
     def _print_samples(self, ro: Rollout, step: int, shown: int) -> int:
         for prompt, sample, reward in zip(ro.prompts, ro.samples, ro.rewards.tolist(), strict=True):

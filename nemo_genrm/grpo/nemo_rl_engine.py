@@ -36,7 +36,7 @@ TASK_NAME = "genrm"
 _DRIVER_ONLY = {
     "policy": ("device", "cpu_threads"),
     "logger": ("progress_bar",),
-    "checkpointing": ("keep_last", "resume"),
+    "checkpointing": ("keep_last", "resume", "keep_best"),
     "cluster": ("num_cpus",),
 }
 _MISSING_NEMO_RL = (

@@ -177,15 +177,24 @@ class PolicyWorker:
 
     # ----------------------------------------------------------------------------- generation
     @torch.no_grad()
-    def generate(self, prompts: list[str]) -> list[GeneratedSample]:
+    def generate(self, prompts: list[str], seed: int | None = None) -> list[GeneratedSample]:
         """Sample one response per prompt (repeat a prompt to get several).
 
         Args:
             prompts: Chat-templated prompt texts.
+            seed: Draw from a generator seeded with this, leaving the policy's own random
+                stream untouched (validation: the same draws at every validation, so two
+                validations differ by the policy alone, and validating does not change what
+                training samples); ``None``: the policy's stream.
 
         Returns:
             One :class:`GeneratedSample` per prompt, in order.
         """
+        if seed is not None:
+            devices = [self.device.index or 0] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                return self.generate(prompts)
         out: list[GeneratedSample] = []
         size = self.cfg.generation_batch_size
         self.model.eval()

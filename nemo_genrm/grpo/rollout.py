@@ -61,7 +61,9 @@ def message_logs(prompts: Sequence[Prompt], samples: Sequence[GeneratedSample]) 
     ]
 
 
-def rollout(policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num_generations: int) -> Rollout:
+def rollout(
+    policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num_generations: int, seed: int | None = None
+) -> Rollout:
     """Sample ``num_generations`` responses per prompt and score them in one environment step.
 
     Args:
@@ -69,6 +71,7 @@ def rollout(policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num
         env: The environment.
         prompts: The step's prompts.
         num_generations: Responses per prompt; samples of a prompt are contiguous.
+        seed: Sample from a generator seeded with this (see ``PolicyWorker.generate``).
 
     Returns:
         The :class:`Rollout`.
@@ -78,7 +81,7 @@ def rollout(policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num
     """
     expanded = [p for p in prompts for _ in range(num_generations)]
     start = time.perf_counter()
-    samples = policy.generate([p.text for p in expanded])
+    samples = policy.generate([p.text for p in expanded], seed)
     generated = time.perf_counter()
     result = env.step(message_logs(expanded, samples), [p.metadata for p in expanded])
     scored = time.perf_counter()

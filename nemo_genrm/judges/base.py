@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nemo_genrm.errors import PROMPT_TOO_LONG
 from nemo_genrm.prompts.request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
 
 
@@ -54,7 +55,11 @@ class LabelScores:
 
 @dataclass
 class JudgeStats:
-    """Counters an engine keeps since start, or those of one call (:meth:`Judge.generate_counted`)."""
+    """Counters an engine keeps since start, or those of one call (:meth:`Judge.generate_counted`).
+
+    ``errors`` counts results the engine failed to produce; a prompt refused as longer than the
+    context (``prompt_too_long``) is not one of them (its sample is ``too_long``).
+    """
 
     generate_calls: int = 0
     score_calls: int = 0
@@ -89,7 +94,8 @@ class JudgeStats:
             prompt_tokens=sum(r.prompt_tokens for r in results),
             output_tokens=sum(getattr(r, "output_tokens", 0) for r in results),
             truncated=sum(r.truncated for r in results),
-            errors=sum(r.error is not None for r in results),
+            # A prompt the context cannot hold is the sample's too_long, not an engine failure.
+            errors=sum(r.error is not None and r.error != PROMPT_TOO_LONG for r in results),
         )
         if kind == "score":
             stats.score_calls, stats.prompts_scored = 1, len(results)

@@ -71,6 +71,15 @@ def render_ids(messages: Sequence[Message], tokenizer: Any) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
+def prompt_tokens(request: RequestLike, tokenizer: Any) -> int:
+    """Tokens of ``request`` as the judge is sent it (chat template and generation prompt included).
+
+    Rendered with every field empty, this is the fixed part of a template: what the question,
+    reference and answer must fit beside (see :mod:`nemo_genrm.env.room`).
+    """
+    return len(render_ids(JudgeRequest.of(request).messages, tokenizer))
+
+
 def shorten(text: str, keep: int, marker: str = ELISION_MARKER) -> str:
     """Keep ``keep`` characters of ``text``: its head and tail around ``marker``.
 

@@ -184,6 +184,11 @@ class Mode(abc.ABC):
         """Whether a coalesced judge call holding these samples may start before its window ends."""
         return False
 
+    @abc.abstractmethod
+    def fixed_request(self) -> JudgeRequest:
+        """The mode's judge prompt with every field empty (fences included): its fixed part,
+        which the start-up check measures against the judge's context."""
+
 
 @dataclass(frozen=True)
 class Presenter:

@@ -189,6 +189,12 @@ class PairwiseGroupMode(Mode):
         groups = self._groups(samples, metas, show=False)
         return size is not None and bool(groups) and all(g.arrived >= size for g in groups)
 
+    def fixed_request(self) -> JudgeRequest:
+        """See :meth:`Mode.fixed_request`."""
+        requests: list[JudgeRequest] = []
+        self._slot("", "", "", requests, {})
+        return requests[0]
+
     def judge(
         self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
     ) -> list[SampleResult]:

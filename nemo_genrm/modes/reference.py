@@ -58,6 +58,10 @@ class ReferenceMode(Mode):
             requests.append(JudgeRequest(swapped.messages, shrinkable=prompt.candidate or None))
         return requests
 
+    def fixed_request(self) -> JudgeRequest:
+        """See :meth:`Mode.fixed_request`."""
+        return self._builder.build(question="", reference="", candidate="").request
+
     def judge(
         self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
     ) -> list[SampleResult]:

@@ -185,22 +185,28 @@ class RubricMode(Mode):
             results.append(self._score(plan, ballots, counters))
         return results
 
+    def fixed_request(self) -> JudgeRequest:
+        """See :meth:`Mode.fixed_request`."""
+        return self._request("", "", "")
+
     def _slot(self, sample: PreparedSample, item: Item, requests: list[JudgeRequest], slots: dict) -> int:
         """Index of the request judging ``item`` on the response as shown; built once per call."""
         question = self._presenter.neutral(sample.question)
         response = self._presenter.neutral(sample.answer or "")
         key = (question, response, item.criterion)
         if key not in slots:
-            fenced = self._presenter.fenced(response, question, item.criterion)
-            messages, spans = self._template.render_with_spans(
-                question=question, response=fenced.text, criterion=item.criterion
-            )
-            span = spans.get("response")
-            if span is not None:  # the engine may shorten the response there, inside the fence
-                span = (span[0] + fenced.content_start, span[0] + fenced.content_end)
             slots[key] = len(requests)
-            requests.append(JudgeRequest(tuple(messages), shrinkable=response or None, span=span if response else None))
+            requests.append(self._request(question, response, item.criterion))
         return slots[key]
+
+    def _request(self, question: str, response: str, criterion: str) -> JudgeRequest:
+        """The request judging ``criterion`` on ``response`` (both as shown), the response fenced."""
+        fenced = self._presenter.fenced(response, question, criterion)
+        messages, spans = self._template.render_with_spans(question=question, response=fenced.text, criterion=criterion)
+        span = spans.get("response")
+        if span is not None:  # the engine may shorten the response there, inside the fence
+            span = (span[0] + fenced.content_start, span[0] + fenced.content_end)
+        return JudgeRequest(tuple(messages), shrinkable=response or None, span=span if response else None)
 
     @staticmethod
     def _score(plan: list[tuple[Item, int]], ballots: list, counters: Counters) -> SampleResult:

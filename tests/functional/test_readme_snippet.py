@@ -1,8 +1,10 @@
 """The README's "use the environment from your own code" snippet runs verbatim as a user script.
 
-It is written to a file and run with ``uv run python script.py`` from the project, with every
-``RAY_*`` variable removed from the environment: Ray's ``uv run`` hook is then active, as in a
-user's own shell, and the package's actors must still start.
+It is written to a file in a folder of its own and run from there with ``uv run --project
+<checkout> python script.py``, as a user runs it from an experiment folder, with no ``RAY_*``
+variable of the test session's: Ray's ``uv run`` hook is then active, as in a user's own shell,
+the package's actors must still start, and nothing is packed or uploaded (Ray would print a
+packaging line per file).
 """
 
 from __future__ import annotations
@@ -43,13 +45,18 @@ def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir):
     script = tmp_path / "script.py"
     script.write_text(readme_snippet())
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # a user's shell sets none
+    # ... except that the snippet's ray.init() must start a cluster of its own here, not join
+    # one that another job on this machine started with `ray start`.
+    env["RAY_ADDRESS"] = "local"
     env["NEMO_GENRM_CACHE"] = tiny_cache_dir  # the tiny judge is built once per test session
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(
         [uv, "run", "--project", str(ROOT), "python", str(script)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
+    for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):
+        assert packaging not in proc.stderr, proc.stderr[-6000:]
     rewards = re.search(r"rewards: \[(.*)\]", proc.stdout)
     assert rewards, proc.stdout
     assert [float(x) for x in rewards.group(1).split(",")] == [1.0, 1.0]  # the tiny judge always agrees

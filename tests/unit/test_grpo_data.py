@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -306,7 +307,7 @@ class _FakePolicy:
     def __init__(self):
         self.batches = []
 
-    def generate(self, prompts):
+    def generate(self, prompts, seed=None):
         from nemo_genrm.grpo.policy import GeneratedSample
 
         return [GeneratedSample([1, 2], [3, 4], f"r{i}", truncated=False) for i in range(len(prompts))]
@@ -339,15 +340,14 @@ def _trainer(tmp_path, **over):
     from nemo_genrm.grpo.logger import MetricsLogger
     from nemo_genrm.grpo.loop import GRPOTrainer
 
-    cfg = GRPOMasterConfig.model_validate(
-        _minimal(
-            grpo__num_prompts_per_step=2, grpo__num_generations_per_prompt=4, grpo__max_num_steps=1,
-            grpo__val_at_start=False, grpo__val_batch_size=4, policy__train_global_batch_size=8,
-            policy__train_micro_batch_size=8, logger__log_dir=str(tmp_path / "logs"),
-            logger__tensorboard_enabled=False, logger__progress_bar=False,
-            checkpointing__checkpoint_dir=str(tmp_path / "ckpt"), **over,
-        )
-    )
+    settings = dict(
+        grpo__num_prompts_per_step=2, grpo__num_generations_per_prompt=4, grpo__max_num_steps=1,
+        grpo__val_at_start=False, grpo__val_batch_size=4, policy__train_global_batch_size=8,
+        policy__train_micro_batch_size=8, logger__log_dir=str(tmp_path / "logs"),
+        logger__tensorboard_enabled=False, logger__progress_bar=False,
+        checkpointing__checkpoint_dir=str(tmp_path / "ckpt"),
+    )  # fmt: skip
+    cfg = GRPOMasterConfig.model_validate(_minimal(**{**settings, **over}))
     prompts = [Prompt(f"<q{i}>", f"q{i}", str(i)) for i in range(8)]
     return GRPOTrainer(
         cfg, _FakePolicy(), _MaskingEnv(), prompts, prompts, MetricsLogger(cfg.logger), Checkpointer(cfg.checkpointing)
@@ -378,3 +378,63 @@ def test_reward_means_leave_out_masked_samples(tmp_path):
     assert val["val/reward_mean"] == pytest.approx(1 / 3) and val["val/masked_samples"] == 2.0
     assert val["val/num_samples"] == 8.0
     trainer.metrics.close()
+
+
+class _SavingPolicy(_FakePolicy):
+    """Writes the number of updates it has had into each checkpoint (its "weights")."""
+
+    def save_checkpoint(self, path):
+        (Path(path) / "updates.txt").write_text(str(len(self.batches)))
+
+    def load_checkpoint(self, path):
+        self.batches = [None] * int((Path(path) / "updates.txt").read_text())
+
+
+def _scripted(trainer, rewards):
+    """Validation returns the scripted held-out reward of each step (exact match: reward / 2)."""
+
+    def validate(step):
+        return {"val/reward_mean": rewards[step], "val/exact_match": rewards[step] / 2}
+
+    trainer.validate = validate
+    return trainer
+
+
+def test_the_policy_of_the_best_held_out_reward_is_kept_and_reported(tmp_path):
+    over = dict(grpo__val_at_start=True, grpo__val_period=1, checkpointing__save_period=10)
+    trainer = _trainer(tmp_path, grpo__max_num_steps=4, **over)
+    trainer.policy = _SavingPolicy()
+    trainer._policy = type(trainer._policy).of(trainer.policy)
+    # Step 1 is the best; step 3 only equals it (the earlier is kept); the final step 4 is lower.
+    summary = _scripted(trainer, {0: 0.5, 1: 0.7, 2: 0.6, 3: 0.7, 4: 0.65}).fit()
+    trainer.metrics.close()
+    best = tmp_path / "ckpt" / "best"
+    assert summary.best_step == 1 and not summary.final_is_best
+    assert summary.best_checkpoint == str(best)
+    assert (best / "updates.txt").read_text() == "1"  # the policy after one update, not the final one
+    assert json.loads((best / "trainer_state.json").read_text()) == {
+        "step": 1, "val_reward": 0.7, "val_exact_match": 0.35
+    }
+    assert f"  best validation    step 1 (reward 0.700, exact match 0.350): {best}" in summary.lines()
+    assert (tmp_path / "ckpt" / "step_4").is_dir() and not (tmp_path / "ckpt" / "step_best").exists()
+
+    # A resumed run knows the best of the run it continues, and replaces it when beaten.
+    resumed = _trainer(tmp_path, grpo__max_num_steps=6, **over)
+    resumed.policy = _SavingPolicy()
+    resumed._policy = type(resumed._policy).of(resumed.policy)
+    summary = _scripted(resumed, {5: 0.69, 6: 0.71}).fit()
+    resumed.metrics.close()
+    assert summary.best_step == 6 and summary.final_is_best
+    assert (best / "updates.txt").read_text() == "6"
+    assert not any("best validation" in line for line in summary.lines())
+
+
+def test_a_fresh_run_removes_a_best_checkpoint_left_by_another(tmp_path):
+    (tmp_path / "ckpt" / "best").mkdir(parents=True)
+    trainer = _trainer(tmp_path, grpo__val_period=1, checkpointing__keep_best=False)
+    trainer.policy = _SavingPolicy()
+    trainer._policy = type(trainer._policy).of(trainer.policy)
+    summary = _scripted(trainer, {1: 0.5}).fit()
+    trainer.metrics.close()
+    assert not (tmp_path / "ckpt" / "best").exists()
+    assert summary.best_step == 1 and summary.best_checkpoint is None  # tracked, not saved

@@ -67,7 +67,9 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
         from nemo_genrm.judges.placement import acquire_resources
 
         if not ray.is_initialized():
-            ray.init(log_to_driver=False, configure_logging=False)
+            from nemo_genrm.ray_env import job_runtime_env
+
+            ray.init(log_to_driver=False, configure_logging=False, runtime_env=job_runtime_env())
         held = acquire_resources(judge_cfg, res, name_prefix="reward_bench_judge")
         placement = held.placement
     try:

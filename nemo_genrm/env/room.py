@@ -1,0 +1,147 @@
+"""Whether the judge's context holds its prompt: refused at start-up, said once when a step shows it.
+
+A judge whose ``max_model_len`` cannot hold the template's own text leaves no room for the
+question, the reference and the answer: every sample would come back ``too_long`` with reward
+0, step after step, and training would run on nothing. :func:`check_answer_room` renders the
+prompt the environment would send (the mode's, fences included) with every field empty, counts
+it with each judge's tokenizer, and raises one :class:`~nemo_genrm.errors.ConfigError` naming
+the numbers when fewer than ``prompt.min_answer_tokens`` are left. :class:`TooLongWatch` warns
+once, with the fix, when a judge call nevertheless finds every sample ``too_long`` (answers over
+``prompt.answer.max_chars``, or prompts the judge refused).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
+from nemo_genrm.judges.base import Judge, JudgeRequest
+from nemo_genrm.judges.fitting import prompt_tokens
+from nemo_genrm.modes import build_mode
+from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.metrics import StepTally
+from nemo_genrm.samples.types import TOO_LONG
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TooLongWatch", "check_answer_room", "judge_tokenizer"]
+
+
+def judge_tokenizer(judge: Judge) -> Any:
+    """The tokenizer a ready judge fits prompts with, or ``None`` (an HTTP judge without one)."""
+    return getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
+
+
+def _tokenizer(config: JudgeConfig, judge: Judge | None) -> Any:
+    """The judge's tokenizer: the ready judge's own, else loaded from the config (before any
+    worker starts); ``None`` when the judge is reached over HTTP without ``judge.tokenizer``."""
+    if judge is not None:
+        return judge_tokenizer(judge)
+    if config.backend == "http" and not config.tokenizer:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(config.tokenizer_name)
+
+
+def fixed_request(cfg: GenRMConfig, builder: PromptBuilder) -> JudgeRequest:
+    """The judge prompt of the configured mode with question, reference and answer empty."""
+    mode = build_mode(cfg, builder)
+    if mode is not None:
+        return mode.fixed_request()
+    return builder.build(question="", reference="", candidate="").request
+
+
+def check_answer_room(
+    cfg: GenRMConfig, builder: PromptBuilder, judges: Sequence[Judge | None] = ()
+) -> None:
+    """Refuse a judge whose context leaves fewer than ``prompt.min_answer_tokens`` for the fields.
+
+    Args:
+        cfg: The environment's config.
+        builder: Its prompt builder.
+        judges: Ready judges handed to the environment, in the order ``judge``,
+            ``reward.judges`` (``None`` or missing: loaded from the config's tokenizer).
+
+    Raises:
+        ConfigError: Every judge whose context is too small, with its numbers and the fix.
+    """
+    configs = [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
+    request = fixed_request(cfg, builder)
+    minimum = cfg.prompt.min_answer_tokens
+    problems = []
+    for index, (where, config) in enumerate(configs):
+        tokenizer = _tokenizer(config, judges[index] if index < len(judges) else None)
+        if tokenizer is None:
+            logger.debug("%s has no local tokenizer: its prompt room is not checked at start-up", where)
+            continue
+        fixed = prompt_tokens(request, tokenizer)
+        new_tokens = config.sampling.max_new_tokens
+        room = config.max_model_len - new_tokens - fixed
+        if room < minimum:
+            problems.append(
+                f"{where}: the judge prompt ({_template(cfg)}) takes {fixed} tokens with question, "
+                f"reference and answer empty; max_model_len {config.max_model_len} minus "
+                f"sampling.max_new_tokens {new_tokens} leaves {room} for them, fewer than "
+                f"prompt.min_answer_tokens ({minimum}), so every sample would be too_long. Raise "
+                f"{where}.max_model_len to at least {fixed + new_tokens + minimum} (the engine's "
+                "context must hold it), lower sampling.max_new_tokens, or choose a shorter "
+                "template (consistency_compact)"
+            )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _template(cfg: GenRMConfig) -> str:
+    mode = cfg.reward.mode
+    if mode == "pairwise_group":
+        return f"reward.pairwise_group.template {cfg.reward.pairwise_group.template!r}"
+    if mode == "rubric":
+        return f"reward.rubric.template {cfg.reward.rubric.template!r}"
+    return f"prompt.template {cfg.prompt.template!r}"
+
+
+class TooLongWatch:
+    """Warns once when a judge call finds every one of its samples ``too_long``.
+
+    Args:
+        cfg: The environment's config (for the numbers in the message).
+    """
+
+    def __init__(self, cfg: GenRMConfig):
+        self.cfg = cfg
+        self.warned = False
+
+    def observe(self, tally: StepTally, samples: Sequence[PreparedSample]) -> None:
+        """Look at one judge call's tally.
+
+        Args:
+            tally: The call's counts.
+            samples: Its prepared samples: those already ``too_long`` had an answer over
+                ``prompt.answer.max_chars``; the others did not fit the judge's context.
+        """
+        if self.warned or tally.samples == 0 or tally.counts.get(TOO_LONG, 0) < tally.samples:
+            return
+        answers_too_long = sum(s.reason == TOO_LONG for s in samples)
+        self.warned = True
+        judge, answer = self.cfg.judge, self.cfg.prompt.answer
+        causes = []
+        if answers_too_long:
+            causes.append(
+                f"{answers_too_long} answer(s) longer than prompt.answer.max_chars ({answer.max_chars}): "
+                "raise it, or keep the policy's answers shorter"
+            )
+        if tally.samples > answers_too_long:
+            causes.append(
+                f"{tally.samples - answers_too_long} judge prompt(s) longer than judge.max_model_len "
+                f"({judge.max_model_len}) minus sampling.max_new_tokens ({judge.sampling.max_new_tokens}) "
+                "even with the answer shortened: raise judge.max_model_len (the engine's context must "
+                "hold it) or choose a shorter prompt template"
+            )
+        logger.warning(
+            "every sample of this step (%d) was too_long and got reward 0: %s. Said once.",
+            tally.samples, "; ".join(causes),
+        )
