@@ -18,7 +18,7 @@ from typing import Any
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.judges.base import Judge, JudgeRequest
-from nemo_genrm.judges.fitting import prompt_tokens
+from nemo_genrm.judges.fitting import load_tokenizer, prompt_tokens
 from nemo_genrm.modes import build_mode
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.samples.inputs import PreparedSample
@@ -35,16 +35,18 @@ def judge_tokenizer(judge: Judge) -> Any:
     return getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
 
 
-def _tokenizer(config: JudgeConfig, judge: Judge | None) -> Any:
+def _tokenizer(config: JudgeConfig, judge: Judge | None, where: str) -> Any:
     """The judge's tokenizer: the ready judge's own, else loaded from the config (before any
-    worker starts); ``None`` when the judge is reached over HTTP without ``judge.tokenizer``."""
+    worker starts); ``None`` when the judge is reached over HTTP without ``judge.tokenizer``.
+
+    A tokenizer that cannot load is a :class:`ConfigError` naming ``where``'s setting to change.
+    """
     if judge is not None:
         return judge_tokenizer(judge)
     if config.backend == "http" and not config.tokenizer:
         return None
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(config.tokenizer_name)
+    setting = f"{where}.tokenizer" if config.tokenizer else f"{where}.model_name"
+    return load_tokenizer(config.tokenizer_name, setting=setting)
 
 
 def fixed_request(cfg: GenRMConfig, builder: PromptBuilder) -> JudgeRequest:
@@ -74,7 +76,7 @@ def check_answer_room(
     minimum = cfg.prompt.min_answer_tokens
     problems = []
     for index, (where, config) in enumerate(configs):
-        tokenizer = _tokenizer(config, judges[index] if index < len(judges) else None)
+        tokenizer = _tokenizer(config, judges[index] if index < len(judges) else None, where)
         if tokenizer is None:
             logger.debug("%s has no local tokenizer: its prompt room is not checked at start-up", where)
             continue

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import ray
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
+from nemo_genrm.env import environment as environment_module
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.env.room import fixed_request
 from nemo_genrm.judges.base import Generation, JudgeStats
@@ -79,10 +79,12 @@ def test_fixed_parts_are_counted_as_the_judge_is_sent_them(tokenizer_path):
         assert "<candidate-" in text and "</candidate-" in text  # the empty answer is fenced as judged
 
 
-def test_a_context_that_cannot_hold_the_template_is_refused_before_any_worker_starts(tiny_cache_dir):
+def test_a_context_that_cannot_hold_the_template_is_refused_before_any_worker_starts(tiny_cache_dir, monkeypatch):
     # The tiny judge with a context of 512, which held the consistency prompt before its fence:
     # the template alone now takes 575 tokens.
     judge_path = str(cached_tiny_judge("1", cache_dir=tiny_cache_dir))
+    started = []
+    monkeypatch.setattr(environment_module, "start_judge", lambda *args, **kwargs: started.append(args))
     with pytest.raises(ConfigError) as err:
         GenRMEnvironmentImpl(_cfg(judge_path, max_model_len=512))
     message = str(err.value)
@@ -92,7 +94,7 @@ def test_a_context_that_cannot_hold_the_template_is_refused_before_any_worker_st
     assert "fewer than prompt.min_answer_tokens (64)" in message
     assert f"judge.max_model_len to at least {CONSISTENCY_FIXED + NEW_TOKENS + 64}" in message
     assert "prompt.template 'consistency'" in message and "consistency_compact" in message
-    assert not ray.is_initialized()  # refused from the config's tokenizer, no judge worker started
+    assert started == []  # refused from the config's tokenizer, before any judge worker starts
 
 
 def test_the_minimum_left_for_the_answer_is_configurable_to_the_token(tokenizer_path):
