@@ -38,7 +38,7 @@ from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
 from nemo_genrm.grpo.orphan_guard import start_guard
 from nemo_genrm.grpo.policy import PolicyActor
-from nemo_genrm.ray_env import actor_options, job_runtime_env
+from nemo_genrm.ray_env import actor_options, ensure_ray
 
 logger = logging.getLogger(__name__)
 
@@ -74,19 +74,18 @@ def _start_ray(cfg: GRPOMasterConfig) -> bool:
         return False
     if os.environ.get("RAY_ADDRESS"):
         # Join a running cluster (`ray start --head`, or a test's); it brings its own resources.
-        ray.init(address=os.environ["RAY_ADDRESS"], configure_logging=False, runtime_env=job_runtime_env())
+        ensure_ray(address=os.environ["RAY_ADDRESS"])
         logger.info("Joined the Ray cluster at %s", os.environ["RAY_ADDRESS"])
         return True
     num_cpus = cfg.cluster.num_cpus or max(os.cpu_count() or 1, _MIN_RAY_CPUS)
     for attempt in range(_RAY_START_ATTEMPTS):
         try:
-            ray.init(
+            ensure_ray(
                 address="local",  # a cluster of the run's own, even where `ray start` runs one
                 num_cpus=num_cpus,
                 num_gpus=cfg.cluster.gpus_per_node,
                 include_dashboard=False,
-                configure_logging=False,
-                runtime_env=job_runtime_env({"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}),
+                runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}},
             )
             return True
         except Exception as exc:  # Ray raises a bare Exception when its node does not come up

@@ -62,14 +62,10 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
     if judge_cfg.backend != "http" and res.num_replicas == 1 and res.gpus_per_replica == 0:
         placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=res.cpus_per_replica),))
     elif judge_cfg.backend != "http":
-        import ray
-
         from nemo_genrm.judges.placement import acquire_resources
+        from nemo_genrm.ray_env import ensure_ray
 
-        if not ray.is_initialized():
-            from nemo_genrm.ray_env import job_runtime_env
-
-            ray.init(log_to_driver=False, configure_logging=False, runtime_env=job_runtime_env())
+        ensure_ray(log_to_driver=False)
         held = acquire_resources(judge_cfg, res, name_prefix="reward_bench_judge")
         placement = held.placement
     try:
