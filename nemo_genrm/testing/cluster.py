@@ -29,9 +29,31 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SimNode", "SimulatedCluster"]
+__all__ = ["SimNode", "SimulatedCluster", "kill_actor"]
 
 logger = logging.getLogger(__name__)
+
+
+def kill_actor(actor: Any, timeout_s: float = 30.0) -> None:
+    """Kill a Ray actor for good and return once it is dead.
+
+    ``ray.kill`` only sends the kill: a call made right after it can still be served by the
+    actor, so a test that means "the next call finds it dead" must wait for the death first.
+
+    Raises:
+        TimeoutError: The actor still answers after ``timeout_s``.
+    """
+    import ray
+
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=max(0.1, deadline - time.monotonic()))
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"actor still alive {timeout_s:g} s after ray.kill")
 
 
 @dataclass

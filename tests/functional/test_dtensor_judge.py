@@ -24,6 +24,7 @@ from nemo_genrm.judges import (
 from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
+from nemo_genrm.testing.cluster import kill_actor
 
 INSTRUCTIONS = "Reply with 1 if the candidate matches the reference, else 0."
 LABELS = ["1", "0", "Judgement: 1"]  # the last one is several tokens: teacher-forced
@@ -209,7 +210,7 @@ def test_deadline_replaces_the_busy_replica_for_free_then_a_crash_without_budget
         assert judge.pool.num_alive == 1
         # The replacement dies and there is no restart to spend: no replica is left, and the
         # samples come back as judge_error at once instead of an exception or a hang.
-        ray_cluster.kill(judge.pool.actors()[0][0], no_restart=True)
+        kill_actor(judge.pool.actors()[0][0])  # returns once it is dead
         start = time.monotonic()
         failed = judge.score(_prompts(2), ["1", "0"])
         assert time.monotonic() - start < 10.0

@@ -25,6 +25,7 @@ from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.pooled import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.testing import cached_tiny_model
+from nemo_genrm.testing.cluster import kill_actor
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)
 
@@ -168,7 +169,7 @@ def test_crashed_replica_restarts_back_off_and_the_budget_refills(ray_cluster, t
         assert judge.stats().restarts == 1 and judge.pool.num_alive == 1
         # It crashes again with the budget spent: the step ends as judge_error as soon as that
         # is known (the next restart is past the step's deadline), not at the deadline.
-        ray_cluster.kill(judge.pool.actors()[0][0], no_restart=True)
+        kill_actor(judge.pool.actors()[0][0])  # returns once it is dead
         with step_deadline(time.monotonic() + 5.0):
             gens, elapsed = _timed(lambda: judge.generate(_prompts(3)))
         assert [g.error for g in gens] == [JUDGE_ERROR] * 3 and elapsed < 5.0
