@@ -120,11 +120,14 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
     exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
     assert sorted(exact) == list(range(0, 65, 8))
-    # The policy learns from the judge's reward alone (measured under the judge trained against the
-    # red team: 0.558 at step 0, 0.639, 0.639 and 0.630 at steps 48-64; 0.673 at step 64 under
-    # the previous judge). 416 samples a validation: the mean of the last three against step 0
-    # has a standard error of about 0.028, so a margin of 0.05 is about two of them.
-    assert sum(exact[s] for s in (48, 56, 64)) / 3 >= exact[0] + 0.05, exact
+    # The policy learns from the judge's reward alone, and holds what it learned to the last step
+    # (bench_demo_learning.py over seeds 42, 1, 2 and 1 and 2 threads: +0.124 to +0.152 at step
+    # 64, each run's last exact match within 0.03 of its best; seed 42 here: 0.623 -> 0.748).
+    # 1664 samples a validation: a difference of two has a standard error of about 0.017.
+    assert exact[64] >= exact[0] + 0.08, exact
+    assert exact[64] >= max(exact.values()) - 0.05, exact  # no late collapse
+    val_reward = {r["step"]: r["val/reward_mean"] for r in records if "val/reward_mean" in r}
+    assert val_reward[64] >= val_reward[0] + 0.05, val_reward  # the judge's reward rises with the truth
     rewards = [r["train/reward_mean"] for r in records if "train/reward_mean" in r]
     assert sum(rewards[-8:]) / 8 > sum(rewards[:8]) / 8 + 0.05, rewards
     assert all(r["genrm/parse_failure_rate"] == 0.0 for r in records if "genrm/parse_failure_rate" in r)

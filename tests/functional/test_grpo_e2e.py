@@ -45,22 +45,22 @@ def _run(tmp_path: Path, env: dict[str, str], steps: int) -> subprocess.Complete
 # (torch 2.13.0 from uv.lock; everything seeded: the demo models are trained from seed 0 by
 # nemo_genrm.demo, bit-identical on every build; grpo.seed 42 of grpo_genrm_tiny.yaml seeds the
 # question order and the policy's sampling; the judge decodes greedily). A reward is a count of
-# 64 samples, so it is exact; the losses hold to 1e-4. The
+# 128 samples, so it is exact; the losses hold to 1e-4. The
 # judge prompts are reproducible too: grpo_genrm_tiny.yaml sets prompt.fence_seed.
 PINNED: dict[int, dict[str, float]] = {
     1: {
-        "train/reward_mean": 0.734375,  # 47/64
-        "genrm/count/judged": 60,  # four samples ended at once (no_answer)
-        "train/loss": 0.2475825,
-        "train/kl": 0.0004278,
+        "train/reward_mean": 0.734375,  # 94/128
+        "genrm/count/judged": 119,  # nine samples ended at once (no_answer)
+        "train/loss": 0.0550921,
+        "train/kl": 0.0005241,
     },
     2: {
-        "train/reward_mean": 0.75,  # 48/64
-        "genrm/count/judged": 62,
-        "train/loss": 0.0131540,
-        "train/kl": 0.0010907,
-        "val/exact_match": 0.5859375,  # 75 of the 128 held-out samples
-        "val/reward_mean": 0.6640625,  # 85 of 128
+        "train/reward_mean": 0.6796875,  # 87/128
+        "genrm/count/judged": 115,
+        "train/loss": 0.1310992,
+        "train/kl": 0.0025483,
+        "val/exact_match": 0.576171875,  # 295 of the 512 held-out samples
+        "val/reward_mean": 0.65625,  # 336 of 512
     },
 }
 
@@ -94,11 +94,11 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
         assert {key: record[key] for key in pinned} == pytest.approx(pinned, abs=1e-4), record["step"]
     for r in records:
         assert 0.0 <= r["train/reward_mean"] <= 1.0
-        assert r["genrm/num_samples"] == 64  # 8 prompts x 8 generations
-        # The half-trained policy sampled at temperature 2 sometimes ends at once (no answer,
+        assert r["genrm/num_samples"] == 128  # 16 prompts x 8 generations
+        # The half-trained policy sampled at temperature 2.4 sometimes ends at once (no answer,
         # reward 0 without the judge); every other sample is judged.
-        assert r["genrm/count/judged"] + r["genrm/count/no_answer"] == 64
-        assert r["genrm/count/judged"] >= 56
+        assert r["genrm/count/judged"] + r["genrm/count/no_answer"] == 128
+        assert r["genrm/count/judged"] >= 110
         assert r["genrm/parse_failure_rate"] == 0.0  # the learned judge always writes a label
         assert 0.0 <= r["genrm/mean_reward"] <= 1.0
         assert r["genrm/mean_reward"] == pytest.approx(r["train/reward_mean"], abs=1e-6)
@@ -106,7 +106,7 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
             assert r[key] > 0.0, key
         assert "train/loss" in r and "train/kl" in r and r["train/grad_norm"] >= 0.0
     assert 0.0 <= records[1]["val/reward_mean"] <= 1.0
-    assert records[1]["val/num_samples"] == 128  # 4 held-out prompts x 32 samples
+    assert records[1]["val/num_samples"] == 512  # 4 held-out prompts x 128 samples
     assert 0.0 <= records[1]["val/exact_match"] <= 1.0
     # The half-trained policy is right on some samples of a question and wrong on others, so the
     # judge's binary rewards vary within groups and the update is not empty.
@@ -129,7 +129,8 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     assert [r["step"] for r in _records(tmp_path)] == [1, 2, 3]
     assert (tmp_path / "ckpt" / "step_3" / "trainer_state.json").is_file()
     state = json.loads((tmp_path / "ckpt" / "step_3" / "trainer_state.json").read_text())
-    assert state["step"] == 3 and state["sampler"]["position"] == 24  # 3 steps x 8 prompts
+    # 3 steps x 16 prompts over the 42 training questions: into the second epoch by 6.
+    assert state["step"] == 3 and state["sampler"]["position"] == 3 * 16 - 42
 
 
 @pytest.mark.slow
@@ -170,7 +171,7 @@ def test_colocated_judge_shares_the_policy_gpu_and_sleeps_between_steps(tmp_path
     assert summary.last_step == 1
     record = json.loads((tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()[0])
     assert record["genrm/wake_s"] > 0 and record["genrm/sleep_s"] > 0  # woke to score, slept after
-    # 2 prompts x 4 samples; the demo policy at temperature 2 may end at once (no answer, not judged).
+    # 2 prompts x 4 samples; the demo policy at temperature 2.4 may end at once (no answer, not judged).
     assert record["genrm/count/judged"] + record["genrm/count/no_answer"] == 8
     assert record["genrm/count/judged"] >= 6
     assert list((tmp_path / "logs" / "wandb").glob("offline-run-*/run-*.wandb"))
@@ -198,7 +199,7 @@ def test_the_main_command_runs_from_any_folder(tmp_path, tiny_cache_dir, demo_mo
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     assert "GRPO finished steps 1..1" in proc.stdout
     records = [json.loads(line) for line in (tmp_path / "logs" / "grpo_genrm_tiny" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [1] and records[0]["genrm/num_samples"] == 64
+    assert [r["step"] for r in records] == [1] and records[0]["genrm/num_samples"] == 128
     assert (tmp_path / "results" / "grpo_genrm_tiny" / "step_1" / "policy" / "config.json").is_file()
     for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):
         assert packaging not in proc.stderr, proc.stderr[-6000:]

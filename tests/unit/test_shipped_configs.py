@@ -45,10 +45,11 @@ EXPECTED: dict[str, tuple[str, dict[str, object]]] = {
     "grpo_genrm_tiny.yaml": ("GRPOMasterConfig", {
         "policy.model_name": "tiny://demo-policy",
         "policy.device": "cpu",
-        "samples_per_step": 64,  # 8 prompts x 8 generations
+        "samples_per_step": 128,  # 16 prompts x 8 generations
         "grpo.max_num_steps": 64,
-        "grpo.num_val_generations_per_prompt": 32,
-        "policy.optimizer.kwargs.lr": 2.0e-4,
+        "grpo.num_val_generations_per_prompt": 128,
+        "policy.optimizer.kwargs.lr": 1.0e-4,
+        "policy.generation.temperature": 2.4,
         "env.genrm.judge.model_name": "tiny://demo-judge",
         "env.genrm.judge.backend": "dtensor",
         "env.genrm.judge.sampling.max_new_tokens": 4,
