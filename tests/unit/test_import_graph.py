@@ -126,6 +126,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evals", ("files", "guard", "verdicts", "prompts", "config", "judges")),
     ("demo", ("files", "guard", "verdicts", "prompts", "config", "testing", "evals")),
     ("grpo", ("files", "guard", "config", "testing", "samples", "env", "integrations", "demo")),
+    ("docs", ("config", "serve", "grpo")),
 )
 
 DESIGN_DOC = PACKAGE_DIR.parent / "docs" / "design.md"
