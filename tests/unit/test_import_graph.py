@@ -173,6 +173,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("guard", ()),
     ("verdicts", ("guard",)),
     ("prompts", ("guard", "verdicts")),
+    ("tasks", ("prompts",)),
     ("config", ("guard", "verdicts", "prompts")),
     ("judges", ("guard", "verdicts", "prompts", "config")),
     ("testing", ("guard", "verdicts", "prompts", "config", "judges")),
@@ -183,8 +184,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("verdicts", "prompts", "config", "judges", "samples", "modes", "env")),
     ("serve", ("guard", "config", "judges", "samples")),
     ("evals", ("files", "guard", "verdicts", "prompts", "config", "judges")),
-    ("demo", ("files", "guard", "verdicts", "prompts", "config", "testing", "evals")),
-    ("grpo", ("files", "guard", "config", "testing", "samples", "env", "integrations", "demo")),
+    ("demo", ("files", "guard", "verdicts", "prompts", "tasks", "config", "testing", "evals")),
+    ("grpo", ("files", "guard", "tasks", "config", "testing", "samples", "env", "integrations", "demo")),
     ("docs", ("config", "serve", "grpo")),
 )
 
