@@ -184,8 +184,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("verdicts", "prompts", "config", "judges", "samples", "modes", "env")),
     ("serve", ("guard", "config", "judges", "samples")),
     ("evals", ("files", "guard", "verdicts", "prompts", "config", "judges")),
-    ("demo", ("files", "guard", "verdicts", "prompts", "tasks", "config", "testing", "evals")),
-    ("grpo", ("files", "guard", "tasks", "config", "testing", "samples", "env", "integrations", "demo")),
+    ("grpo", ("files", "guard", "tasks", "config", "testing", "samples", "env", "integrations")),
+    ("demo", ("files", "guard", "verdicts", "prompts", "tasks", "config", "testing", "evals", "grpo")),
     ("docs", ("config", "serve", "grpo")),
 )
 
@@ -259,7 +259,7 @@ def test_no_import_cycle_among_nemo_genrm_modules() -> None:
 
 def test_no_import_cycle_among_packages() -> None:
     packages = package_graph(import_graph())
-    assert {"env", "modes", "samples", "grpo", "demo", "serve", "guard"} <= set(packages)
+    assert {"env", "modes", "samples", "grpo", "demo", "serve", "guard", "tasks", "docs"} <= set(packages)
     cycle = find_cycle(packages)
     assert cycle is None, "package import cycle: " + " -> ".join(cycle or [])
 
