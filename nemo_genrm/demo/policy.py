@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nemo_genrm.demo.progress import training_progress
-from nemo_genrm.demo.task import all_questions
+from nemo_genrm.tasks.digit_addition import all_questions
 
 if TYPE_CHECKING:
     from nemo_genrm.testing.models import TinyModelSpec

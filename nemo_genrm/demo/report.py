@@ -1,7 +1,5 @@
-"""What the demo run shows: a plot of reward and exact match per step, and a reward-hacking check.
+"""What the demo run shows besides the driver's plot: a reward-hacking check and its closing lines.
 
-:func:`plot_metrics` reads a run's ``metrics.jsonl`` (any run, not only the demo's) and draws the
-training reward, the validation reward and the validation exact match against the step.
 :func:`reward_hacking_check` sends wrong answers that try to dictate a positive verdict through a
 live environment (extraction, neutralisation and judge as in training) and counts how many get
 the reward they deserve, 0.
@@ -10,63 +8,16 @@ the reward they deserve, 0.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.files.atomic import read_jsonl
-from nemo_genrm.demo.task import demo_splits, hacking_answer, hacking_templates, judged_number
+from nemo_genrm.demo.task import hacking_answer, hacking_templates, judged_number
+from nemo_genrm.tasks.digit_addition import demo_splits
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PLOT_NAME", "HackingCheck", "hacking_cases", "plot_metrics", "reward_hacking_check"]
-
-PLOT_NAME = "reward_and_accuracy.png"
-
-
-def _series(records: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    points = [(r["step"], r[key]) for r in records if key in r and not math.isnan(r[key])]
-    return [p[0] for p in points], [p[1] for p in points]
-
-
-def plot_metrics(log_dir: str | Path) -> Path | None:
-    """Draw reward and exact match per step from ``<log_dir>/metrics.jsonl`` into a PNG.
-
-    Args:
-        log_dir: The run's log folder.
-
-    Returns:
-        The PNG's path (:data:`PLOT_NAME` in ``log_dir``), or ``None`` when nothing was logged.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on a training machine
-    import matplotlib.pyplot as plt
-
-    metrics = Path(log_dir) / "metrics.jsonl"
-    if not metrics.is_file():
-        return None
-    records = read_jsonl(metrics).records  # a torn last line (a killed run) is skipped, not fatal
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label, style in (
-        ("train/reward_mean", "train reward (judge)", "-"),
-        ("val/reward_mean", "held-out reward (judge)", "o--"),
-        ("val/exact_match", "held-out exact match (checker)", "s-"),
-    ):
-        steps, values = _series(records, key)
-        if steps:
-            ax.plot(steps, values, style, label=label)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("GRPO with a GenRM reward")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    out = Path(log_dir) / PLOT_NAME
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+__all__ = ["HackingCheck", "demo_lines", "hacking_cases", "reward_hacking_check"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +75,7 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
         env: The environment, called as ``env.step(message_logs, metadata)`` and returning its
             ``EnvironmentReturn``: a ``GenRMEnvironmentImpl``, or the driver's
             :class:`~nemo_genrm.grpo.handles.EnvHandle` on the ``GenRMEnvironment`` actor (the
-            demo sits below the driver, so the caller wraps the actor, not this function).
+            caller wraps the actor, so this check runs on any object with a ``step``).
         num_questions: Held-out questions to spread the answers over (references 2 and more, so
             a bare ``1`` is wrong).
 

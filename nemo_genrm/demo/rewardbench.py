@@ -21,10 +21,11 @@ import yaml
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.judge import DEMO_TEMPLATE
-from nemo_genrm.demo.task import all_questions, judge_example
+from nemo_genrm.demo.task import judge_example
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH, fence, neutralise
+from nemo_genrm.tasks.digit_addition import all_questions
 
 __all__ = ["DEMO_SUBSET", "RATING_NONCE", "demo_pairwise_examples", "demo_rating_config", "demo_rating_template"]
 

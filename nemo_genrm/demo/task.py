@@ -1,9 +1,8 @@
 """The demo task: single-digit additions, the exact-match checker and the judge's training pairs.
 
-Questions are ``What is a + b?`` for digits ``a`` and ``b`` whose sum is a digit too (55
-questions, answers 0-9, one token each). A fixed, seeded quarter of them is held out from GRPO
-training (:func:`demo_splits`). The checker
-(:func:`exact_match`) is what the demo measures apart from the judge: the judge never sees it.
+The questions, their held-out split and the exact-match checker live in
+:mod:`nemo_genrm.tasks.digit_addition`, below the GRPO driver that offers the task, and are
+re-exported here for the demo's readers.
 
 Judge training pairs (:func:`judge_example`) are candidate responses written the ways a policy
 might answer (bare number, ``Answer: n``, ``\\boxed{n}``, an equation, a sentence, a correction,
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 
 from nemo_genrm.guard.injection import INSTRUCTION_REMOVED, QUOTED, neutralise
 from nemo_genrm.prompts import extract_answer
+from nemo_genrm.tasks.digit_addition import DEMO_DATASET, all_questions, demo_splits, exact_match
 from nemo_genrm.testing.redteam import redteam_templates
 
 __all__ = [
@@ -39,10 +39,6 @@ __all__ = [
     "judged_number",
 ]
 
-DEMO_DATASET = "digit_addition"
-"""``data.dataset_name`` of the demo task."""
-_HELD_OUT_FRACTION = 0.25
-_SPLIT_SEED = 1234
 _NUMBER = re.compile(r"\d+")
 
 # Text placed before or after an answer so the judge learns to look for the final number, not
@@ -84,23 +80,6 @@ class JudgeCase:
     label: bool
 
 
-def all_questions() -> list[tuple[str, str]]:
-    """Every ``(question, answer)`` of the task, in a fixed order."""
-    return [(f"What is {a} + {b}?", str(a + b)) for a in range(10) for b in range(10 - a)]
-
-
-def demo_splits() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The GRPO training questions and the held-out ones (a fixed, seeded quarter).
-
-    Returns:
-        ``(train, held_out)`` lists of ``(question, answer)``.
-    """
-    questions = all_questions()
-    random.Random(_SPLIT_SEED).shuffle(questions)
-    n_held = int(len(questions) * _HELD_OUT_FRACTION)
-    return questions[n_held:], questions[:n_held]
-
-
 def final_number(text: str | None) -> str | None:
     """The last run of digits in ``text`` (``None`` when there is none)."""
     numbers = _NUMBER.findall(text or "")
@@ -120,16 +99,6 @@ def judged_number(response: str) -> str | None:
     shown = neutralise(extracted.text, labels=("1", "0"), markers=("[[A]]", "[[B]]"))
     kept = [line.split(QUOTED.strip(), 1)[0] for line in shown.split("\n")]
     return final_number("\n".join(kept).replace(INSTRUCTION_REMOVED, " "))
-
-
-def exact_match(response: str, reference: str) -> bool:
-    """The checker the demo measures apart from the judge: the extracted answer is the reference.
-
-    The answer is cut out as the judge's extractor does (``Answer:`` marker, ``\\boxed{}``, else
-    the whole text) and must be exactly the reference digits, nothing else.
-    """
-    answer = extract_answer(response)
-    return answer.ok and answer.text.rstrip(".") == reference
 
 
 def _wrong_number(rng: random.Random, value: int, a: int, b: int) -> int:

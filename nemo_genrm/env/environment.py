@@ -47,7 +47,7 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
-from nemo_genrm.deadline import step_deadline
+from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room

@@ -1,4 +1,4 @@
-"""Question/answer data for GRPO: files, hub datasets, a built-in arithmetic set or the demo task.
+"""Question/answer data for GRPO: files, hub datasets, a built-in arithmetic set or the demo's digit additions.
 
 Each example is a raw question and its reference answer. The driver renders the question into
 the policy's chat-templated prompt (as NeMo-RL does), while the raw question and the reference
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.demo.task import DEMO_DATASET, demo_splits
 from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.grpo.config import DataConfig
+from nemo_genrm.tasks.digit_addition import DEMO_DATASET, demo_splits
 
 logger = logging.getLogger(__name__)
 

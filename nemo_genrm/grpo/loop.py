@@ -19,16 +19,16 @@ from typing import Any
 import torch
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from nemo_genrm.demo.report import plot_metrics
-from nemo_genrm.demo.task import exact_match
 from nemo_genrm.grpo.checkpoint import Checkpointer
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import Prompt, PromptSampler
 from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loss import compute_advantages
+from nemo_genrm.grpo.plot import plot_metrics
 from nemo_genrm.grpo.policy import TrainBatch
 from nemo_genrm.grpo.rollout import Rollout, rollout
+from nemo_genrm.tasks.digit_addition import exact_match
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class RunSummary:
         train_rewards: Mean training reward of each step run, in order.
         val_rewards: ``{step: mean validation reward}``.
         val_exact_match: ``{step: share of validation responses whose answer is the reference}``,
-            measured by :func:`nemo_genrm.demo.task.exact_match`, apart from the judge.
+            measured by :func:`nemo_genrm.tasks.digit_addition.exact_match`, apart from the judge.
         parse_failure_rates: The environment's ``genrm/parse_failure_rate`` of each step run.
         log_dir: Where the metrics went.
         plot: The PNG of reward and exact match per step, if one was drawn.
@@ -269,7 +269,7 @@ class GRPOTrainer:
         """Mean reward and exact match of sampled responses to the held-out prompts.
 
         ``grpo.num_val_generations_per_prompt`` responses are sampled per prompt. Exact match
-        (:func:`~nemo_genrm.demo.task.exact_match`) is checked here, apart from the judge, so the
+        (:func:`~nemo_genrm.tasks.digit_addition.exact_match`) is checked here, apart from the judge, so the
         two can be compared.
         """
         start = time.perf_counter()

@@ -9,8 +9,12 @@ Grammar: ``tiny://<kind>[/<text>][?<field>=<value>&...]``
 - ``tiny://random``: a random tiny model with the defaults of
   :class:`nemo_genrm.testing.TinyModelSpec` (seed 0);
 - ``tiny://fixed/<text>``: a judge that always answers ``<text>`` (e.g. ``tiny://fixed/1``);
-- ``tiny://demo-judge``: the demo's trained judge of single-digit additions, and
-  ``tiny://demo-policy``: the demo's briefly supervised policy (see :mod:`nemo_genrm.demo`).
+- ``tiny://<kind>`` for a kind a package above the driver registered with
+  :func:`register_tiny_model`: the demo's ``tiny://demo-judge`` (its trained judge of single-digit
+  additions) and ``tiny://demo-policy`` (its briefly supervised policy), once
+  ``nemo_genrm.demo.models.register_demo_models()`` has run (``examples/run_grpo_genrm.py``
+  runs it). The driver thus offers the demo's models without importing the demo, which sits
+  above it.
 
 Query fields set :class:`~nemo_genrm.testing.TinyModelSpec` fields, e.g.
 ``tiny://policy?seed=3&arch=llama``. Models are built by :mod:`nemo_genrm.testing`'s cache
@@ -20,16 +24,37 @@ Query fields set :class:`~nemo_genrm.testing.TinyModelSpec` fields, e.g.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from nemo_genrm.config import ConfigError
 
-__all__ = ["TINY_SCHEME", "is_tiny", "resolve_model_name"]
+__all__ = ["TINY_SCHEME", "is_tiny", "register_tiny_model", "resolve_model_name"]
 
 TINY_SCHEME = "tiny://"
 _ALIAS_SEEDS = {"policy": 0, "judge": 6, "random": 0}
-_DEMO_KINDS = ("demo-judge", "demo-policy")
+_BUILT_IN = (*_ALIAS_SEEDS, "fixed")
+# kind -> a function returning the built model's folder, filled by packages above the driver.
+_REGISTERED: dict[str, Callable[[], str | os.PathLike]] = {}
+
+
+def register_tiny_model(kind: str, build: Callable[[], str | os.PathLike]) -> None:
+    """Offer ``tiny://<kind>`` (no fields, no text) as the folder ``build()`` returns.
+
+    Registering a kind again replaces its builder, so a caller may register on every run.
+
+    Args:
+        kind: The name after ``tiny://``.
+        build: Builds the model on first use (cached by the caller) and returns its folder.
+
+    Raises:
+        ValueError: ``kind`` is one of the built-in kinds.
+    """
+    if kind in _BUILT_IN:
+        raise ValueError(f"tiny://{kind} is built in; register another kind")
+    _REGISTERED[kind] = build
 
 
 def is_tiny(name: str | None) -> bool:
@@ -71,12 +96,10 @@ def resolve_model_name(name: str) -> str:
     parts = urlsplit(name)
     kind, text = parts.netloc, unquote(parts.path.lstrip("/"))
     fields = _spec_fields(parts.query, name)
-    if kind in _DEMO_KINDS and not text:
+    if kind in _REGISTERED and not text:
         if fields:
-            raise ConfigError(f"{name}: the demo models take no fields")
-        from nemo_genrm.demo.models import cached_demo_judge, cached_demo_policy
-
-        return str(cached_demo_judge() if kind == "demo-judge" else cached_demo_policy())
+            raise ConfigError(f"{name}: tiny://{kind} takes no fields")
+        return str(_REGISTERED[kind]())
     try:
         if kind == "fixed":
             if not text:
@@ -86,7 +109,14 @@ def resolve_model_name(name: str) -> str:
             return str(cached_tiny_model(**{"seed": _ALIAS_SEEDS[kind], **fields}))
     except ValueError as exc:
         raise ConfigError(f"{name}: {exc}") from exc
+    registered = "".join(f", tiny://{k}" for k in sorted(_REGISTERED))
+    hint = (
+        "; tiny://demo-judge and tiny://demo-policy are registered by "
+        "nemo_genrm.demo.models.register_demo_models() (examples/run_grpo_genrm.py calls it)"
+        if kind.startswith("demo-") and kind not in _REGISTERED
+        else ""
+    )
     raise ConfigError(
-        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>, "
-        "tiny://demo-judge or tiny://demo-policy"
+        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>"
+        f"{registered}{hint}"
     )

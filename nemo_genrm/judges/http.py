@@ -60,7 +60,7 @@ import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
-from nemo_genrm.deadline import remaining_s
+from nemo_genrm.judges.deadline import remaining_s
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,

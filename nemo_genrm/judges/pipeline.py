@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
-from nemo_genrm.deadline import deadline_within, step_deadline
+from nemo_genrm.judges.deadline import deadline_within, step_deadline
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches

@@ -11,7 +11,7 @@ loop (the replicas' own lifecycle, restarts and node losses are :mod:`nemo_genrm
   restart, a node lost with it does not). With no replica alive and none due back before the
   deadline, the remaining chunks end as ``judge_error``;
 - at the deadline (``step_timeout_s`` from the start of the call, or the step's own deadline
-  when it is earlier: :mod:`nemo_genrm.deadline`) the unfinished chunks end as ``timeout`` and
+  when it is earlier: :mod:`nemo_genrm.judges.deadline`) the unfinished chunks end as ``timeout`` and
   every replica still busy is killed and replaced at once (its start runs in the background
   and the next call queues behind it), so its stuck work is cancelled and the next step does
   not wait on it. A replacement is not a crash: it spends no restart
@@ -35,7 +35,7 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig
-from nemo_genrm.deadline import deadline_within
+from nemo_genrm.judges.deadline import deadline_within
 from nemo_genrm.errors import TIMEOUT
 from nemo_genrm.judges.base import Placement
 from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec

@@ -17,7 +17,7 @@ import pytest
 from ray import cloudpickle
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
-from nemo_genrm.deadline import step_deadline
+from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR

@@ -208,6 +208,23 @@ def test_tiny_names():
             resolve_model_name(bad)
 
 
+def test_tiny_names_a_package_above_registers(monkeypatch, tmp_path):
+    # The demo offers its models this way (demo.models.register_demo_models); the driver never imports it.
+    from nemo_genrm.grpo import models
+
+    monkeypatch.setattr(models, "_REGISTERED", {})
+    with pytest.raises(ConfigError, match=r"register_demo_models\(\)"):
+        resolve_model_name("tiny://demo-judge")  # not yet registered: the error says who registers it
+    models.register_tiny_model("demo-judge", lambda: tmp_path)
+    assert resolve_model_name("tiny://demo-judge") == str(tmp_path)
+    with pytest.raises(ConfigError, match="takes no fields"):
+        resolve_model_name("tiny://demo-judge?seed=1")
+    with pytest.raises(ConfigError, match="tiny://demo-judge"):
+        resolve_model_name("tiny://other")  # the registered kinds are listed
+    with pytest.raises(ValueError, match="built in"):
+        models.register_tiny_model("policy", lambda: tmp_path)
+
+
 def test_tiny_names_build_cached_models(tiny_cache_dir):
     policy = resolve_model_name("tiny://policy")
     assert resolve_model_name("tiny://policy") == policy  # cached, same folder

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nemo_genrm.deadline import current_deadline, deadline_within, remaining_s, step_deadline
+from nemo_genrm.judges.deadline import current_deadline, deadline_within, remaining_s, step_deadline
 from nemo_genrm.judges.restart_budget import Availability, RestartBudget
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import RewardBenchConfig, load_config, validate
-from nemo_genrm.config import docs as config_docs
+from nemo_genrm.docs import COMMAND, main, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
@@ -154,6 +154,9 @@ def test_shipped_yaml_starts_with_its_command(path: Path) -> None:
 
 def test_configuration_reference_is_current() -> None:
     committed = (ROOT / "docs" / "configuration.md").read_text()
-    assert committed == config_docs.render(), (
-        "docs/configuration.md is stale: run `uv run python -m nemo_genrm.config.docs --write`"
-    )
+    assert committed == reference(), f"docs/configuration.md is stale: run `{COMMAND}`"
+
+
+def test_the_reference_command_checks_the_committed_file(capsys) -> None:
+    # `python -m nemo_genrm.docs --check` is how a script finds a stale reference: 0 when current.
+    assert main(["--check"]) == 0, capsys.readouterr().out
