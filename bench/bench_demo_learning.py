@@ -42,7 +42,6 @@ def run_one(seed: int, threads: int, overrides: list[str], log_dir: str) -> dict
     """One run of the default config in this process; returns its validation records."""
     import torch
 
-    from nemo_genrm.demo.models import register_demo_models
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.grpo.config import load_grpo_config
     from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
@@ -61,7 +60,6 @@ def run_one(seed: int, threads: int, overrides: list[str], log_dir: str) -> dict
             *overrides,
         ],
     )  # fmt: skip
-    register_demo_models()  # the tiny config names tiny://demo-judge and tiny://demo-policy
     cfg = resolve_models(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)

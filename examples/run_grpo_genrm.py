@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.demo.models import register_demo_models
 from nemo_genrm.demo.report import demo_lines, reward_hacking_check
 from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.grpo.config import GRPOMasterConfig, load_grpo_config
@@ -56,7 +55,6 @@ def _parse() -> tuple[argparse.Namespace, list[str]]:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args, overrides = _parse()
-    register_demo_models()  # tiny://demo-judge and tiny://demo-policy, the default config's models
     try:
         if args.engine == "nemo_rl":
             from nemo_genrm.grpo.nemo_rl_engine import run_with_nemo_rl

@@ -14,5 +14,6 @@ The demo sits on top of the GRPO driver (:mod:`nemo_genrm.grpo`), which imports 
 the task and its checker are :mod:`nemo_genrm.tasks.digit_addition`'s (``data.dataset_name:
 digit_addition``, ``val/exact_match``), the plot of every run is the driver's own
 (:mod:`nemo_genrm.grpo.plot`), and the models reach the driver as ``tiny://demo-judge`` and
-``tiny://demo-policy`` through :func:`nemo_genrm.demo.models.register_demo_models`.
+``tiny://demo-policy`` through the entry points the package's ``pyproject.toml`` declares
+(:data:`nemo_genrm.grpo.models.TINY_MODELS_GROUP`).
 """

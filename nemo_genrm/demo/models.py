@@ -1,8 +1,9 @@
 """The demo's trained models, built on first use and cached like the other tiny models.
 
-``tiny://demo-judge`` and ``tiny://demo-policy`` resolve to these folders once
-:func:`register_demo_models` has offered them to the driver's :mod:`nemo_genrm.grpo.models` (which
-sits below the demo, so it cannot import them). The cache key holds every training setting, the
+``tiny://demo-judge`` and ``tiny://demo-policy`` resolve to these folders: the package's
+``pyproject.toml`` offers :func:`cached_demo_judge` and :func:`cached_demo_policy` to the driver's
+:mod:`nemo_genrm.grpo.models` as entry points (the driver sits below the demo, so it cannot
+import them). The cache key holds every training setting, the
 task module's version, a hash of the judge prompt the package renders (so the judge follows a
 change of the consistency prompt) and the tokenizer corpus (through
 :func:`nemo_genrm.testing.cache.cached_artifact`), so a change to any of them trains afresh instead
@@ -22,9 +23,8 @@ import torch
 
 from nemo_genrm.demo.judge import JUDGE_REPORT, JudgeTraining, prompt_fingerprint, train_demo_judge
 from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
-from nemo_genrm.grpo.models import register_tiny_model
 
-__all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy", "register_demo_models"]
+__all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy"]
 
 DEMO_VERSION = 4
 """Bump when the task, the training cases or the training code change the weights."""
@@ -100,12 +100,3 @@ def demo_judge_accuracy(judge_dir: str | os.PathLike, key: str = "held_out_accur
     value = json.loads(report.read_text()).get(key)
     return None if value is None else float(value)
 
-
-def register_demo_models() -> None:
-    """Offer the demo's models to the driver as ``tiny://demo-judge`` and ``tiny://demo-policy``.
-
-    Each is built with the default settings on first use, in the cache ``$NEMO_GENRM_CACHE``
-    names. Safe to call more than once.
-    """
-    register_tiny_model("demo-judge", cached_demo_judge)
-    register_tiny_model("demo-policy", cached_demo_policy)

@@ -9,12 +9,12 @@ Grammar: ``tiny://<kind>[/<text>][?<field>=<value>&...]``
 - ``tiny://random``: a random tiny model with the defaults of
   :class:`nemo_genrm.testing.TinyModelSpec` (seed 0);
 - ``tiny://fixed/<text>``: a judge that always answers ``<text>`` (e.g. ``tiny://fixed/1``);
-- ``tiny://<kind>`` for a kind a package above the driver registered with
-  :func:`register_tiny_model`: the demo's ``tiny://demo-judge`` (its trained judge of single-digit
-  additions) and ``tiny://demo-policy`` (its briefly supervised policy), once
-  ``nemo_genrm.demo.models.register_demo_models()`` has run (``examples/run_grpo_genrm.py``
-  runs it). The driver thus offers the demo's models without importing the demo, which sits
-  above it.
+- ``tiny://<kind>`` for a kind offered by an installed package under the entry-point group
+  :data:`TINY_MODELS_GROUP` (a function returning the built model's folder), or registered at run
+  time with :func:`register_tiny_model`: this package's own ``pyproject.toml`` offers the demo's
+  ``tiny://demo-judge`` (its trained judge of single-digit additions) and ``tiny://demo-policy``
+  (its briefly supervised policy). The driver thus offers the demo's models without importing
+  the demo, which sits above it.
 
 Query fields set :class:`~nemo_genrm.testing.TinyModelSpec` fields, e.g.
 ``tiny://policy?seed=3&arch=llama``. Models are built by :mod:`nemo_genrm.testing`'s cache
@@ -25,19 +25,32 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from importlib.metadata import entry_points
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from nemo_genrm.config import ConfigError
 
-__all__ = ["TINY_SCHEME", "is_tiny", "register_tiny_model", "resolve_model_name"]
+__all__ = ["TINY_MODELS_GROUP", "TINY_SCHEME", "is_tiny", "register_tiny_model", "resolve_model_name"]
 
 TINY_SCHEME = "tiny://"
 _ALIAS_SEEDS = {"policy": 0, "judge": 6, "random": 0}
 _BUILT_IN = (*_ALIAS_SEEDS, "fixed")
-# kind -> a function returning the built model's folder, filled by packages above the driver.
+TINY_MODELS_GROUP = "nemo_genrm.tiny_models"
+"""Entry-point group of ``tiny://<kind>`` builders (name: the kind; value: ``module:function``)."""
+# kind -> a function returning the built model's folder, registered at run time.
 _REGISTERED: dict[str, Callable[[], str | os.PathLike]] = {}
+
+
+def _builder(kind: str) -> Callable[[], str | os.PathLike] | None:
+    """The builder of ``tiny://<kind>``: registered at run time, else an installed entry point."""
+    if kind in _REGISTERED:
+        return _REGISTERED[kind]
+    for point in entry_points(group=TINY_MODELS_GROUP):
+        if point.name == kind:
+            return point.load()
+    return None
 
 
 def register_tiny_model(kind: str, build: Callable[[], str | os.PathLike]) -> None:
@@ -96,10 +109,11 @@ def resolve_model_name(name: str) -> str:
     parts = urlsplit(name)
     kind, text = parts.netloc, unquote(parts.path.lstrip("/"))
     fields = _spec_fields(parts.query, name)
-    if kind in _REGISTERED and not text:
+    build = None if kind in _BUILT_IN or text else _builder(kind)
+    if build is not None:
         if fields:
             raise ConfigError(f"{name}: tiny://{kind} takes no fields")
-        return str(_REGISTERED[kind]())
+        return str(build())
     try:
         if kind == "fixed":
             if not text:
@@ -109,14 +123,9 @@ def resolve_model_name(name: str) -> str:
             return str(cached_tiny_model(**{"seed": _ALIAS_SEEDS[kind], **fields}))
     except ValueError as exc:
         raise ConfigError(f"{name}: {exc}") from exc
-    registered = "".join(f", tiny://{k}" for k in sorted(_REGISTERED))
-    hint = (
-        "; tiny://demo-judge and tiny://demo-policy are registered by "
-        "nemo_genrm.demo.models.register_demo_models() (examples/run_grpo_genrm.py calls it)"
-        if kind.startswith("demo-") and kind not in _REGISTERED
-        else ""
-    )
+    offered = sorted({*_REGISTERED, *(point.name for point in entry_points(group=TINY_MODELS_GROUP))})
+    registered = "".join(f", tiny://{k}" for k in offered)
     raise ConfigError(
         f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>"
-        f"{registered}{hint}"
+        f"{registered}"
     )
