@@ -169,6 +169,24 @@ def test_http_votes_carry_seed_plus_vote_index():
     assert result.rewards.tolist() == [_majority(4, 11, 3)]
 
 
+
+@pytest.mark.parametrize(
+    "judge, member",
+    [
+        ({"verdict_from": "logprobs", "sampling": {"temperature": 0.8}}, None),  # one forward pass per vote
+        ({"sampling": {"temperature": 0.8}}, {"verdict_from": "logprobs", "sampling": {"temperature": 0.8}}),
+    ],
+)
+def test_votes_that_cannot_differ_are_refused_with_what_to_set(judge, member):
+    reward: dict[str, Any] = {"votes": 3}
+    where = "judge"
+    if member is not None:
+        reward["judges"] = [{"model_name": "b", **HTTP, **member}]
+        where = r"reward\.judges\[0\]"
+    with pytest.raises(ConfigError, match=rf"reward\.votes \(3\).*{where}\.verdict_from 'logprobs'.*identical") as err:
+        GenRMEnvironmentImpl(_cfg(reward, judge=judge), judge=SeededJudge(), judges=[SeededJudge()] if member else None)
+    assert "verdict_from: text" in str(err.value) and "reward.votes: 1" in str(err.value)
+
 # ------------------------------------------------------------------------ 3. coalescing
 def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     """64 concurrent async callers on a loop whose default pool has 4 threads: one judge call."""
@@ -271,6 +289,7 @@ def test_http_judge_that_comes_back_within_the_grace_keeps_going():
     assert env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}]).metadata[0]["genrm"]["reason"] == "judge_error"
     assert env.last_metrics()["genrm/judge_unavailable"] == 1
     env.shutdown()
+
 
 
 def test_the_environment_has_no_coroutine_methods():
