@@ -35,12 +35,25 @@ class PairwiseGroupConfig(StrictModel):
         ge=2,
         description=(
             "Responses per group (num_generations_per_prompt). Set it when samples arrive one by "
-            "one (asynchronous rollouts): a judge call waits up to group_wait_ms for its groups "
-            "to be complete."
+            "one (asynchronous rollouts): each group is gathered by its key across step calls and "
+            "ranked only when whole. Unset: a group is what one step call holds."
         ),
     )
     group_wait_ms: float = Field(
-        2000.0, ge=0.0, description="With group_size: longest wait for a group's missing responses."
+        2000.0,
+        ge=0.0,
+        description=(
+            "With group_size: how long a group may take to fill from its first response; a group "
+            "still short then is masked in full (incomplete_group)."
+        ),
+    )
+    straggler_memory_s: float = Field(
+        300.0,
+        ge=0.0,
+        description=(
+            "With group_size: how long the responses a short group still lacks are recognised by "
+            "its key and masked at once on arrival; later, a response with that key starts a new group."
+        ),
     )
     all_pairs_up_to: int = Field(
         8, ge=2, description="Groups with at most this many distinct responses judge every pair."
