@@ -80,10 +80,16 @@ class Intake:
         return _only(self._coalescer.submit([call], size=call.size))
 
     def asubmit(self, call: StepCall) -> Awaitable[EnvironmentReturn]:
-        """An awaitable of the call's result that holds no thread while it waits."""
-        if self._gate is not None:
-            return awaited(self._gate.admit(call, self._keys(call)))
-        return awaited(self._coalescer.enqueue([call], size=call.size), _only)
+        """An awaitable of the call's result that holds no thread while it waits; errors are raised
+        when it is awaited, as for :meth:`submit`'s caller."""
+        if self._gate is None:
+            return awaited(self._coalescer.enqueue([call], size=call.size), _only)
+        try:
+            future = self._gate.admit(call, self._keys(call))
+        except BaseException as exc:  # noqa: BLE001 - a closed gate: raised when awaited
+            future = running_future()
+            future.set_exception(exc)
+        return awaited(future)
 
     def groups(self, calls: Sequence[StepCall]) -> list[GroupTag | None] | None:
         """Per sample of ``calls`` (in order), its group; ``None`` outside ``pairwise_group``."""

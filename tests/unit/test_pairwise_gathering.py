@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.testing.rule_judges import RuleJudge
 from nemo_genrm.testing.stand_in_judges import more_working_wins, working
 
@@ -177,6 +178,26 @@ def test_the_owed_memory_is_bounded():
         assert gate.owed_keys() == ["key2", "key3", "key4"]  # the oldest were forgotten
     finally:
         gate.close(RuntimeError("closed"))
+
+
+def test_shutdown_fails_the_calls_still_held_for_their_groups():
+    env = _env({"group_size": 4, "group_wait_ms": 60_000}, RuleJudge(more_working_wins))
+    outcome: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            env.step([_log(GOOD)], [{}])
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=one)
+    thread.start()
+    time.sleep(0.3)  # held: its group waits for three more responses
+    env.shutdown()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and isinstance(outcome[0], JudgeClosedError)
+    with pytest.raises(JudgeClosedError):
+        env.step([_log(GOOD)], [{}])
 
 
 # ---------------------------------------------------------------------------- no group_size
