@@ -44,7 +44,7 @@ T = TypeVar("T")
 MAX_OWED = 65_536
 """Keys whose stragglers are remembered at most; past it the oldest are forgotten."""
 
-Bundle = list[tuple[Any, tuple["GroupTag | None", ...]]]
+Bundle = list[tuple[Any, tuple[GroupTag | None, ...]]]
 """Released calls: each item with its samples' group tags (``None``: in no group)."""
 
 
