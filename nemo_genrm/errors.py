@@ -82,8 +82,9 @@ class Reason(StrEnum):
     context. ``judge_error``: the engine failed (timeout, dead worker past its restarts).
     ``missing_ground_truth``: no reference answer in the metadata. ``bad_input``: the sample was
     malformed (no assistant message, content not text, metadata not a dict, ...).
-    ``incomplete_group`` (``reward.mode: pairwise_group``): no other response of the sample's
-    group reached the judge call, so there was nothing to compare with; the sample is masked.
+    ``incomplete_group`` (``reward.mode: pairwise_group``): the sample could not be ranked within
+    a whole group (no other response of its group was judged with it, or, with ``group_size``,
+    its group was still short when its wait ended, or it came after that); it is masked.
     ``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. Every reason
     but ``judged`` gives reward 0.
     """

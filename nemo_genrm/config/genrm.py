@@ -35,12 +35,25 @@ class PairwiseGroupConfig(StrictModel):
         ge=2,
         description=(
             "Responses per group (num_generations_per_prompt). Set it when samples arrive one by "
-            "one (asynchronous rollouts): a judge call waits up to group_wait_ms for its groups "
-            "to be complete."
+            "one (asynchronous rollouts): each group is gathered by its key across step calls and "
+            "ranked only when whole. Unset: a group is what one step call holds."
         ),
     )
     group_wait_ms: float = Field(
-        2000.0, ge=0.0, description="With group_size: longest wait for a group's missing responses."
+        2000.0,
+        ge=0.0,
+        description=(
+            "With group_size: how long a group may take to fill from its first response; a group "
+            "still short then is masked in full (incomplete_group)."
+        ),
+    )
+    straggler_memory_s: float = Field(
+        300.0,
+        ge=0.0,
+        description=(
+            "With group_size: how long the responses a short group still lacks are recognised by "
+            "its key and masked at once on arrival; later, a response with that key starts a new group."
+        ),
     )
     all_pairs_up_to: int = Field(
         8, ge=2, description="Groups with at most this many distinct responses judge every pair."
@@ -80,7 +93,10 @@ class RewardConfig(StrictModel):
         ),
     )
     votes: int = Field(
-        1, ge=1, description="Samples per judge and prompt (needs temperature > 0); majority verdict."
+        1, ge=1, description=(
+            "Samples per judge and prompt, majority verdict; needs every judge to sample "
+            "(verdict_from: text, temperature > 0), else the votes are identical."
+        ),
     )
     judges: list[JudgeConfig] = Field(
         default_factory=list,
@@ -101,11 +117,8 @@ def _mode_problems(cfg: Any) -> list[str]:
     if reward.swap and reward.mode != "reference":
         problems.append(f"reward.swap swaps candidate and reference: mode {reward.mode!r} has no reference")
     for where, judge in [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(reward.judges)]:
-        if reward.votes > 1 and judge.sampling.temperature <= 0.0:
-            problems.append(
-                f"reward.votes ({reward.votes}) samples each judge several times: {where}.sampling."
-                "temperature must be > 0, else every vote is the same"
-            )
+        if reward.votes > 1:
+            problems += _vote_problems(reward.votes, where, judge)
     if reward.judges and cfg.resources.placement != "separate":
         problems.append("reward.judges start judges of their own: use resources.placement 'separate'")
     if reward.mode == "pairwise_group":
@@ -119,6 +132,29 @@ def _mode_problems(cfg: Any) -> list[str]:
             "reward.rubric.template",
         )  # fmt: skip
     return problems
+
+
+def _vote_problems(votes: int, where: str, judge: JudgeConfig) -> list[str]:
+    """Why ``votes`` samples of one judge would all be the same, if they would.
+
+    Votes differ only where the judge draws: a verdict from logprobs is one forward pass whose
+    label probabilities do not depend on the seed, and greedy decoding ignores it, so such a
+    judge gives ``votes`` identical verdicts for ``votes`` times the cost.
+    """
+    if judge.verdict_from == "logprobs":
+        return [
+            f"reward.votes ({votes}) with {where}.verdict_from 'logprobs': each vote scores the same "
+            f"prompt in one forward pass, so the {votes} votes are identical ({votes} times the cost "
+            f"of one): set reward.votes: 1 (or reward.judges for other judges), or {where}.verdict_from: "
+            "text with sampling.temperature > 0"
+        ]
+    if judge.sampling.temperature <= 0.0:
+        return [
+            f"reward.votes ({votes}) with {where}.sampling.temperature 0: greedy decoding ignores the "
+            f"seed, so the {votes} votes are identical: set {where}.sampling.temperature > 0, or "
+            "reward.votes: 1"
+        ]
+    return []
 
 
 class ResourcesConfig(StrictModel):

@@ -6,6 +6,9 @@
 - :mod:`~nemo_genrm.env.launch`: ``GenRMEnvironment.start`` and the config checks in the driver;
   the start-up error the actor keeps and raises from its first call;
 - :mod:`~nemo_genrm.env.coalesce`: concurrent ``step`` calls joined into one judge call;
+- :mod:`~nemo_genrm.env.gather`: GRPO groups gathered by key across calls (``pairwise_group``
+  with ``group_size``), whole or masked; :mod:`~nemo_genrm.env.intake` routes a call through
+  both;
 - :mod:`~nemo_genrm.env.startup`: starting the judges on their resources, where they run;
 - :mod:`~nemo_genrm.env.support`: judge counters, fatal errors, tokenizer specials, worker facts.
 

@@ -10,14 +10,14 @@ runs them together, one batch at a time:
 - ``run_batch`` gets every call's item in arrival order and returns one result per item: a
   value, or an exception that only that item's caller sees;
 - an exception raised by ``run_batch`` itself reaches every caller of the batch;
-- a call bigger than ``max_items`` is never split: it runs in a batch of its own;
-- with ``ready``, the leader also stops waiting as soon as ``ready(items)`` holds (e.g. every
-  GRPO group in the batch is complete), so a long window costs only what it must; a full or
-  ready batch takes no further calls.
+- a call bigger than ``max_items`` is never split: it runs in a batch of its own (an item may
+  hold several step calls, e.g. every call of a GRPO group: they stay together);
+- a full batch takes no further calls.
 
 Callers on an event loop use :meth:`Coalescer.asubmit`: the call joins the open batch at once
 and awaits its result without holding a thread; a batch opened by such a call is led by a
-thread of its own (one per batch, not per caller). So a drop-in awaited by its framework for
+thread of its own (one per batch, not per caller). :meth:`Coalescer.enqueue` does the same for
+any caller and returns a future. So a drop-in awaited by its framework for
 every sample at once (verl's reward loop, NeMo Gym's concurrent ``/verify`` posts) gathers every
 call into one judge call, whatever the size of the loop's thread pool.
 
@@ -33,10 +33,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+async def awaited(future: concurrent.futures.Future, then: Callable[[Any], Any] | None = None) -> Any:
+    """Await a thread-side future from an event loop; ``then`` maps its result."""
+    result = await asyncio.wrap_future(future)
+    return result if then is None else then(result)
+
+
+def running_future() -> concurrent.futures.Future:
+    """A future already marked running: a waiter that gives up cannot cancel it for the others."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()
+    return future
 
 
 @dataclass
@@ -47,12 +60,8 @@ class _Batch(Generic[T]):
     full: bool = False
     results: Sequence[object] = ()
     error: BaseException | None = None
-    # Completed when the batch has run. Marked running at once, so an awaiting caller that is
-    # cancelled cannot cancel it for the others.
-    done: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
-
-    def __post_init__(self) -> None:
-        self.done.set_running_or_notify_cancel()
+    # Completed when the batch has run (running at once: see running_future).
+    done: concurrent.futures.Future = field(default_factory=running_future)
 
 
 class Coalescer(Generic[T, R]):
@@ -62,7 +71,6 @@ class Coalescer(Generic[T, R]):
         run_batch: ``items -> one result (or exception) per item``, same order.
         max_wait_s: How long a batch's first call waits for others to join.
         max_items: Size at which a batch stops taking calls (sizes as given to :meth:`submit`).
-        ready: ``items -> bool``: the open batch may run before its window ends.
     """
 
     def __init__(
@@ -71,10 +79,8 @@ class Coalescer(Generic[T, R]):
         *,
         max_wait_s: float,
         max_items: int,
-        ready: Callable[[list[T]], bool] | None = None,
     ) -> None:
         self._run_batch = run_batch
-        self._ready = ready
         self._max_wait_s = max_wait_s
         self._max_items = max_items
         self._cond = threading.Condition()
@@ -116,20 +122,39 @@ class Coalescer(Generic[T, R]):
         Raises:
             BaseException: The item's own exception, or the batch's.
         """
+        return await awaited(self.enqueue(item, size))
+
+    def enqueue(self, item: T, size: int = 1) -> concurrent.futures.Future:
+        """Add ``item`` to the open batch (or open one, led by a new thread) without waiting.
+
+        Args:
+            item: What ``run_batch`` gets for this call.
+            size: Its weight against ``max_items``.
+
+        Returns:
+            A future of this item's result (or its exception, or the batch's); already running,
+            so a waiter that gives up cannot cancel it.
+        """
         batch, index, leader = self._join(item, size)
+        future = running_future()
+
+        def settle(_: object) -> None:
+            try:
+                future.set_result(self._result(batch, index))
+            except BaseException as exc:  # noqa: BLE001 - this item's caller gets it
+                future.set_exception(exc)
+
+        batch.done.add_done_callback(settle)
         if leader:
             threading.Thread(target=self._lead, args=(batch,), name="genrm-coalesce", daemon=True).start()
-        await asyncio.wrap_future(batch.done)
-        return self._result(batch, index)
+        return future
 
     def _join(self, item: T, size: int) -> tuple[_Batch[T], int, bool]:
         """Add ``item`` to the open batch, or open one: (batch, index in it, leads it)."""
         with self._cond:
             batch = self._open
             if batch is not None and batch.items and (batch.full or batch.size + size > self._max_items):
-                # Its leader stops waiting; this call opens the next batch. A batch that is
-                # ready takes no more calls either: a late call could be the first of a GRPO
-                # group whose other members then land in the next batch.
+                # Its leader stops waiting; this call opens the next batch.
                 batch.full = True
                 self._cond.notify_all()
                 batch = None
@@ -139,7 +164,7 @@ class Coalescer(Generic[T, R]):
             index = len(batch.items)
             batch.items.append(item)
             batch.size += size
-            if batch.size >= self._max_items or (self._ready is not None and self._ready(batch.items)):
+            if batch.size >= self._max_items:
                 batch.full = True
                 self._cond.notify_all()
         return batch, index, leader

@@ -9,7 +9,10 @@ driver: :mod:`nemo_genrm.env.launch`). One :meth:`~GenRMEnvironmentImpl.step`:
    ``metadata["ground_truth"]``) and extracts the answer; malformed samples are decided here;
 2. joins the concurrent step calls (:mod:`nemo_genrm.env.coalesce`): calls that arrive within
    ``coalesce.max_wait_ms`` of each other, or while the judge is busy, share one judge call
-   (NeMo-RL's asynchronous rollout calls ``step`` once per sample, from many threads);
+   (NeMo-RL's asynchronous rollout calls ``step`` once per sample, from many threads); in
+   ``pairwise_group`` mode with ``group_size``, a call is first held until its GRPO groups are
+   whole or past their wait (:mod:`nemo_genrm.env.gather`), and goes on with the other calls of
+   those groups (:mod:`nemo_genrm.env.intake`);
 3. renders one judge prompt per distinct (question, reference, answer) across those calls
    (``reward.dedup``);
 4. makes ONE batched judge call (``generate`` then parse, or ``score`` for verdicts from
@@ -41,14 +44,13 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.judges.deadline import step_deadline
-from nemo_genrm.env.coalesce import Coalescer
+from nemo_genrm.env.intake import Intake, StepCall
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room
 from nemo_genrm.samples.inputs import (
@@ -93,16 +95,6 @@ logger = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 100
 """Judge calls kept for the latency percentiles."""
-
-
-@dataclass(frozen=True)
-class _StepCall:
-    """One ``step`` call waiting for its share of a judge call."""
-
-    samples: list[PreparedSample]
-    metas: list[Any]
-    start: float
-    deadline: float  # time.monotonic() by which this call must be answered
 
 
 class _SharedCallFailed(Exception):
@@ -179,15 +171,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._last = StepTally()
         self._since_global = StepTally()
         self._metrics_lock = threading.Lock()
-        wait_ms, ready = self.cfg.coalesce.max_wait_ms, None
-        pairwise = self.cfg.reward.pairwise_group
-        if self.cfg.reward.mode == "pairwise_group" and pairwise.group_size is not None:
-            # Responses delivered one by one: wait for the groups to fill, not longer.
-            wait_ms = max(wait_ms, pairwise.group_wait_ms)
-            ready = self._groups_complete
-        self._coalescer: Coalescer[_StepCall, EnvironmentReturn] = Coalescer(
-            self._run_calls, max_wait_s=wait_ms / 1000.0, max_items=self.cfg.coalesce.max_samples, ready=ready
-        )
+        pairwise = self.cfg.reward.pairwise_group if self.cfg.reward.mode == "pairwise_group" else None
+        self._intake = Intake(self._run_calls, self.cfg.coalesce, pairwise)
 
     def _judge_config(self) -> JudgeConfig:
         """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
@@ -219,13 +204,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             JudgeUnavailableError: The judge has had no live worker past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        call = self._prepare(message_log_batch, metadata)
-        return self._coalescer.submit(call, size=max(1, len(call.samples)))
+        return self._intake.submit(self._prepare(message_log_batch, metadata))
 
     def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> Awaitable[EnvironmentReturn]:
         """:meth:`step` for callers on an event loop: await what it returns. The call joins the
         open judge call without holding a thread, so any number of concurrent callers share one
-        judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.coalesce.Coalescer.asubmit`).
+        judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.intake.Intake.asubmit`).
 
         A plain method returning the awaitable, for in-process use (the drop-ins): an
         ``async def`` would make Ray run the actor as an async actor, every method on one loop.
@@ -233,10 +217,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         Raises:
             The same as :meth:`step` (caller bugs at once, the rest when awaited).
         """
-        call = self._prepare(message_log_batch, metadata)
-        return self._coalescer.asubmit(call, size=max(1, len(call.samples)))
+        return self._intake.asubmit(self._prepare(message_log_batch, metadata))
 
-    def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> _StepCall:
+    def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> StepCall:
         """Read one step call's samples (caller bugs raise here, in the caller)."""
         start = time.perf_counter()
         # The deadline starts now: input checks, coalescing waits and fitting all count.
@@ -248,9 +231,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                            response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return _StepCall(samples, metas, start, deadline)
+        return StepCall(samples, metas, start, deadline)
 
-    def _run_calls(self, calls: list[_StepCall]) -> list[EnvironmentReturn | BaseException]:
+    def _run_calls(self, calls: list[StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
         batch = StepTally()
         with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
@@ -279,26 +262,22 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._too_long.observe(batch, [s for call in calls for s in call.samples])
         return out
 
-    def _mode_results(self, calls: list[_StepCall], tally: StepTally) -> list[list[SampleResult]]:
+    def _mode_results(self, calls: list[StepCall], tally: StepTally) -> list[list[SampleResult]]:
         """Per call, the reward mode's results (:mod:`nemo_genrm.modes`): the mode judges the
-        samples of all calls together (a GRPO group may span calls); an engine failure gives
-        the prompts it held ``judge_error``, in every call that shared them."""
+        samples of all calls together (a gathered GRPO group may span calls; without
+        ``group_size`` a group is one call's); an engine failure gives the prompts it held
+        ``judge_error``, in every call that shared them."""
         assert self._mode is not None
         samples = [s for call in calls for s in call.samples]
         metas = [m for call in calls for m in call.metas]
         counters = Counters()
-        results = self._mode.judge(samples, metas, self._asker(tally), counters)
+        results = self._mode.judge(samples, metas, self._asker(tally), counters, self._intake.groups(calls))
         tally.modes.update(counters)
         per_call, offset = [], 0
         for call in calls:
             per_call.append(results[offset : offset + len(call.samples)])
             offset += len(call.samples)
         return per_call
-
-    def _groups_complete(self, calls: list[_StepCall]) -> bool:
-        """Coalescing may close a pairwise judge call early: every group in it is complete."""
-        assert self._mode is not None
-        return self._mode.batch_ready([s for c in calls for s in c.samples], [m for c in calls for m in c.metas])
 
     def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
         """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
@@ -315,7 +294,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
         return ask
 
-    def _judge_calls(self, calls: list[_StepCall], tally: StepTally) -> list[list[Vote]]:
+    def _judge_calls(self, calls: list[StepCall], tally: StepTally) -> list[list[Vote]]:
         """Per call, per sample, the judge's vote; dedup runs across calls.
 
         When the shared engine call raises (a non-fatal error), each call's prompts are judged
@@ -470,6 +449,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         """Stop the judge's workers and remove its placement groups; safe to call twice."""
         judge, self._judge = self._judge, None
         owned, self._owned_members = getattr(self, "_owned_members", []), []
+        if getattr(self, "_intake", None) is not None:
+            self._intake.close(JudgeClosedError("the GenRM environment was shut down"))
         try:
             if judge is not None and self._owns_judge:
                 judge.shutdown()

@@ -22,10 +22,11 @@ Failures stay per sample: a request that still fails after its retries becomes a
 - ``labels_not_in_top_logprobs`` (:meth:`HttpJudge.score`): none of the labels is among the
   first token's top log-probabilities.
 
-A server gone for good (every request of every call refused, dropped or timed out for longer than
-``fault_tolerance.unavailable_grace_s``) raises :class:`~nemo_genrm.errors.JudgeUnavailableError`
+A server gone for good (every request of every call refused, dropped, timed out or answered with
+a 5xx after its retries, for longer than ``fault_tolerance.unavailable_grace_s``) raises
+:class:`~nemo_genrm.errors.JudgeUnavailableError`
 (:class:`~nemo_genrm.judges.http_transport.Reachability`); within the grace such calls count as
-``unavailable_calls``. With ``temperature > 0`` each request is sampled with seed
+``unavailable_calls``. A 4xx is the request's fault, not the server's: it never counts. With ``temperature > 0`` each request is sampled with seed
 ``sampling.seed + request.vote``, so the votes on one prompt are independent draws.
 
 429, 5xx, timeouts and connection errors are retried with exponential backoff and full jitter
@@ -392,7 +393,8 @@ class HttpJudge(Judge):
 
         Raises:
             JudgeClosedError: After :meth:`shutdown`.
-            JudgeUnavailableError: The server has been unreachable past the grace period.
+            JudgeUnavailableError: The server has been unavailable (unreachable, or 5xx to every
+                request) past the grace period.
         """
         if self._closed:
             raise JudgeClosedError("HttpJudge was shut down; create a new one")

@@ -35,6 +35,15 @@ UNREACHABLE_ERRORS = frozenset({*_HUNG_ERRORS, TIMEOUT})
 """Request errors that say the server was not reached: refused or dropped connections, timeouts."""
 
 
+def is_unavailable(error: str | None) -> bool:
+    """Whether a request's final error says the judge cannot serve: not reached
+    (:data:`UNREACHABLE_ERRORS`), or a 5xx after every retry (a proxy whose engine is down
+    answers each request, but no judge stands behind it). A 4xx is the request's own fault."""
+    if error is None:
+        return False
+    return error in UNREACHABLE_ERRORS or (error.startswith("http_5") and error[5:].isdigit())
+
+
 class Secret(Generic[T]):
     """Holds a credential (the API key, a URL's user and password); its repr and str never show it."""
 
@@ -126,10 +135,10 @@ class CallBreaker:
 class Reachability:
     """Whether a judge server is gone for good, from the outcomes of the calls sent to it.
 
-    A call in which every request sent failed to connect or timed out
-    (:data:`UNREACHABLE_ERRORS`) marks the server down, from that call's start unless it was
-    down already; a call with any other outcome (a reply, an HTTP status) marks it up. Once it
-    has been down for longer than ``grace_s`` (``fault_tolerance.unavailable_grace_s``),
+    A call in which every request sent failed to connect, timed out, or was answered with a 5xx
+    after its retries (:func:`is_unavailable`) marks the server down, from that call's start
+    unless it was down already; a call with any other outcome (a reply, a 4xx) marks it up. Once
+    it has been down for longer than ``grace_s`` (``fault_tolerance.unavailable_grace_s``),
     :meth:`record` raises :class:`~nemo_genrm.errors.JudgeUnavailableError`, as the Ray judge
     pool does when no replica is alive.
 
@@ -151,14 +160,14 @@ class Reachability:
             began: ``time.monotonic()`` when the call started.
 
         Returns:
-            Whether no request of the call reached the server (a call that sent nothing: False).
+            Whether no request of the call was served (a call that sent nothing: False).
 
         Raises:
-            JudgeUnavailableError: The server has been unreachable for longer than the grace.
+            JudgeUnavailableError: The server has been unavailable for longer than the grace.
         """
         if not errors:
             return False
-        unreachable = all(error in UNREACHABLE_ERRORS for error in errors)
+        unreachable = all(is_unavailable(error) for error in errors)
         now = time.monotonic()
         with self._lock:
             availability = self._availability
@@ -170,8 +179,8 @@ class Reachability:
                 availability.update(0, began, f"every request to {self._where} failed ({codes})")
             if availability.gone(now):
                 raise JudgeUnavailableError(
-                    f"every request to {self._where} failed to connect or timed out ({codes}), past "
-                    f"fault_tolerance.unavailable_grace_s ({availability.grace_s:g} s)",
+                    f"every request to {self._where} failed to connect, timed out or got a server error "
+                    f"({codes}), past fault_tolerance.unavailable_grace_s ({availability.grace_s:g} s)",
                     availability.down_for(now),
                 )
         return True

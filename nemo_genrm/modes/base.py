@@ -166,7 +166,12 @@ class Mode(abc.ABC):
 
     @abc.abstractmethod
     def judge(
-        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+        self,
+        samples: list[PreparedSample],
+        metas: list[Any],
+        ask: Ask,
+        counters: Counters,
+        groups: Sequence[Any] | None = None,
     ) -> list[SampleResult]:
         """Judge one judge call's samples (all step calls coalesced into it).
 
@@ -175,14 +180,13 @@ class Mode(abc.ABC):
             metas: Their metadata, same order.
             ask: The batched judge call (see :data:`Ask`).
             counters: Where the mode adds its metric counters.
+            groups: Per sample, the GRPO group the environment placed it in
+                (:class:`~nemo_genrm.modes.pairwise.GroupTag`), for the modes that rank within a
+                group; ``None``: the samples are one step call's.
 
         Returns:
             One result per sample, in order.
         """
-
-    def batch_ready(self, samples: list[PreparedSample], metas: list[Any]) -> bool:
-        """Whether a coalesced judge call holding these samples may start before its window ends."""
-        return False
 
     @abc.abstractmethod
     def fixed_request(self) -> JudgeRequest:

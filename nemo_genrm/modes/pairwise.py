@@ -18,23 +18,31 @@ The verdict of one order is the pairwise template's choice marker (``verdict.cho
 read from the reply text or from the two markers' logprobs (``judge.verdict_from``). Identical
 pair prompts anywhere in the judge call are judged once.
 
-A group needs every response in the same judge call. Synchronous rollouts send the whole batch
-in one ``step``; asynchronous rollouts send responses one by one and the environment's
-coalescing gathers them: with ``group_size`` set, a judge call waits up to ``group_wait_ms`` for
-its groups to fill, counting every response that arrived (one without an answer too). A group
-still short is judged as far as it got (``pairwise/incomplete_groups``); a response with no
-other judged response in its group has nothing to be compared with and is masked
-(``incomplete_group``).
+Which responses form a group is decided before the mode sees them, and never by timing:
 
-Counters: ``pairwise/groups``, ``pairwise/incomplete_groups``, ``pairwise/pairs`` (distinct pairs
-judged), ``pairwise/order_disagreements``, ``pairwise/failed_pairs``, ``pairwise/identical_pairs``.
+- without ``group_size`` a group is the responses with one key in one ``step`` call (synchronous
+  rollouts send the whole batch in one call): two calls asking the same question are two groups,
+  even when they share a judge call;
+- with ``group_size`` (asynchronous rollouts send responses one by one) the environment gathers
+  each group by its key across calls (:mod:`nemo_genrm.env.gather`) and ranks only whole groups:
+  a group still short when ``group_wait_ms`` has passed since its first response is masked in
+  full (``incomplete_group``, ``info["arrived"]`` the responses that came), and its stragglers,
+  arriving later, are masked at once (``info["late"]``) without a judge prompt.
+
+Either way the environment hands the mode one :class:`GroupTag` per sample. Within a whole group,
+a response with no other response judged with it (the others came empty) is masked too.
+
+Counters: ``pairwise/groups`` (ranked), ``pairwise/incomplete_groups`` (masked as short),
+``pairwise/late_responses`` (stragglers masked), ``pairwise/pairs`` (distinct pairs judged),
+``pairwise/order_disagreements``, ``pairwise/failed_pairs``, ``pairwise/identical_pairs``.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Hashable
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -103,20 +111,58 @@ def pairwise_template(spec: str, labels: dict[str, str]) -> JudgeTemplate:
     return JudgeTemplate(name="pairwise", system=_PAIRWISE_SYSTEM, user=user)
 
 
+@dataclass(frozen=True)
+class GroupTag:
+    """The group a sample was placed in, as the environment gathered it.
+
+    Attributes:
+        id: Tells groups apart within one judge call (two groups may share a key).
+        key: The group's key (:func:`group_key`); it seeds the draw of opponents.
+        whole: The group is ranked; ``False``: it was short when its wait ended, so every
+            response of it is masked.
+        arrived: Responses of the group that came within its wait (empty ones included).
+        late: A straggler: it came after its group was settled short.
+    """
+
+    id: Hashable
+    key: tuple[Hashable, str]
+    whole: bool = True
+    arrived: int = 0
+    late: bool = False
+
+
 @dataclass
 class _Group:
-    """The responses of one group in this judge call."""
+    """The responses of one whole group in this judge call."""
 
     key: tuple[Hashable, str]
     members: list[int] = field(default_factory=list)  # indices of the samples judged
     distinct: dict[str, list[int]] = field(default_factory=dict)  # response as shown -> sample indices
-    arrived: int = 0  # samples of the group in the call, answered or not
 
 
 def group_key(sample: PreparedSample, meta: Any, key: str) -> tuple[Hashable, str]:
     """(``metadata[key]`` or ``None``, question): what names a sample's group."""
     tag = meta.get(key) if isinstance(meta, dict) else None
     return (tag if isinstance(tag, (str, int)) and not isinstance(tag, bool) else None, sample.question)
+
+
+def sample_keys(samples: Sequence[PreparedSample], metas: Sequence[Any], key: str) -> list[tuple[Hashable, str] | None]:
+    """Per sample, its group key; ``None`` for a sample that cannot be placed in a group.
+
+    A response without an answer still arrived in its group; other decided samples (bad input,
+    no question) cannot be placed in one.
+    """
+    return [
+        group_key(sample, meta, key) if sample.reason in (None, NO_ANSWER) else None
+        for sample, meta in zip(samples, metas, strict=True)
+    ]
+
+
+def call_tags(keys: Sequence[tuple[Hashable, str] | None], scope: Hashable) -> list[GroupTag | None]:
+    """Tags for groups that are what one ``step`` call holds (no ``group_size``): every group is
+    whole; ``scope`` (the call) keeps the groups of two calls apart."""
+    counts = Counter(k for k in keys if k is not None)
+    return [None if k is None else GroupTag(id=(scope, k), key=k, arrived=counts[k]) for k in keys]
 
 
 def choose_pairs(count: int, cfg: PairwiseGroupConfig, key: Hashable) -> list[tuple[int, int]]:
@@ -166,28 +212,30 @@ class PairwiseGroupMode(Mode):
     ) -> None:
         self.cfg, self._template, self._panel, self._presenter = cfg, template, panel, presenter
 
-    def _groups(self, samples: list[PreparedSample], metas: list[Any], *, show: bool = True) -> list[_Group]:
-        """The call's groups; responses keyed by what the judge is shown (``show``: neutralised)."""
-        groups: dict[tuple[Hashable, str], _Group] = {}
-        for index, (sample, meta) in enumerate(zip(samples, metas, strict=True)):
-            # A response without an answer still arrived in its group; other decided samples
-            # (bad input, no question) cannot be placed in one.
-            if sample.reason not in (None, NO_ANSWER):
+    def _groups(
+        self, samples: list[PreparedSample], tags: Sequence[GroupTag | None], results: list[SampleResult | None],
+        counters: Counters,
+    ) -> list[_Group]:
+        """The whole groups to rank, responses keyed by what the judge is shown (neutralised);
+        the samples of short groups, and stragglers, get their masked result here."""
+        groups: dict[Hashable, _Group] = {}
+        short: set[Hashable] = set()
+        for index, (sample, tag) in enumerate(zip(samples, tags, strict=True)):
+            if tag is None:
                 continue
-            key = group_key(sample, meta, self.cfg.group_key)
-            group = groups.setdefault(key, _Group(key))
-            group.arrived += 1
+            if not tag.whole:  # never ranked among the part that came: that would depend on timing
+                info = {"arrived": tag.arrived, "late": tag.late}
+                results[index] = SampleResult(INCOMPLETE_GROUP, masked=True, info=info)
+                counters.bump("pairwise/late_responses", float(tag.late))
+                if not tag.late:
+                    short.add(tag.id)
+                continue
+            group = groups.setdefault(tag.id, _Group(tag.key))
             if sample.reason is None:
                 group.members.append(index)
-                shown = self._presenter.neutral(sample.answer or "") if show else sample.answer or ""
-                group.distinct.setdefault(shown, []).append(index)
+                group.distinct.setdefault(self._presenter.neutral(sample.answer or ""), []).append(index)
+        counters.bump("pairwise/incomplete_groups", len(short))
         return list(groups.values())
-
-    def batch_ready(self, samples: list[PreparedSample], metas: list[Any]) -> bool:
-        """With ``group_size`` set: every group in the call has all its responses."""
-        size = self.cfg.group_size
-        groups = self._groups(samples, metas, show=False)
-        return size is not None and bool(groups) and all(g.arrived >= size for g in groups)
 
     def fixed_request(self) -> JudgeRequest:
         """See :meth:`Mode.fixed_request`."""
@@ -196,26 +244,32 @@ class PairwiseGroupMode(Mode):
         return requests[0]
 
     def judge(
-        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+        self,
+        samples: list[PreparedSample],
+        metas: list[Any],
+        ask: Ask,
+        counters: Counters,
+        groups: Sequence[GroupTag | None] | None = None,
     ) -> list[SampleResult]:
-        """See :meth:`Mode.judge`."""
+        """See :meth:`Mode.judge`; ``groups`` defaults to the groups of one step call
+        (:func:`call_tags`)."""
         counters.declare(
-            "pairwise/groups", "pairwise/incomplete_groups", "pairwise/pairs", "pairwise/order_disagreements",
-            "pairwise/failed_pairs", "pairwise/identical_pairs",
+            "pairwise/groups", "pairwise/incomplete_groups", "pairwise/late_responses", "pairwise/pairs",
+            "pairwise/order_disagreements", "pairwise/failed_pairs", "pairwise/identical_pairs",
         )  # fmt: skip
         results: list[SampleResult | None] = [
             None if s.reason is None else SampleResult(s.reason) for s in samples
         ]
-        groups = self._groups(samples, metas)
+        if groups is None:
+            groups = call_tags(sample_keys(samples, metas, self.cfg.group_key), 0)
+        whole = self._groups(samples, groups, results, counters)
         requests: list[JudgeRequest] = []
         slots: dict[tuple[str, str, str], int] = {}
         plans: list[tuple[_Group, list[str], list[tuple[int, int, int, int]]]] = []
-        for group in groups:
+        for group in whole:
             if not group.members:  # every response of the group went without an answer
                 continue
             counters.bump("pairwise/groups")
-            if self.cfg.group_size is not None and group.arrived < self.cfg.group_size:
-                counters.bump("pairwise/incomplete_groups")
             texts = list(group.distinct)
             counters.bump("pairwise/identical_pairs", sum(len(m) * (len(m) - 1) / 2 for m in group.distinct.values()))
             pairs = []

@@ -11,6 +11,7 @@ Counters: ``swap/pairs`` (samples judged in both orders), ``swap/disagreements``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nemo_genrm.samples.inputs import PreparedSample
@@ -63,9 +64,14 @@ class ReferenceMode(Mode):
         return self._builder.build(question="", reference="", candidate="").request
 
     def judge(
-        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+        self,
+        samples: list[PreparedSample],
+        metas: list[Any],
+        ask: Ask,
+        counters: Counters,
+        groups: Sequence[Any] | None = None,
     ) -> list[SampleResult]:
-        """See :meth:`Mode.judge`."""
+        """See :meth:`Mode.judge` (``groups`` is not read: each sample is judged on its own)."""
         slots: list[int | None] = []
         requests: list[JudgeRequest] = []
         seen: dict[tuple[str, str, str], int] = {}

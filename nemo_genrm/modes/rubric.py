@@ -19,6 +19,7 @@ not judged) and ``reason``. Counters: ``rubric/items``, ``rubric/items_met``, ``
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,9 +164,14 @@ class RubricMode(Mode):
         return items or MISSING_RUBRIC
 
     def judge(
-        self, samples: list[PreparedSample], metas: list[Any], ask: Ask, counters: Counters
+        self,
+        samples: list[PreparedSample],
+        metas: list[Any],
+        ask: Ask,
+        counters: Counters,
+        groups: Sequence[Any] | None = None,
     ) -> list[SampleResult]:
-        """See :meth:`Mode.judge`."""
+        """See :meth:`Mode.judge` (``groups`` is not read: each sample is judged on its own)."""
         counters.declare("rubric/items", "rubric/items_met", "rubric/item_failures")
         requests: list[JudgeRequest] = []
         slots: dict[tuple[str, str, str], int] = {}

@@ -150,14 +150,16 @@ class Reply:
     """What the stand-in server answers to one request.
 
     Attributes:
-        text: The reply text; ``None`` answers HTTP 500.
+        text: The reply text; ``None`` answers an HTTP error (``status``, else 500).
         tokens: Per reply token, ``(token, {candidate token: probability})``: sent as the
             OpenAI ``logprobs`` when the request asks for them (the token itself should be
             among its candidates).
+        status: The HTTP status of an error reply (e.g. 503 for an engine down behind a proxy).
     """
 
     text: str | None
     tokens: list[tuple[str, dict[str, float]]] | None = None
+    status: int = 500
 
 
 def multi_token_reply(marker: str, confidence: float = 0.9) -> Reply:
@@ -201,7 +203,7 @@ class StandInServer:
             reply = self.rule(body)
             reply = Reply(reply) if isinstance(reply, str) or reply is None else reply
             if reply.text is None:
-                return JSONResponse({"error": {"message": "stand-in failure"}}, status_code=500)
+                return JSONResponse({"error": {"message": "stand-in failure"}}, status_code=reply.status)
             choice: dict[str, Any] = {
                 "index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop",
             }  # fmt: skip

@@ -19,6 +19,7 @@ from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeUnavailableError
 from nemo_genrm.testing.rule_judges import RuleJudge
 from nemo_genrm.testing.stand_in_judges import (
+    Reply,
     SeededJudge,
     StandInServer,
     criterion_in_response,
@@ -169,6 +170,24 @@ def test_http_votes_carry_seed_plus_vote_index():
     assert result.rewards.tolist() == [_majority(4, 11, 3)]
 
 
+
+@pytest.mark.parametrize(
+    "judge, member",
+    [
+        ({"verdict_from": "logprobs", "sampling": {"temperature": 0.8}}, None),  # one forward pass per vote
+        ({"sampling": {"temperature": 0.8}}, {"verdict_from": "logprobs", "sampling": {"temperature": 0.8}}),
+    ],
+)
+def test_votes_that_cannot_differ_are_refused_with_what_to_set(judge, member):
+    reward: dict[str, Any] = {"votes": 3}
+    where = "judge"
+    if member is not None:
+        reward["judges"] = [{"model_name": "b", **HTTP, **member}]
+        where = r"reward\.judges\[0\]"
+    with pytest.raises(ConfigError, match=rf"reward\.votes \(3\).*{where}\.verdict_from 'logprobs'.*identical") as err:
+        GenRMEnvironmentImpl(_cfg(reward, judge=judge), judge=SeededJudge(), judges=[SeededJudge()] if member else None)
+    assert "verdict_from: text" in str(err.value) and "reward.votes: 1" in str(err.value)
+
 # ------------------------------------------------------------------------ 3. coalescing
 def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     """64 concurrent async callers on a loop whose default pool has 4 threads: one judge call."""
@@ -272,6 +291,47 @@ def test_http_judge_that_comes_back_within_the_grace_keeps_going():
     assert env.last_metrics()["genrm/judge_unavailable"] == 1
     env.shutdown()
 
+
+
+def test_http_judge_answering_5xx_to_everything_is_unavailable_after_the_grace_period():
+    """A healthy proxy in front of a dead engine: every request gets 503 after its retries."""
+    state = {"down": True}
+
+    def rule(body: dict) -> Reply:
+        return Reply(None, status=503) if state["down"] else Reply("1")
+
+    with StandInServer(rule) as server:
+        cfg = _cfg({}, judge={"http": {"base_url": server.base_url, "max_retries": 1, "backoff_s": 0.0}},
+                   fault_tolerance={"unavailable_grace_s": 0.5})  # fmt: skip
+        env = GenRMEnvironmentImpl(cfg)
+        try:
+            first = env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}])
+            assert first.metadata[0]["genrm"]["reason"] == "judge_error"  # within the grace
+            assert env.last_metrics()["genrm/judge_unavailable"] == 1
+            assert len(server.bodies) == 2  # the request and its retry
+            time.sleep(0.6)
+            for _ in range(2):  # every step past the grace raises, as for a refused connection
+                with pytest.raises(JudgeUnavailableError, match="unavailable_grace_s"):
+                    env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}])
+            state["down"] = False  # the engine is back: training goes on
+            assert env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}]).rewards.tolist() == [1.0]
+        finally:
+            env.shutdown()
+
+
+def test_http_judge_answering_4xx_is_a_bad_request_not_unavailability():
+    with StandInServer(lambda body: Reply(None, status=400)) as server:
+        cfg = _cfg({}, judge={"http": {"base_url": server.base_url, "max_retries": 1}},
+                   fault_tolerance={"unavailable_grace_s": 0.2})  # fmt: skip
+        env = GenRMEnvironmentImpl(cfg)
+        try:
+            for _ in range(2):
+                result = env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}])
+                assert result.metadata[0]["genrm"]["reason"] == "judge_error"
+                assert env.last_metrics()["genrm/judge_unavailable"] == 0
+                time.sleep(0.3)
+        finally:
+            env.shutdown()
 
 def test_the_environment_has_no_coroutine_methods():
     """An ``async def`` on the class would make Ray run the GenRMEnvironment actor as an async

@@ -1,0 +1,146 @@
+"""How ``step`` calls reach a judge call: coalesced, and in ``pairwise_group`` mode grouped first.
+
+:class:`Intake` owns the environment's :class:`~nemo_genrm.env.coalesce.Coalescer` and, in
+``pairwise_group`` mode with ``group_size``, its :class:`~nemo_genrm.env.gather.GroupGate`:
+
+- a call is first held until its GRPO groups are whole or past their wait, then goes on with
+  every other call of those groups as one coalescer item (never split by a batch boundary);
+  calls with nothing to rank (short groups, stragglers) are answered at once, with no judge call;
+- any other call is an item of its own.
+
+It also says which group each sample of a judge call is in (:meth:`Intake.groups`): as gathered,
+or, without ``group_size``, the groups of the sample's own step call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nemo_genrm.config import CoalesceConfig, PairwiseGroupConfig
+from nemo_genrm.env.coalesce import Coalescer, awaited, running_future
+from nemo_genrm.env.gather import Bundle, GroupGate
+from nemo_genrm.modes.pairwise import GroupTag, call_tags, sample_keys
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import EnvironmentReturn
+
+Outcome = EnvironmentReturn | BaseException
+"""A step call's result, or the error only its caller sees."""
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One ``step`` call waiting for its share of a judge call."""
+
+    samples: list[PreparedSample]
+    metas: list[Any]
+    start: float
+    deadline: float  # time.monotonic() by which this call must be answered
+    groups: tuple[GroupTag | None, ...] | None = None  # pairwise with group_size: as gathered
+
+    @property
+    def size(self) -> int:
+        """Its weight against ``coalesce.max_samples``."""
+        return max(1, len(self.samples))
+
+
+class Intake:
+    """Routes step calls to shared judge calls (see the module docstring).
+
+    Args:
+        run_calls: ``calls -> one outcome per call``: judges the calls together.
+        coalesce: ``coalesce`` (window and size of a shared judge call).
+        pairwise: ``reward.pairwise_group`` in that mode, else ``None``.
+    """
+
+    def __init__(
+        self,
+        run_calls: Callable[[list[StepCall]], list[Outcome]],
+        coalesce: CoalesceConfig,
+        pairwise: PairwiseGroupConfig | None,
+    ) -> None:
+        self._run_calls, self._pairwise = run_calls, pairwise
+        # An item is a list of calls that must share a judge call (the calls of GRPO groups).
+        self._coalescer: Coalescer[list[StepCall], list[Outcome]] = Coalescer(
+            self._run_items, max_wait_s=coalesce.max_wait_ms / 1000.0, max_items=coalesce.max_samples
+        )
+        self._gate: GroupGate[StepCall] | None = None
+        if pairwise is not None and pairwise.group_size is not None:
+            self._gate = GroupGate(
+                pairwise.group_size, wait_s=pairwise.group_wait_ms / 1000.0, release=self._release,
+                memory_s=pairwise.straggler_memory_s,
+            )  # fmt: skip
+
+    def submit(self, call: StepCall) -> EnvironmentReturn:
+        """Block until the call's result is ready (this thread may lead the judge call)."""
+        if self._gate is not None:
+            return self._gate.admit(call, self._keys(call)).result()
+        return _only(self._coalescer.submit([call], size=call.size))
+
+    def asubmit(self, call: StepCall) -> Awaitable[EnvironmentReturn]:
+        """An awaitable of the call's result that holds no thread while it waits; errors are raised
+        when it is awaited, as for :meth:`submit`'s caller."""
+        if self._gate is None:
+            return awaited(self._coalescer.enqueue([call], size=call.size), _only)
+        try:
+            future = self._gate.admit(call, self._keys(call))
+        except BaseException as exc:  # noqa: BLE001 - a closed gate: raised when awaited
+            future = running_future()
+            future.set_exception(exc)
+        return awaited(future)
+
+    def groups(self, calls: Sequence[StepCall]) -> list[GroupTag | None] | None:
+        """Per sample of ``calls`` (in order), its group; ``None`` outside ``pairwise_group``."""
+        if self._pairwise is None:
+            return None
+        return [
+            tag
+            for index, call in enumerate(calls)
+            for tag in (call.groups if call.groups is not None else call_tags(self._keys(call), index))
+        ]
+
+    def close(self, error: BaseException) -> None:
+        """Fail the calls still held for their groups (they would wait for nothing)."""
+        if self._gate is not None:
+            self._gate.close(error)
+
+    def _keys(self, call: StepCall) -> list[Any]:
+        assert self._pairwise is not None
+        return sample_keys(call.samples, call.metas, self._pairwise.group_key)
+
+    def _release(self, bundle: Bundle) -> concurrent.futures.Future:
+        """The calls the gate released together: a future of one outcome per call."""
+        calls = [replace(call, groups=tags) for call, tags in bundle]
+        ranked = any(
+            tag is not None and tag.whole and sample.reason is None
+            for call in calls
+            for sample, tag in zip(call.samples, call.groups or (), strict=True)
+        )
+        if ranked:
+            return self._coalescer.enqueue(calls, size=sum(call.size for call in calls))
+        # Nothing to rank: answered now, without a judge call and without waiting for the running one.
+        future = running_future()
+        try:
+            future.set_result(self._run_calls(calls))
+        except BaseException as exc:  # noqa: BLE001 - each caller of the bundle gets it
+            future.set_exception(exc)
+        return future
+
+    def _run_items(self, items: list[list[StepCall]]) -> list[list[Outcome]]:
+        """The coalescer's batch: every item's calls in one judge call; outcomes per item."""
+        outcomes = self._run_calls([call for item in items for call in item])
+        out, offset = [], 0
+        for item in items:
+            out.append(outcomes[offset : offset + len(item)])
+            offset += len(item)
+        return out
+
+
+def _only(outcomes: list[Outcome]) -> EnvironmentReturn:
+    """The result of a one-call item (raised when it is its caller's error)."""
+    (outcome,) = outcomes
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
