@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, rubric_items
 from nemo_genrm.integrations.processes import Processes, current_processes
 from nemo_genrm.judges.base import Judge
 
@@ -223,7 +223,7 @@ class GenRMReward:
             if self.rubric_column not in kwargs and reward_cfg.rubric.file:
                 return None  # every row's items come from the rubric file
             items = self._column(kwargs, self.rubric_column, "the rubric items, or set reward.rubric.file")
-            return [{reward_cfg.rubric.items_key: list(value) if value is not None else None} for value in items]
+            return [{reward_cfg.rubric.items_key: rubric_items(value)} for value in items]
         return None
 
     def _log(
