@@ -57,7 +57,7 @@ from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compute_score", "result_fields", "shared_reward", "close_shared_rewards"]
+__all__ = ["UNMEASURED_FIELDS", "close_shared_rewards", "compute_score", "exclude_unmeasured", "result_fields", "shared_reward"]
 
 _REWARDS: dict[str, JudgeReward | GatheredReward] = {}  # by section
 _BY_ARGS: dict[str, JudgeReward | GatheredReward] = {}  # by the arguments verl passes, for a lookup without I/O
@@ -170,6 +170,44 @@ def result_fields(judgement: Judgement, mode: str = "reference") -> dict[str, An
         "genrm_judge_failed": float(failed),
         "genrm_masked": float(judgement.masked),
     }
+
+
+UNMEASURED_FIELDS = ("genrm_masked", "genrm_judge_failed")
+"""The fields of :func:`result_fields` that flag a row whose score (0.0) measures nothing."""
+
+
+def exclude_unmeasured(data: Any) -> int:
+    """Keep the rows flagged in :data:`UNMEASURED_FIELDS` out of verl's GRPO update, in place.
+
+    verl 0.9.1 offers a reward function no way to keep a sample out of the loss: what
+    :func:`compute_score` returns besides ``score`` lands in the batch's ``non_tensor_batch``,
+    which the advantage estimators do not read. Call this on the batch between the reward and
+    ``compute_advantage`` (a ``RayPPOTrainer`` subclass, or ``compute_advantage`` wrapped in
+    the process that runs the trainer): each flagged row gets a ``uid`` of its own, so it leaves
+    its group's mean and standard deviation, and a ``response_mask`` of zeros, so its
+    advantage is 0 and none of its tokens enters the loss.
+
+    Args:
+        data: verl's ``DataProto`` after the reward: ``non_tensor_batch`` holds ``uid`` and the
+            flags, ``batch`` holds ``response_mask`` ``[B, T]``.
+
+    Returns:
+        The number of rows excluded.
+    """
+    import numpy as np
+
+    flags = np.zeros(len(data), dtype=bool)  # [B]
+    for key in UNMEASURED_FIELDS:
+        if key in data.non_tensor_batch:
+            flags |= np.asarray(data.non_tensor_batch[key], dtype=float) == 1.0
+    rows = np.flatnonzero(flags)
+    if rows.size:
+        uids = np.array(data.non_tensor_batch["uid"], dtype=object)  # a copy: other views keep theirs
+        for row in rows:
+            uids[row] = f"{uids[row]}/genrm-excluded-{row}"
+        data.non_tensor_batch["uid"] = uids
+        data.batch["response_mask"][rows] = 0  # [B, T]
+    return int(rows.size)
 
 
 def _group(extra_info: Any) -> str | int | None:
