@@ -19,7 +19,8 @@ is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a m
 Per mode, a request carries: ``expected_answer`` (reference mode), ``group_id`` (pairwise: the
 rollouts of one task share it; ``reward.pairwise_group.group_size`` must be set, since Gym posts
 one ``/verify`` per rollout), ``rubric`` (rubric mode: the task's items, else
-``reward.rubric.file``). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
+``reward.rubric.file``; a value that is not a list of criteria is ``bad_input``: reward 0, not
+masked, no ``failure_kind``, never judged). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
 for it; an in-process judge engine (``dtensor``, ``vllm``) connects to Gym's cluster, or starts
 one, when the server is built.
 

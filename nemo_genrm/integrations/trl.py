@@ -15,14 +15,19 @@ failed (no verdict in its reply, or the engine failed) or the environment masked
 package. A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
 the call, which stops ``trainer.train()``.
 
-What each mode reads from TRL's batch (one call holds every completion of the step):
+What each mode reads from TRL's batch (one call holds every completion of the step, in one
+process; with several, each process's call holds its slice):
 
 - ``reference``: the reference column (``reference_column``, required);
 - ``pairwise_group``: no reference; a group is a run of consecutive completions of the same
   prompt (TRL repeats each prompt ``num_generations`` times in a row), cut into runs of
-  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``;
+  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``. With
+  several processes (accelerate) a group may span slices: the slices are gathered, process 0
+  judges the global batch, and each process keeps its own results
+  (:mod:`nemo_genrm.integrations.processes`);
 - ``rubric``: the items of each row from ``rubric_column`` (default
-  ``reward.rubric.items_key``), else from ``reward.rubric.file``.
+  ``reward.rubric.items_key``), else from ``reward.rubric.file``; a value that is not a list
+  of criteria is ``bad_input`` (reward 0), never judged.
 
 Nothing here imports TRL.
 """
