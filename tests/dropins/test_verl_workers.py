@@ -144,3 +144,19 @@ def test_streaming_rows_on_random_workers_at_different_times(manager):
     results = dict(zip([n for n, _ in refs], ray.get([ref for _, ref in refs]), strict=True))
     assert [results[n]["reward_score"] for n in range(len(rows))] == pytest.approx([want for _, want in rows])
     assert {results[n]["reward_extra_info"]["genrm_reason"] for n in results} == {"judged"}
+
+
+def test_the_shared_judge_raises_the_packages_own_errors(ray_cluster, judge_server):
+    """A judge the actor cannot start is raised to the worker as the package's ConfigError."""
+    import asyncio
+
+    from nemo_genrm.config import ConfigError, GenRMConfig, validate
+    from nemo_genrm.integrations.verl_groups import gathered_reward
+
+    # Multi-token pairwise markers scored from logprobs over HTTP: refused when the judge starts.
+    section = _section(judge_server.base_url, 4)
+    section["judge"]["verdict_from"] = "logprobs"
+    reward = gathered_reward(section, validate(GenRMConfig, section, prefix="env.genrm"))
+    with pytest.raises(ConfigError, match="judge.tokenizer") as raised:
+        asyncio.run(reward.ajudge(["Answer: 7"], None, None, [{"group_id": 0}]))
+    assert raised.type is ConfigError  # unwrapped from Ray's RayTaskError
