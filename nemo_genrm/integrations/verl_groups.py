@@ -3,12 +3,13 @@
 verl (0.9.1) scores responses in ``reward.num_workers`` RewardLoopWorker processes (8 by
 default). Its batch path (``RewardLoopManager.compute_rm_score``) gives each worker a contiguous
 chunk of the batch, which cuts a group whose size does not divide the chunk; its streaming path
-(the agent loop, used whenever no verl reward model holds the GPUs) scores each trajectory as it
-finishes on a worker picked at random. Either way the responses of one GRPO group reach several
+(the agent loop, used when verl runs no reward model or one on resources of its own) scores
+each trajectory as it finishes, on a worker picked at random. Either way the responses of one GRPO group reach several
 processes at different times, and a judge per process would rank each process's part of the
 group on its own.
 
-So in ``pairwise_group`` mode inside a Ray job, :func:`gathered_reward` hands every call to ONE
+So in ``pairwise_group`` mode inside a Ray actor (verl's reward-loop workers are actors; a
+driver scoring alone keeps its judge in process), :func:`gathered_reward` hands every call to ONE
 Ray actor per config (:class:`GroupJudgeActor`), named after a hash of the ``env.genrm``
 section, created by whichever worker asks first (``get_if_exists``) in the job's namespace and
 owned by it: its coalescer sees every member of a group, whichever worker verl picked, and
