@@ -32,7 +32,7 @@ from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JUDGE_FAILURES", "JudgeReward", "Judgement", "genrm_section"]
+__all__ = ["JUDGE_FAILURES", "JudgeReward", "Judgement", "check_per_sample", "genrm_section", "rubric_items"]
 
 JUDGE_FAILURES = frozenset({PARSE_FAILURE, JUDGE_ERROR})
 """Reasons that say the judge, not the answer, failed: no valid measurement of the policy."""
@@ -95,6 +95,41 @@ def genrm_section(config: Any, overrides: Sequence[str] = ()) -> Any:
     return config
 
 
+def check_per_sample(cfg: Any, per_sample: str | None) -> None:
+    """Refuse a pairwise mode that a framework calling once per sample cannot feed.
+
+    Args:
+        cfg: The validated ``env.genrm`` section.
+        per_sample: The framework's name when it calls once per sample (verl, NeMo Gym), else ``None``.
+
+    Raises:
+        ConfigError: ``pairwise_group`` without ``reward.pairwise_group.group_size``: a judge call
+            would rank whatever arrived together instead of waiting for each group.
+    """
+    from nemo_genrm.config import ConfigError
+
+    if per_sample is not None and cfg.reward.mode == "pairwise_group" and cfg.reward.pairwise_group.group_size is None:
+        raise ConfigError(
+            f"reward.mode pairwise_group: {per_sample} sends the responses one by one, so set "
+            "env.genrm.reward.pairwise_group.group_size to the number of responses per prompt "
+            "(a judge call then waits for each group, by its key, up to group_wait_ms)"
+        )
+
+
+def rubric_items(value: Any) -> Any:
+    """A rubric value as a drop-in passes it on: a list-like (list, tuple, array) as a list.
+
+    Anything else (a single mapping, a string, a number) is passed on as it is, for the rubric
+    mode to find malformed (``bad_input``: reward 0, counted, never judged): ``list()`` would
+    turn a mapping into its keys and a string into its characters, and judge those.
+    """
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 1:  # a parquet column's list
+        return value.tolist()
+    return value
+
+
 class JudgeReward:
     """Judge answers against references with this package's environment logic, no Ray needed.
 
@@ -120,17 +155,11 @@ class JudgeReward:
         overrides: Sequence[str] = (),
         per_sample: str | None = None,
     ) -> None:
-        from nemo_genrm.config import ConfigError, GenRMConfig, validate
+        from nemo_genrm.config import GenRMConfig, validate
         from nemo_genrm.env.environment import GenRMEnvironmentImpl
 
         cfg = validate(GenRMConfig, genrm_section(config, overrides), prefix="env.genrm")
-        pairwise = cfg.reward.pairwise_group
-        if per_sample is not None and cfg.reward.mode == "pairwise_group" and pairwise.group_size is None:
-            raise ConfigError(
-                f"reward.mode pairwise_group: {per_sample} sends the responses one by one, so set "
-                "env.genrm.reward.pairwise_group.group_size to the number of responses per prompt "
-                "(a judge call then waits for each group, by its key, up to group_wait_ms)"
-            )
+        check_per_sample(cfg, per_sample)
         self._env = GenRMEnvironmentImpl(cfg, judge=judge)
 
     @property

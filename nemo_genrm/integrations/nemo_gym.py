@@ -19,7 +19,8 @@ is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a m
 Per mode, a request carries: ``expected_answer`` (reference mode), ``group_id`` (pairwise: the
 rollouts of one task share it; ``reward.pairwise_group.group_size`` must be set, since Gym posts
 one ``/verify`` per rollout), ``rubric`` (rubric mode: the task's items, else
-``reward.rubric.file``). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
+``reward.rubric.file``; a value that is not a list of criteria is ``bad_input``: reward 0, not
+masked, no ``failure_kind``, never judged). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
 for it; an in-process judge engine (``dtensor``, ``vllm``) connects to Gym's cluster, or starts
 one, when the server is built.
 
@@ -55,7 +56,7 @@ from nemo_genrm.samples.types import (
     TOO_LONG,
 )
 from nemo_genrm.errors import JudgeUnavailableError
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,9 @@ class GenRMVerifyRequest(BaseVerifyRequest):
     group_id: str | int | None = Field(
         None, description="pairwise_group: the group of the rollout (the rollouts of one task share it)."
     )
-    rubric: list[Any] | None = Field(None, description="rubric: the task's items (strings or {criterion, weight}).")
+    # Any JSON value: a rubric that is not a list of criteria is the task's fault, answered as
+    # bad_input (reward 0, counted, never judged) rather than refused with HTTP 422.
+    rubric: Any = Field(None, description="rubric: the task's items (a list of strings or {criterion, weight}).")
 
 
 class GenRMVerifyResponse(BaseVerifyResponse):
@@ -152,7 +155,7 @@ def mode_extras(reward: JudgeReward, body: GenRMVerifyRequest) -> dict[str, Any]
     if cfg.mode == "pairwise_group" and body.group_id is not None:
         return {cfg.pairwise_group.group_key: body.group_id}
     if cfg.mode == "rubric" and body.rubric is not None:
-        return {cfg.rubric.items_key: body.rubric}
+        return {cfg.rubric.items_key: rubric_items(body.rubric)}
     return None
 
 

@@ -15,14 +15,19 @@ failed (no verdict in its reply, or the engine failed) or the environment masked
 package. A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
 the call, which stops ``trainer.train()``.
 
-What each mode reads from TRL's batch (one call holds every completion of the step):
+What each mode reads from TRL's batch (one call holds every completion of the step, in one
+process; with several, each process's call holds its slice):
 
 - ``reference``: the reference column (``reference_column``, required);
 - ``pairwise_group``: no reference; a group is a run of consecutive completions of the same
   prompt (TRL repeats each prompt ``num_generations`` times in a row), cut into runs of
-  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``;
+  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``. With
+  several processes (accelerate) a group may span slices: the slices are gathered, process 0
+  judges the global batch, and each process keeps its own results
+  (:mod:`nemo_genrm.integrations.processes`);
 - ``rubric``: the items of each row from ``rubric_column`` (default
-  ``reward.rubric.items_key``), else from ``reward.rubric.file``.
+  ``reward.rubric.items_key``), else from ``reward.rubric.file``; a value that is not a list
+  of criteria is ``bad_input`` (reward 0), never judged.
 
 Nothing here imports TRL.
 """
@@ -34,7 +39,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, rubric_items
+from nemo_genrm.integrations.processes import Processes, current_processes
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -150,6 +156,17 @@ class GenRMReward:
             JudgeUnavailableError: The judge has been unreachable past
                 ``fault_tolerance.unavailable_grace_s``.
         """
+        texts = [_text(c) for c in completions]
+        if self._reward.mode == "pairwise_group" and (processes := current_processes()) is not None:
+            judgements, metrics = self._judge_across(processes, prompts, texts, kwargs)
+        else:
+            judgements = await self._reward.ajudge(texts, *self._inputs(prompts, kwargs))
+            metrics = self._reward.metrics()
+        self._log(judgements, metrics, kwargs.get("log_metric"), kwargs.get("log_extra"))
+        return [j.reward_or_none for j in judgements]
+
+    def _inputs(self, prompts: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list | None, list, list | None]:
+        """References, questions and per-sample metadata of the mode, from TRL's batch."""
         mode = self._reward.mode
         references = None  # the other modes need none
         if mode == "reference":
@@ -158,10 +175,37 @@ class GenRMReward:
             questions = [str(q) if q is not None else None for q in kwargs[self.question_column]]
         else:
             questions = [_question(p) for p in prompts]
-        extras = self._extras(mode, prompts, kwargs)
-        judgements = await self._reward.ajudge([_text(c) for c in completions], references, questions, extras)
-        self._log(judgements, kwargs.get("log_metric"), kwargs.get("log_extra"))
-        return [j.reward_or_none for j in judgements]
+        return references, questions, self._extras(mode, prompts, kwargs)
+
+    def _judge_across(
+        self, processes: Processes, prompts: Sequence[Any], texts: list[str], kwargs: dict[str, Any]
+    ) -> tuple[list[Judgement], dict[str, float]]:
+        """Pairwise with several processes: judge the global batch on process 0, keep this slice.
+
+        Each process holds a slice of the global batch and a group may span slices, so the
+        slices are gathered (in process order, which is TRL's global order), process 0 judges
+        them in one call, and every process takes its own part of the results. Nothing here
+        awaits: the two collectives run in one step of the event loop, so another reward
+        function's collectives cannot come between them in one process and not in another.
+        """
+        columns = [c for c in (self.question_column, self.group_column) if c is not None and c in kwargs]
+        local = {"prompts": list(prompts), "texts": texts, "columns": {c: list(kwargs[c]) for c in columns}}
+        slices = processes.all_gather(local)
+        shared: Any = None
+        if processes.rank == 0:
+            whole = {c: [v for part in slices for v in part["columns"][c]] for c in columns}
+            everyone = [p for part in slices for p in part["prompts"]]
+            try:
+                judged = self._reward.judge([t for part in slices for t in part["texts"]], *self._inputs(everyone, whole))
+                shared = (judged, self._reward.metrics())
+            except Exception as exc:  # noqa: BLE001 - every process raises it, not only this one
+                shared = exc
+        shared = processes.broadcast(shared)
+        if isinstance(shared, BaseException):
+            raise shared
+        judged, metrics = shared
+        start = sum(len(part["texts"]) for part in slices[: processes.rank])
+        return judged[start : start + len(texts)], metrics
 
     @staticmethod
     def _column(kwargs: dict[str, Any], column: str, what: str) -> Sequence[Any]:
@@ -184,13 +228,15 @@ class GenRMReward:
             if self.rubric_column not in kwargs and reward_cfg.rubric.file:
                 return None  # every row's items come from the rubric file
             items = self._column(kwargs, self.rubric_column, "the rubric items, or set reward.rubric.file")
-            return [{reward_cfg.rubric.items_key: list(value) if value is not None else None} for value in items]
+            return [{reward_cfg.rubric.items_key: rubric_items(value)} for value in items]
         return None
 
-    def _log(self, judgements: list[Judgement], log_metric: Callable | None, log_extra: Callable | None) -> None:
+    def _log(
+        self, judgements: list[Judgement], metrics: dict[str, float], log_metric: Callable | None, log_extra: Callable | None
+    ) -> None:
         """Send the judge's metrics and each sample's reason to TRL's logs, when TRL offers them."""
         if log_metric is not None:
-            for key, value in self._reward.metrics().items():
+            for key, value in metrics.items():
                 log_metric(key, float(value))
         if log_extra is not None:
             log_extra(f"{self.__name__}_reason", [j.reason for j in judgements])

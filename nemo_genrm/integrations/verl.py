@@ -4,31 +4,39 @@ verl (0.9) loads the function named in ``reward.custom_reward_function`` (``path
 pkg://nemo_genrm.integrations.verl``, ``name: compute_score``), adds the section's
 ``reward_kwargs`` to every call, and, because it is a coroutine function, awaits it once per
 response in its reward loop with ``data_source``, ``solution_str`` (the decoded response),
-``ground_truth`` (``reward_model.ground_truth`` of the row) and ``extra_info``; when verl runs a
-reward model server it also passes ``reward_router_address`` and ``reward_model_tokenizer``.
+``ground_truth`` (``reward_model.ground_truth`` of the row) and ``extra_info`` (the row's
+``extra_info`` only: verl's ``uid`` stays in the batch); when verl runs a reward model server
+it also passes ``reward_router_address`` and ``reward_model_tokenizer``.
 
 The judge is built once per process from ``reward_kwargs.genrm_config`` (a YAML path or the
 ``env.genrm`` mapping) and shared by every call; concurrent calls are joined into one judge
-batch by the environment, awaited without a thread each (verl's reward loop awaits every row of
-a batch at once, so the whole batch shares one judge call, whatever the size of the loop's
-thread pool). With ``judge.backend: http`` it calls any OpenAI-compatible server: this
-package's judge service (:mod:`nemo_genrm.serve`), or, when ``judge.http.base_url`` is left
-empty and verl passes ``reward_router_address``, verl's own reward model router.
+batch by the environment, awaited without a thread each. With ``judge.backend: http`` it calls
+any OpenAI-compatible server: this package's judge service (:mod:`nemo_genrm.serve`), or, when
+``judge.http.base_url`` is left empty and verl passes ``reward_router_address``, verl's own
+reward model router.
+
+verl scores in ``reward.num_workers`` reward-loop worker processes (Ray actors, 8 by default),
+and a GRPO group's responses reach several of them. In ``pairwise_group`` mode the workers
+therefore share ONE judge per config, a named Ray actor (:mod:`nemo_genrm.integrations.verl_groups`),
+which ranks each group whole whichever workers its responses reached; the reference and rubric
+modes judge each response on its own, in the worker's process.
 
 What each mode reads from a row: ``reference``: ``ground_truth``; ``pairwise_group``: the group
-is ``extra_info.uid``, else ``extra_info.index`` (the dataset row, shared by its rollouts), else
-the question, and ``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``:
-the items in ``extra_info[reward.rubric.items_key]``, else ``reward.rubric.file``. The question
-shown is ``extra_info.question`` (or ``problem``, ``query``) when the row has one.
+is ``extra_info.index`` (the dataset row, shared by its rollouts; verl's preprocessing scripts
+write it), else the question, and ``reward.pairwise_group.group_size`` must be set
+(``rollout.n``); ``rubric``: the items in ``extra_info[reward.rubric.items_key]`` (a list; any
+other value is ``bad_input``), else ``reward.rubric.file``. The question shown is
+``extra_info.question`` (or ``problem``, ``query``) when the row has one.
 
 The returned dict holds ``score`` (the reward verl trains on) and what verl logs per sample:
 ``acc`` (the verdict; ``None`` where the judge failed or the sample is masked, and in the modes
 without a verdict, which verl's validation metrics leave out), ``pred`` (what the judge was
 shown, the extracted answer in reference mode, for verl's majority vote), ``genrm_reason``,
-``genrm_judge_failed`` and ``genrm_masked`` (1.0 for a sample the environment masks: a custom
-reward manager can drop it). A judge gone for good raises
-:class:`~nemo_genrm.errors.JudgeUnavailableError` out of the call, which stops verl's reward
-loop. Nothing here imports verl.
+``genrm_judge_failed`` and ``genrm_masked``. verl 0.9.1 has no way for a reward function to keep
+a sample out of the loss: a masked sample or a judge failure trains as ``score`` 0.0 unless the
+trainer drops the rows flagged ``genrm_masked`` / ``genrm_judge_failed`` (docs/integrations.md
+says how). A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
+the call, which stops verl's reward loop. Nothing here imports verl.
 """
 
 from __future__ import annotations
@@ -44,14 +52,15 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nemo_genrm.samples.types import BAD_INPUT
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, check_per_sample, genrm_section, rubric_items
+from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compute_score", "result_fields", "shared_reward", "close_shared_rewards"]
+__all__ = ["UNMEASURED_FIELDS", "close_shared_rewards", "compute_score", "exclude_unmeasured", "result_fields", "shared_reward"]
 
-_REWARDS: dict[str, JudgeReward] = {}  # by section
-_BY_ARGS: dict[str, JudgeReward] = {}  # by the arguments verl passes, for a lookup without I/O
+_REWARDS: dict[str, JudgeReward | GatheredReward] = {}  # by section
+_BY_ARGS: dict[str, JudgeReward | GatheredReward] = {}  # by the arguments verl passes, for a lookup without I/O
 _LOCK = threading.Lock()
 _WARNED: set[str] = set()
 
@@ -72,8 +81,13 @@ def _with_router(section: Any, reward_router_address: str | None) -> Any:
 
 def shared_reward(
     genrm_config: Any, overrides: Sequence[str] = (), reward_router_address: str | None = None
-) -> JudgeReward:
-    """The process-wide :class:`JudgeReward` for this config, built on first use.
+) -> JudgeReward | GatheredReward:
+    """The process-wide judge for this config, built on first use.
+
+    In ``pairwise_group`` mode inside a Ray job (verl's reward-loop workers) it is the handle on
+    the one actor every worker shares (:class:`~nemo_genrm.integrations.verl_groups.GatheredReward`),
+    so that a group is ranked whole whichever workers its responses reach; otherwise a
+    :class:`JudgeReward` in this process.
 
     Args:
         genrm_config: A YAML path, a run config or the ``env.genrm`` section.
@@ -82,7 +96,7 @@ def shared_reward(
             ``base_url`` when an ``http`` judge names none.
 
     Returns:
-        The shared judge reward (one per distinct config and router).
+        The shared judge (one per distinct config and router).
 
     Raises:
         ConfigError: Every problem with the config, or a mode verl cannot feed (pairwise
@@ -99,9 +113,26 @@ def shared_reward(
     with _LOCK:
         reward = _REWARDS.get(key)
         if reward is None:
-            reward = _REWARDS[key] = JudgeReward(section, per_sample="verl")
+            reward = _REWARDS[key] = _build(section)
         _BY_ARGS[args_key] = reward
         return reward
+
+
+def _build(section: Any) -> JudgeReward | GatheredReward:
+    """The judge for a section: in this process, or, for pairwise groups in a Ray job, the
+    actor every reward-loop worker shares (:mod:`nemo_genrm.integrations.verl_groups`)."""
+    import ray
+
+    from nemo_genrm.config import GenRMConfig, validate
+
+    config = validate(GenRMConfig, section, prefix="env.genrm")
+    # verl's reward-loop workers are Ray actors, several of them; a driver scoring alone keeps
+    # its judge in process.
+    in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+    if config.reward.mode == "pairwise_group" and in_actor and isinstance(section, Mapping):
+        check_per_sample(config, "verl")  # refused here, before any actor starts
+        return gathered_reward(section, config)
+    return JudgeReward(config, per_sample="verl")
 
 
 def _args_key(genrm_config: Any, overrides: Sequence[str], router: str | None) -> str:
@@ -110,7 +141,7 @@ def _args_key(genrm_config: Any, overrides: Sequence[str], router: str | None) -
     return json.dumps([genrm_config, list(overrides), router], sort_keys=True, default=str)
 
 
-def _known(genrm_config: Any, overrides: Sequence[str], router: str | None) -> JudgeReward | None:
+def _known(genrm_config: Any, overrides: Sequence[str], router: str | None) -> JudgeReward | GatheredReward | None:
     """The reward already built for these arguments (no file is read, no thread taken)."""
     key = _args_key(genrm_config, overrides, router)
     with _LOCK:
@@ -141,15 +172,55 @@ def result_fields(judgement: Judgement, mode: str = "reference") -> dict[str, An
     }
 
 
+UNMEASURED_FIELDS = ("genrm_masked", "genrm_judge_failed")
+"""The fields of :func:`result_fields` that flag a row whose score (0.0) measures nothing."""
+
+
+def exclude_unmeasured(data: Any) -> int:
+    """Keep the rows flagged in :data:`UNMEASURED_FIELDS` out of verl's GRPO update, in place.
+
+    verl 0.9.1 offers a reward function no way to keep a sample out of the loss: what
+    :func:`compute_score` returns besides ``score`` lands in the batch's ``non_tensor_batch``,
+    which the advantage estimators do not read. Call this on the batch between the reward and
+    ``compute_advantage`` (a ``RayPPOTrainer`` subclass, or ``compute_advantage`` wrapped in
+    the process that runs the trainer): each flagged row gets a ``uid`` of its own, so it leaves
+    its group's mean and standard deviation, and a ``response_mask`` of zeros, so its
+    advantage is 0 and none of its tokens enters the loss.
+
+    Args:
+        data: verl's ``DataProto`` after the reward: ``non_tensor_batch`` holds ``uid`` and the
+            flags, ``batch`` holds ``response_mask`` ``[B, T]``.
+
+    Returns:
+        The number of rows excluded.
+    """
+    import numpy as np
+
+    flags = np.zeros(len(data), dtype=bool)  # [B]
+    for key in UNMEASURED_FIELDS:
+        if key in data.non_tensor_batch:
+            flags |= np.asarray(data.non_tensor_batch[key], dtype=float) == 1.0
+    rows = np.flatnonzero(flags)
+    if rows.size:
+        uids = np.array(data.non_tensor_batch["uid"], dtype=object)  # a copy: other views keep theirs
+        for row in rows:
+            uids[row] = f"{uids[row]}/genrm-excluded-{row}"
+        data.non_tensor_batch["uid"] = uids
+        data.batch["response_mask"][rows] = 0  # [B, T]
+    return int(rows.size)
+
+
 def _group(extra_info: Any) -> str | int | None:
-    """A row's GRPO group: ``extra_info.uid``, else ``extra_info.index``."""
-    if isinstance(extra_info, Mapping):
-        for key in ("uid", "index"):
-            value = extra_info.get(key)
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-                return int(value)
-            if isinstance(value, str) and value:
-                return value
+    """A row's GRPO group: ``extra_info.index``, the dataset row its rollouts share.
+
+    verl's ``uid`` (its own group key) stays in the batch's ``non_tensor_batch``: the reward
+    managers pass ``compute_score`` only ``extra_info``, so it never arrives here.
+    """
+    value = extra_info.get("index") if isinstance(extra_info, Mapping) else None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value:
+        return value
     return None
 
 
@@ -159,21 +230,22 @@ def _warn_once(message: str) -> None:
         logger.warning(message)
 
 
-def _mode_inputs(reward: JudgeReward, extra_info: Any, question: str | None) -> dict[str, Any] | None | str:
+def _mode_inputs(
+    reward: JudgeReward | GatheredReward, extra_info: Any, question: str | None
+) -> dict[str, Any] | None | str:
     """The sample's metadata for the mode, or the reason it cannot be judged (a string)."""
     cfg = reward.config.reward
     if cfg.mode == "pairwise_group":
         group = _group(extra_info)
         if group is None and question is None:
             _warn_once(
-                "pairwise_group: a verl row has neither extra_info.uid, extra_info.index nor a question, "
-                "so its group is unknown: such rows are bad_input (put index or uid in extra_info)"
+                "pairwise_group: a verl row has neither extra_info.index nor a question, so its group "
+                "is unknown: such rows are bad_input (verl's preprocessing scripts write index into extra_info)"
             )
             return BAD_INPUT
         return {cfg.pairwise_group.group_key: group} if group is not None else None
     if cfg.mode == "rubric" and isinstance(extra_info, Mapping) and extra_info.get(cfg.rubric.items_key) is not None:
-        items = extra_info[cfg.rubric.items_key]
-        return {cfg.rubric.items_key: list(items) if isinstance(items, (list, tuple)) else items}
+        return {cfg.rubric.items_key: rubric_items(extra_info[cfg.rubric.items_key])}
     return None
 
 

@@ -132,3 +132,47 @@ def test_verl_and_gym_fields_carry_masks():
     assert verl_dropin.result_fields(Judgement(0.5, "judged", None, "x"), "pairwise_group")["acc"] is None
     assert verl_dropin.result_fields(Judgement(0.0, "no_answer", None, None))["acc"] == 0.0
     assert lone.reward_or_none is None and not lone.judge_failed
+
+
+# Each value is malformed, and each must be bad_input (reward 0, counted), never judged:
+MALFORMED_RUBRICS = [
+    {"criterion": "kw:because", "weight": 1},  # one item, not a list: list() gave its keys, judged as criteria
+    "kw:because",  # a string: list() gave its characters
+    [3],  # an item that is neither text nor {criterion, weight}
+    [{"criterion": "kw:because", "weight": -1}],  # a weight that is not > 0
+]
+
+
+def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
+    import numpy as np
+
+    from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge
+    from nemo_genrm.testing.stand_in_judges import StandInServer, criterion_in_response
+
+    section = {**GENRM_SECTION, "reward": {"mode": "rubric"}}
+    judge = ModeJudge(criterion_in_response)
+    rubric = GenRMReward(section, judge=judge)
+    size = len(MALFORMED_RUBRICS)
+    extra: dict = {}
+    rewards = asyncio.run(rubric(prompts=["Why?"] * size, completions=["x because y"] * size,
+                                 completion_ids=[[1]] * size, rubric=MALFORMED_RUBRICS,
+                                 log_extra=lambda column, values: extra.setdefault(column, values)))  # fmt: skip
+    assert rewards == [0.0] * size and extra["genrm_reason"] == ["bad_input"] * size
+    assert judge.seen == []
+
+    def rule(body: dict) -> str:
+        return criterion_in_response(StandInServer.user_text(body))
+
+    with StandInServer(rule) as server:
+        verl_section = {**http_section(server.base_url), "reward": {"mode": "rubric"}}
+        try:
+            got = [
+                asyncio.run(verl_dropin.compute_score("math", "x because y", None, {"rubric": value}, genrm_config=verl_section))
+                for value in [*MALFORMED_RUBRICS, np.array([{"criterion": "kw:because", "weight": 1}], dtype=object)]
+            ]
+        finally:
+            verl_dropin.close_shared_rewards()
+        asked = len(server.bodies)
+    assert [g["genrm_reason"] for g in got] == ["bad_input"] * size + ["judged"]
+    assert [g["score"] for g in got] == [0.0] * size + [1.0]  # a parquet row's array of items is a list
+    assert asked == 1  # only the well-formed rubric reached the judge

@@ -226,6 +226,28 @@ def test_pairwise_groups_by_group_id_rubric_items_and_masks():
     assert rubric["reward"] == pytest.approx(0.75) and not rubric["mask_sample"]
 
 
+def test_malformed_rubric_fields_are_bad_input_never_judged():
+    """A request's rubric that is not a list of criteria: reward 0, bad_input, not masked."""
+    malformed = [{"criterion": "kw:because", "weight": 1}, "kw:because", [3], [{"criterion": "kw:because", "weight": 0}]]
+    bodies = []
+    for value in malformed:
+        body = _request("x because y", expected=None)
+        body["rubric"] = value
+        bodies.append(body)
+    with StandInServer(lambda body: criterion_in_response(StandInServer.user_text(body))) as judge_server:
+        server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0},
+                          "reward": {"mode": "rubric"}})  # fmt: skip
+        try:
+            with _Served(server) as served:
+                got = _post_all(served.url, bodies)
+        finally:
+            server.shutdown_judge()
+        asked = len(judge_server.bodies)
+    fields = [(r["reward"], r["genrm_reason"], r["mask_sample"], r["failure_kind"]) for r in got]
+    assert fields == [(0.0, "bad_input", False, None)] * len(malformed)
+    assert asked == 0
+
+
 def test_a_judge_gone_for_good_is_a_typed_judge_failure():
     section = {"judge": _judge(dead_base_url()), "resources": {"gpus_per_replica": 0},
                "fault_tolerance": {"unavailable_grace_s": 0}}  # fmt: skip

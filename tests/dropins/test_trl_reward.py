@@ -7,7 +7,12 @@ Runs where TRL is installed (CI: the environment ci/dropins/ builds); skipped el
 
 from __future__ import annotations
 
+import json
 import math
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +217,32 @@ def test_a_dead_judge_service_stops_training_and_bad_modes_are_refused(tmp_path,
         judge = {"backend": "http", "model_name": "judge", "verdict_from": "logprobs", "http": {"base_url": server.base_url}}
         with pytest.raises(ConfigError, match="judge.tokenizer"):
             GenRMReward({"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": {"mode": "pairwise_group"}})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_pairwise_groups_split_between_processes_are_ranked_whole(tmp_path, tiny_cache_dir):
+    """Two processes (torchrun, gloo on CPU): each gets 2 of a prompt's 4 completions per step.
+
+    TRL calls every process's reward function at the same step with that process's slice; the
+    expected reward of each completion is its win rate among all 4 of its group, by hand.
+    """
+    model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
+    script = Path(__file__).with_name("trl_two_processes.py")
+    with StandInServer(lambda body: more_letters_wins("e")(StandInServer.user_text(body))) as server:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                   "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+                   str(script), str(tmp_path), server.base_url, model]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world"] for r in ranks] == [2, 2]
+    assert len(ranks[0]["calls"]) == len(ranks[1]["calls"]) == 2
+    for first, second in zip(ranks[0]["calls"], ranks[1]["calls"], strict=True):
+        assert len(set(first["prompts"] + second["prompts"])) == 1, "one prompt's group, split in two"
+        expected = _expected_pairwise(first["completions"] + second["completions"], 4)
+        assert first["rewards"] + second["rewards"] == pytest.approx(expected), (first, second)

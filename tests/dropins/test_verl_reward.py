@@ -256,3 +256,33 @@ def test_modes_that_cannot_be_fed_are_refused_with_what_is_missing():
              "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
     with pytest.raises(ConfigError, match="judge.tokenizer"):
         asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {"index": 0}, genrm_config=multi))
+
+
+def test_exclude_unmeasured_keeps_flagged_rows_out_of_verls_grpo_update():
+    """verl's own compute_advantage (GRPO) on a batch whose rows carry compute_score's flags.
+
+    Group a: scores 1, 0, 0 (masked), 1. Without the masked row GRPO sees 1, 0, 1: mean 2/3,
+    std (unbiased) sqrt(((1/3)^2 + (2/3)^2 + (1/3)^2) / 2) = sqrt(1/3), so the advantages are
+    (1 - 2/3) / sqrt(1/3) = 1/sqrt(3) and (0 - 2/3) / sqrt(1/3) = -2/sqrt(3). Group b: 1, 0
+    (judge failed), 0, 1 leaves 1, 0, 1 as well. The flagged rows get advantage 0.
+    """
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    scores = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+    rewards = torch.zeros(8, 3)  # [B, T]: the score on the last token, as verl's reward managers put it
+    rewards[:, -1] = torch.tensor(scores)
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(8, 3, dtype=torch.long)},
+        non_tensors={
+            "uid": np.array(["a"] * 4 + ["b"] * 4, dtype=object),
+            "genrm_masked": np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+            "genrm_judge_failed": np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]),
+        },
+    )
+    assert verl_dropin.exclude_unmeasured(data) == 2
+    out = compute_advantage(data, adv_estimator="grpo", num_repeat=4)
+    up, down = 1 / 3**0.5, -2 / 3**0.5
+    expected = [up, down, 0.0, up, up, 0.0, down, up]
+    assert out.batch["advantages"][:, -1].tolist() == pytest.approx(expected, abs=1e-5)
+    assert out.batch["response_mask"][[2, 5]].sum() == 0  # none of their tokens enters the loss

@@ -34,8 +34,10 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm.integrations.nemo_rl": ("ACTOR_FQN", "register"),
     "nemo_genrm.integrations.nemo_rl_metrics": ("GenRMMetricsLogger", "log_genrm_metrics"),
     "nemo_genrm.integrations.nemo_rl_processor": ("genrm_math_data_processor", "register_processor"),
+    "nemo_genrm.integrations.processes": ("Processes", "current_processes"),
     "nemo_genrm.integrations.trl": ("GenRMReward",),
     "nemo_genrm.integrations.verl": ("compute_score", "result_fields"),
+    "nemo_genrm.integrations.verl_groups": ("GatheredReward", "gathered_reward"),
 }  # fmt: skip
 # Needs NeMo Gym, which only the drop-ins environment (ci/dropins/) has; its suite drives it.
 NEMO_GYM = ("nemo_genrm.integrations.nemo_gym", ("GenRMResourcesServer", "main"))

@@ -1,0 +1,151 @@
+"""One judge per config for verl's pairwise groups, shared by every reward-loop worker process.
+
+verl (0.9.1) scores responses in ``reward.num_workers`` RewardLoopWorker processes (8 by
+default). Its batch path (``RewardLoopManager.compute_rm_score``) gives each worker a contiguous
+chunk of the batch, which cuts a group whose size does not divide the chunk; its streaming path
+(the agent loop, used when verl runs no reward model or one on resources of its own) scores
+each trajectory as it finishes, on a worker picked at random. Either way the responses of one GRPO group reach several
+processes at different times, and a judge per process would rank each process's part of the
+group on its own.
+
+So in ``pairwise_group`` mode inside a Ray actor (verl's reward-loop workers are actors; a
+driver scoring alone keeps its judge in process), :func:`gathered_reward` hands every call to ONE
+Ray actor per config (:class:`GroupJudgeActor`), named after a hash of the ``env.genrm``
+section, created by whichever worker asks first (``get_if_exists``) in the job's namespace and
+owned by it: its coalescer sees every member of a group, whichever worker verl picked, and
+waits for the group by its key as the in-process judge does. The actor is an asyncio actor:
+each waiting sample is a coroutine, not a thread, so a batch of any size waits together, and a
+worker awaits the reply without holding a thread either.
+
+The reference and rubric modes judge each sample on its own and stay in the worker's process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+
+from nemo_genrm.config import GenRMConfig
+from nemo_genrm.env.launch import STARTUP_ERRORS, keep_start_error
+from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.ray_env import actor_options
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GATHER_CONCURRENCY", "GatheredReward", "GroupJudgeActor", "actor_name", "gathered_reward"]
+
+GATHER_CONCURRENCY = 65536
+"""Samples the actor holds at once. Every response of a verl step may wait in it for its group
+(one coroutine each); a call past this waits in Ray's queue, and its group with it."""
+
+_NAME_PREFIX = "nemo_genrm_verl_groups_"
+_RAISED_AS_IS = (*STARTUP_ERRORS, JudgeClosedError)  # the package's own errors, raised unwrapped
+
+
+@keep_start_error
+class GroupJudgeActor:
+    """The body of the shared actor: a :class:`JudgeReward` awaited on the actor's event loop.
+
+    A judge that fails to start is kept and raised from every call
+    (:func:`~nemo_genrm.env.launch.keep_start_error`), so each worker's call raises the
+    package's error instead of finding a dead actor.
+
+    Args:
+        section: The ``env.genrm`` section (validated again here).
+    """
+
+    def __init__(self, section: Any) -> None:
+        self._reward = JudgeReward(section, per_sample="verl")
+
+    async def judge(
+        self, answer: str, reference: str | None, question: str | None, extras: Mapping[str, Any] | None
+    ) -> Judgement:
+        """Judge one response; it joins the open judge call, which waits for its group."""
+        (judgement,) = await self._reward.ajudge([answer], [reference], [question], [extras])
+        return judgement
+
+    def metrics(self) -> dict[str, float]:
+        """The ``genrm/*`` metrics of the last judge call."""
+        return self._reward.metrics()
+
+    def shutdown(self) -> None:
+        """Free the judge; safe to call twice."""
+        self._reward.close()
+
+
+_GroupJudge = ray.remote(max_concurrency=GATHER_CONCURRENCY)(GroupJudgeActor)
+
+
+def actor_name(section: Mapping[str, Any]) -> str:
+    """The shared actor's name: a hash of the section, so equal configs share one judge."""
+    digest = hashlib.sha256(json.dumps(section, sort_keys=True, default=str).encode()).hexdigest()
+    return _NAME_PREFIX + digest[:20]
+
+
+class GatheredReward:
+    """The worker's side of the shared actor, with :class:`JudgeReward`'s interface for verl.
+
+    Args:
+        section: The ``env.genrm`` section as a plain mapping.
+        config: The same section, validated (the mode and its keys are read here).
+    """
+
+    def __init__(self, section: Mapping[str, Any], config: GenRMConfig) -> None:
+        self.config = config
+        self.name = actor_name(section)
+        # Non-detached: the actor lives as long as the worker that created it, i.e. the run.
+        self._actor = _GroupJudge.options(**actor_options(name=self.name, get_if_exists=True)).remote(dict(section))
+
+    @property
+    def mode(self) -> str:
+        """``reward.mode`` (``pairwise_group``)."""
+        return self.config.reward.mode
+
+    async def ajudge(
+        self,
+        answers: Sequence[str],
+        references: Sequence[Any] | None = None,
+        questions: Sequence[str | None] | None = None,
+        extras: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[Judgement]:
+        """:meth:`JudgeReward.ajudge` in the shared actor: one remote call per sample, awaited.
+
+        Raises:
+            ConfigError, JudgeStartupError, JudgeUnavailableError, JudgeClosedError: As the
+                in-process judge raises them, unwrapped from Ray's error.
+        """
+        size = len(answers)
+        references = list(references) if references is not None else [None] * size
+        questions = list(questions) if questions is not None else [None] * size
+        extras = list(extras) if extras is not None else [None] * size
+        refs = [
+            self._actor.judge.remote(answer, reference, question, dict(extra) if extra is not None else None)
+            for answer, reference, question, extra in zip(answers, references, questions, extras, strict=True)
+        ]
+        try:
+            return [await ref for ref in refs]
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, _RAISED_AS_IS):
+                raise cause.with_traceback(None) from None
+            raise
+
+    def metrics(self) -> dict[str, float]:
+        """The shared judge's ``genrm/*`` metrics of its last judge call (blocks: not for the event loop)."""
+        return ray.get(self._actor.metrics.remote())
+
+    def close(self) -> None:
+        """Nothing to free here: the actor belongs to the run and ends with its owner."""
+
+
+def gathered_reward(section: Mapping[str, Any], config: GenRMConfig) -> GatheredReward:
+    """The worker's handle on the shared pairwise judge for this section (see the module docstring)."""
+    reward = GatheredReward(section, config)
+    logger.info("pairwise_group: this process judges through the shared Ray actor %s", reward.name)
+    return reward

@@ -1,0 +1,162 @@
+"""Pairwise groups through verl's real reward-loop workers: several processes, one ranking per group.
+
+verl (0.9.1) starts ``reward.num_workers`` RewardLoopWorker actors (8 by default). Its batch
+path (``RewardLoopManager.compute_rm_score``) cuts the batch into one contiguous chunk per
+worker, and its streaming path (the agent loop) scores each trajectory when it finishes, on a
+worker picked at random; either way a group's responses reach different processes at different
+times. Each expected reward is a win rate computed by hand from the stand-in judge's rule (the
+response showing more working wins).
+
+Two workers in the session's Ray cluster serve every test here: verl's own
+``RewardLoopManager`` starts them with ``verl_config_switch.compute_score`` as the custom
+reward function, which calls nemo_genrm's ``compute_score`` with the config a row names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="needs verl (CI installs it in .venv-dropins from ci/dropins/requirements.txt)")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+from nemo_genrm.testing import cached_tiny_tokenizer  # noqa: E402
+from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins  # noqa: E402
+
+pytestmark = pytest.mark.dropins
+
+WORKERS = 2
+SWITCH = Path(__file__).with_name("verl_config_switch.py")
+
+
+def _section(base_url: str, group: int) -> dict:
+    return {
+        "judge": {"backend": "http", "model_name": "judge", "http": {"base_url": base_url, "max_retries": 0}},
+        "resources": {"gpus_per_replica": 0},
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": group}},
+    }
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    with StandInServer(lambda body: more_working_wins(StandInServer.user_text(body))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def manager(ray_cluster, judge_server):
+    """verl's RewardLoopManager with two RewardLoopWorker processes (no verl reward model)."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+
+    configs = {f"g{g}": _section(judge_server.base_url, g) for g in (4, 8)}
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"model": {"path": str(cached_tiny_tokenizer()), "tokenizer_path": None}},
+            "reward": {
+                "num_workers": WORKERS,
+                "reward_model": {"enable": False, "enable_resource_pool": False},
+                "reward_manager": {"source": "register", "name": "naive"},
+                "custom_reward_function": {
+                    "path": str(SWITCH), "name": "compute_score", "reward_kwargs": {"configs": configs},
+                },
+            },
+        }
+    )
+    yield RewardLoopManager(config)
+
+
+def _batch(group: int, groups: int, first_index: int):
+    """``groups`` groups of ``group`` responses, as verl hands rows to the reward loop.
+
+    The working shown differs within a group (so every pair has a winner); the group is the
+    dataset row's ``extra_info.index``, as verl's preprocessing writes it (no question).
+
+    Returns:
+        The DataProto and the hand-computed win rate of each row.
+    """
+    from verl import DataProto
+
+    tokenizer = AutoTokenizer.from_pretrained(str(cached_tiny_tokenizer()))
+    rows = group * groups
+    working = [(5 * r + r // group) % group for r in range(rows)]  # a permutation within each group
+    responses = ["Answer: 7. " + "because " * w for w in working]
+    prompt = tokenizer("Answer the question.", return_tensors="pt").input_ids[0]
+    ids = [tokenizer(r, add_special_tokens=False).input_ids for r in responses]
+    width = max(len(i) for i in ids)
+    tokens = torch.full((rows, width), tokenizer.pad_token_id)
+    mask = torch.zeros(rows, len(prompt) + width, dtype=torch.long)
+    for i, row in enumerate(ids):
+        tokens[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(prompt) + len(row)] = 1
+    extra = [{"index": first_index + r // group, "genrm_test_config": f"g{group}"} for r in range(rows)]
+    data = DataProto.from_dict(
+        tensors={"prompts": prompt.unsqueeze(0).repeat(rows, 1), "responses": tokens, "attention_mask": mask},
+        non_tensors={
+            "data_source": np.array(["math"] * rows, dtype=object),
+            "reward_model": np.array([{"ground_truth": "7"}] * rows, dtype=object),
+            "extra_info": np.array(extra, dtype=object),
+            "uid": np.array([f"uid-{first_index + r // group}" for r in range(rows)], dtype=object),
+        },
+    )
+    expected = []
+    for g in range(groups):
+        mine = working[g * group : (g + 1) * group]
+        # win rate: each other response beaten counts 1 (no ties: the working differs)
+        expected += [sum(w > o for o in mine) / (group - 1) for w in mine]
+    return data, expected
+
+
+@pytest.mark.parametrize("group", [4, 8])
+def test_batch_chunks_cut_groups_yet_every_group_is_ranked_whole(manager, group):
+    """compute_rm_score: 5 groups over 2 workers, chunks of 2.5 groups: the middle group is cut."""
+    data, expected = _batch(group, groups=5, first_index=1000 * group)
+    out = manager.compute_rm_score(data)
+    scores = out.batch["rm_scores"].sum(-1).tolist()
+    assert scores == pytest.approx(expected)
+    assert list(out.non_tensor_batch["genrm_reason"]) == ["judged"] * len(expected)
+    assert list(out.non_tensor_batch["genrm_masked"]) == [0.0] * len(expected)
+
+
+def test_streaming_rows_on_random_workers_at_different_times(manager):
+    """The agent loop's path: one row per call, on any worker, as each trajectory finishes.
+
+    Every group (of 4 and of 8) alternates between the two workers, and its rows come in two
+    waves 0.3 s apart: no process ever holds a whole group.
+    """
+    import time
+
+    import ray
+
+    batches = [_batch(4, groups=2, first_index=5000), _batch(8, groups=2, first_index=6000)]
+    rows = [(data[i : i + 1], want) for data, expected in batches for i, want in enumerate(expected)]
+    workers = manager.reward_loop_workers
+    refs = []
+    for wave in (0, 1):
+        for n, (row, _) in enumerate(rows):
+            if n % 2 == wave:
+                refs.append((n, workers[(n // 2) % WORKERS].compute_score.remote(row)))
+        time.sleep(0.3)
+    results = dict(zip([n for n, _ in refs], ray.get([ref for _, ref in refs]), strict=True))
+    assert [results[n]["reward_score"] for n in range(len(rows))] == pytest.approx([want for _, want in rows])
+    assert {results[n]["reward_extra_info"]["genrm_reason"] for n in results} == {"judged"}
+
+
+def test_the_shared_judge_raises_the_packages_own_errors(ray_cluster, judge_server):
+    """A judge the actor cannot start is raised to the worker as the package's ConfigError."""
+    import asyncio
+
+    from nemo_genrm.config import ConfigError, GenRMConfig, validate
+    from nemo_genrm.integrations.verl_groups import gathered_reward
+
+    # Multi-token pairwise markers scored from logprobs over HTTP: refused when the judge starts.
+    section = _section(judge_server.base_url, 4)
+    section["judge"]["verdict_from"] = "logprobs"
+    reward = gathered_reward(section, validate(GenRMConfig, section, prefix="env.genrm"))
+    with pytest.raises(ConfigError, match="judge.tokenizer") as raised:
+        asyncio.run(reward.ajudge(["Answer: 7"], None, None, [{"group_id": 0}]))
+    assert raised.type is ConfigError  # unwrapped from Ray's RayTaskError
