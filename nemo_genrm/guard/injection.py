@@ -407,20 +407,19 @@ def is_content_free(answer: str) -> bool:
         begin, stop = folded.source_span(start, end)
         return answer[begin:stop]
 
-    words = [(m[0].casefold(), written(*m.span())) for m in _WORD.finditer(text)]
     numbering = [
         m.span() for m in _STEP_NUMBER.finditer(text)
         if m["word"] is None or _in(m["word"].casefold(), written(*m.span("word")), _STEPS)
     ]  # fmt: skip
-    if any(_in(word, source, _ANNOUNCES_LIST) for word, source in words):
+    if any(_in(m[0].casefold(), written(*m.span()), _ANNOUNCES_LIST) for m in _WORD.finditer(text)):
         numbering += [m.span() for m in _LIST_NUMBER.finditer(text)]
-    numbered = {i for start, end in numbering for i in range(start, end)}
+    for start, end in numbering:  # blanked, keeping every offset
+        text = text[:start] + " " * (end - start) + text[end:]
     for index, char in enumerate(text):
         # A digit as written (not a lookalike: Cyrillic "з" folds to "3") outside a step's number.
-        if char.isdigit() and index not in numbered:
-            if unicodedata.numeric(answer[folded.source_offset(index)], None) is not None:
-                return False
-    words = [(w, s) for w, s in words if not w.isdigit()]
+        if char.isdigit() and unicodedata.numeric(answer[folded.source_offset(index)], None) is not None:
+            return False
+    words = [(m[0].casefold(), written(*m.span())) for m in _WORD.finditer(text)]
     if len(words) == 1 and len(words[0][0]) == 1 and words[0][0].isascii():
         return False  # "A", "x": a one-letter answer, though "a" is an opener in "paso a paso"
     return all(
