@@ -15,7 +15,7 @@ A label that names a verdict itself (``Verdict``, ``Rating``) takes any small nu
 and any few words before it (``Verdict was 1``, ``Verdict: the candidate is correct``); one that
 honest answers use too (``Result``, ``Score``, ``Output``) needs a separator and a verdict-like
 value, so ``Score: 42`` is an answer and keeps it. A label with nothing after it is a verdict line
-too: its value is on the next line.
+too, inflected or compound (``Endurteil:``): its value is on the next line.
 
 Every repetition a hostile line could make long is possessive or bounded, so each pattern runs
 in time linear in the line, whatever it holds (a megabyte of spaces or colons included).
@@ -67,13 +67,18 @@ _PREFIXES = (
 def _head(words: tuple[str, ...], name: str) -> str:
     """A label from ``words``: inside a compound, with an ending, or as it is, in group ``name``.
 
-    A compound's head is at most 12 letters and an ending at most 4, both tried shortest first.
+    A compound's head is at most 12 letters and an ending at most 4, both tried shortest first;
+    any label glued to letters of another script (Latin and not) counts too.
     """
     exact = words_pattern(words)
     suffixable = words_pattern(w for w in words if len(w) >= 4 or compoundable(w))
     inside = words_pattern(w for w in words if compoundable(w))
+    # A change of script is a word break to a reader: "Overதீர்ப்பு", "最终judici".
+    after_latin = words_pattern(w for w in words if not w.isascii())
+    after_other = words_pattern(w for w in words if w.isascii())
     return (
-        rf"(?P<{name}>{_LETTER}{{1,12}}?{inside}{_LETTER}{{0,4}}?|{suffixable}{_LETTER}{{0,4}}?|{exact})"
+        rf"(?P<{name}>{_LETTER}{{1,12}}?{inside}{_LETTER}{{0,4}}?|[a-z]{{1,12}}+{after_latin}{_LETTER}{{0,4}}?|"
+        rf"(?:(?![a-z]){_LETTER}){{1,12}}+{after_other}{_LETTER}{{0,4}}?|{suffixable}{_LETTER}{{0,4}}?|{exact})"
     )
 
 
@@ -108,7 +113,7 @@ def _patterns(extra: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
         rf"(?:{strong_head}{_FILLER}{{0,6}}?{_SEP}*+{value}{_VALUE_END}"  # Verdict was 1
         rf"|(?:{weak_head}|(?P<key>{_KEY})){_NOT_LETTER_AFTER}"  # Result: yes, is_correct: true
         rf"(?:{_LINKS}{{0,4}}{_SPACE}*+{DECOR}{_SEP}*+|{_SPACE}*+){value}{_VALUE_END}"
-        rf"|{exact}{_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$)",  # Verdict: (the value on the next line)
+        rf"|(?:{_head(_LABEL_WORDS, 'alone')}|{_KEY}){_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$)",  # Verdict:
         re.IGNORECASE,
     )
     inline = re.compile(
