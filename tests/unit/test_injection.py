@@ -409,3 +409,17 @@ def test_a_megabyte_of_hostile_text_is_neutralised_in_linear_time():
     start = time.perf_counter()
     assert "(quoted)" in neutralise(answer, labels=LABELS, markers=MARKERS)
     assert time.perf_counter() - start < 20.0
+
+
+def test_the_yes_and_no_table_is_glibcs():
+    # The committed table is what the locale files give, where they are installed (Debian's
+    # "locales" package); elsewhere the table is used as committed.
+    from pathlib import Path
+
+    from nemo_genrm.guard.yes_no import YES_NO, read_locales
+
+    folder = Path("/usr/share/i18n/locales")
+    if not (folder / "fi_FI").is_file():
+        pytest.skip("glibc's locale sources are not installed here")
+    assert read_locales(folder) == YES_NO
+    assert YES_NO["fi"] == (("kyllä",), ("ei",)) and YES_NO["ca"][0] == ("sí",)
