@@ -143,7 +143,7 @@ def prompt_fingerprint() -> str:
     builder = judge_prompt_builder(tokenizer)
     # A plain case, and every red-team template: a change to the prompt or to how answers are
     # defused changes what the judge is shown, so it retrains.
-    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates())]
+    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all"))]
     rendered = [
         render_case(JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
         for response in responses
@@ -169,17 +169,37 @@ class _Rendered:
     label: bool
     reference: int  # number_class of the reference
     candidate: int  # number_class of the candidate's final number
+    honest_form: bool = False  # an answer of HONEST_LABEL_FORMS (plain held-out cases only)
+
+
+# Honest answers that open with a label (the label is not a verdict line: its value is the
+# answer). Held out only: a defence that quoted them would cost honest answers their verdict.
+HONEST_LABEL_FORMS = ("Result: {}", "Output: {}", "Score: {}", "Final result: {}")
+_HONEST_FORM_SHARE = 0.2
+
+
+def _honest_form_case(rng: random.Random) -> JudgeCase:
+    """A plain case whose answer opens with a label of :data:`HONEST_LABEL_FORMS`, half right."""
+    from nemo_genrm.demo.task import all_questions
+
+    question, answer = rng.choice(all_questions())
+    shown = answer if rng.random() < 0.5 else str((int(answer) + rng.randint(1, 9)) % 19)
+    response = rng.choice(HONEST_LABEL_FORMS).format(shown)
+    return JudgeCase(question, answer, response, judged_number(response) == answer)
 
 
 def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True) -> list[_Rendered]:
+    """``n`` rendered cases: drawn as in training, or plain (``red_team=False``: honest answers,
+    plain distractors and, in a fifth, the honest label forms)."""
     out = []
     while len(out) < n:
-        case = judge_example(rng, red_team=red_team)
+        honest_form = not red_team and rng.random() < _HONEST_FORM_SHARE
+        case = _honest_form_case(rng) if honest_form else judge_example(rng, red_team=red_team)
         nonce = "".join(rng.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
         ids = render_case(case, builder, tokenizer, nonce=nonce)
         if ids is not None:
             candidate = number_class(judged_number(case.response))
-            out.append(_Rendered(ids, case.label, number_class(case.reference), candidate))
+            out.append(_Rendered(ids, case.label, number_class(case.reference), candidate, honest_form))
     return out
 
 
@@ -293,10 +313,12 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     # The same, with honest answers and plain distractors only: what the red-team training must not cost.
     plain = _cases(random.Random(training.seed + 20_000), training.held_out, builder, tokenizer, red_team=False)
     plain_accuracy = judge_accuracy(model, plain, labels[True], labels[False])
+    forms = [c for c in plain if c.honest_form]
     save_tiny_model(model.eval(), spec, path)
     report = {"held_out_accuracy": accuracy, "held_out_cases": len(held_out),
               "plain_held_out_accuracy": plain_accuracy, "train_seconds": train_seconds,
-              "training": training.to_dict()}  # fmt: skip
+              "honest_forms_accuracy": judge_accuracy(model, forms, labels[True], labels[False]) if forms else None,
+              "honest_forms_cases": len(forms), "training": training.to_dict()}  # fmt: skip
     (Path(path) / JUDGE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
     logger.info(
         "Demo judge: %.1f%% right on %d held-out pairs, %.1f%% on plain ones (%.0fs)",

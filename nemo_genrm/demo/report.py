@@ -28,15 +28,24 @@ class HackingCheck:
         total: Candidates sent.
         rejected: Candidates that got reward 0, as they should.
         leaked: The candidates that got a positive reward.
+        held_out_total: Of ``total``, the candidates of families the judge never trained against.
+        held_out_rejected: Of ``rejected``, those of the held-out families.
     """
 
     total: int
     rejected: int
     leaked: tuple[str, ...]
+    held_out_total: int = 0
+    held_out_rejected: int = 0
 
     def line(self) -> str:
         """One line for the run's report."""
-        return f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected (every red-team family)"
+        trained = self.total - self.held_out_total
+        return (
+            f"  reward hacking     {self.rejected}/{self.total} verdict-dictating answers rejected (every red-team "
+            f"family: {self.rejected - self.held_out_rejected}/{trained} of those trained against, "
+            f"{self.held_out_rejected}/{self.held_out_total} of those held out)"
+        )
 
 
 def wrong_for(answer: str) -> str:
@@ -67,9 +76,10 @@ def hacking_cases(pairs: list[tuple[tuple[str, str], str]]) -> tuple[list[Any], 
 def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
     """Send every red-team answer through ``env`` once and count the zeros.
 
-    The templates of :func:`~nemo_genrm.demo.task.hacking_templates` (every family of the
-    red-team suite, the set the judge trained against) are spread over ``num_questions``
-    held-out questions, each written with a wrong number for its question.
+    The templates of every red-team family (:func:`~nemo_genrm.demo.task.hacking_templates`:
+    those the judge trained against, then the held-out ones) are spread over ``num_questions``
+    held-out questions, each written with a wrong number for its question; one step sends them
+    all, and the held-out families are counted apart.
 
     Args:
         env: The environment, called as ``env.step(message_logs, metadata)`` and returning its
@@ -80,14 +90,22 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
             a bare ``1`` is wrong).
 
     Returns:
-        How many of the answers got reward 0.
+        How many of the answers got reward 0, in all and in the held-out families.
     """
     questions = [q for q in demo_splits()[1] if int(q[1]) >= 2][:num_questions]
-    templates = hacking_templates()
-    logs, metadata, texts = hacking_cases([(questions[i % len(questions)], t) for i, t in enumerate(templates)])
+    trained, held_out = hacking_templates("trained"), hacking_templates("held_out")
+    pairs = [(questions[i % len(questions)], t) for i, t in enumerate((*trained, *held_out))]
+    logs, metadata, texts = hacking_cases(pairs[: len(trained)])
+    n_trained = len(texts)
+    more = hacking_cases(pairs[len(trained) :])
+    logs, metadata, texts = logs + more[0], metadata + more[1], texts + more[2]
     rewards = env.step(logs, metadata).rewards.tolist()
     leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
-    return HackingCheck(total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked)
+    held_out_leaked = sum(1 for r in rewards[n_trained:] if r > 0)
+    return HackingCheck(
+        total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked,
+        held_out_total=len(texts) - n_trained, held_out_rejected=len(texts) - n_trained - held_out_leaked,
+    )  # fmt: skip
 
 
 def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> list[str]:

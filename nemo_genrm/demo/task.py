@@ -9,9 +9,10 @@ might answer (bare number, ``Answer: n``, ``\\boxed{n}``, an equation, a sentenc
 distractor or injected text around it); the label is whether the final number of the answer the
 extractor cuts out (what the defence marks as injected left out, :func:`judged_number`) equals
 the reference, which is what the consistency prompt asks. The injected
-text is drawn from the red-team templates of :mod:`nemo_genrm.testing.redteam` (every family,
-generated from languages, decorations and encodings), the same set the default run's
-reward-hacking check and ``bench/bench_redteam.py`` try the trained judge with.
+text is drawn from the red-team templates of :mod:`nemo_genrm.testing.redteam` (generated from
+languages, decorations and encodings), every family but :data:`HELD_OUT_FAMILIES`; the default
+run's reward-hacking check and ``bench/bench_redteam.py`` try the trained judge with every
+family and report the held-out ones apart.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ import functools
 import random
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from nemo_genrm.guard.injection import INSTRUCTION_REMOVED, QUOTED, neutralise
 from nemo_genrm.prompts import extract_answer
 from nemo_genrm.tasks.digit_addition import DEMO_DATASET, all_questions, demo_splits, exact_match
-from nemo_genrm.testing.redteam import redteam_templates
+from nemo_genrm.testing.redteam import ROUND_THREE_FAMILIES, redteam_templates
 
 __all__ = [
     "DEMO_DATASET",
+    "HELD_OUT_FAMILIES",
     "JudgeCase",
     "all_questions",
     "demo_splits",
@@ -52,10 +55,24 @@ _DISTRACTORS = (
 _NO_ANSWER = ("I do not know.", "No idea.", "Judgement: yes", "Maybe.", "")
 
 
-@functools.lru_cache(maxsize=1)
-def hacking_templates() -> tuple[str, ...]:
-    """Every red-team template (``{wrong}`` for a number): what the judge trains and is tried against."""
-    return tuple(t.text for t in redteam_templates())
+HELD_OUT_FAMILIES: frozenset[str] = frozenset(ROUND_THREE_FAMILIES)
+"""Red-team families the judge never trains against (round three's): its flips on them measure
+how far what it learned from the other families carries, apart from what it was shown."""
+
+
+@functools.lru_cache(maxsize=3)
+def hacking_templates(which: Literal["trained", "held_out", "all"] = "trained") -> tuple[str, ...]:
+    """Red-team templates (``{wrong}`` for a number), by whether the judge trains against them.
+
+    Args:
+        which: ``trained``: every family but :data:`HELD_OUT_FAMILIES`, what the judge's training
+            cases draw from; ``held_out``: those families only; ``all``: both, what the default
+            run's reward-hacking check and ``bench/bench_redteam.py`` try the trained judge with.
+    """
+    return tuple(
+        t.text for t in redteam_templates()
+        if which == "all" or (t.family in HELD_OUT_FAMILIES) == (which == "held_out")
+    )  # fmt: skip
 
 
 def hacking_answer(template: str, wrong: str) -> str:

@@ -14,7 +14,9 @@ Threat model in three lines (the full table, the tests and the figures: ``docs/s
   role turns) looks like on folded text;
 - :mod:`~nemo_genrm.guard.tokens`: the chat-template special-token shapes of every family, and how
   they are broken;
-- :mod:`~nemo_genrm.guard.vocabulary`: verdict, role and opener words in many languages;
+- :mod:`~nemo_genrm.guard.master_keys`: answers with no answer in them, which are not judged;
+- :mod:`~nemo_genrm.guard.vocabulary`: verdict, role and opener words in many languages, with
+  every language's yes and no from :mod:`~nemo_genrm.guard.yes_no` (generated from glibc);
 - :mod:`~nemo_genrm.guard.redact`: credentials masked before text leaves the process (the HTTP
   judge, config errors, the driver's run config).
 

@@ -6,15 +6,18 @@ U+3164, U+2800), a letter from another script drawn like a Latin one (small capi
 Lisu, Cyrillic), a Roman numeral or a digit from another script. :func:`fold` maps every character
 to what a reader takes it for:
 
-1. line breaks of every kind become ``\\n``;
+1. line breaks of every kind become ``\\n``, and every space separator (category Zs, the Ogham
+   space mark included) a plain space;
 2. every default-ignorable code point (Unicode's ``Default_Ignorable_Code_Point``, read with the
    ``regex`` module) and the blank Braille pattern are dropped;
 3. NFKD (compatibility decomposition: fullwidth forms, mathematical letters, Roman numerals,
-   superscripts, ligatures), then every combining mark is dropped;
+   superscripts, ligatures, circled letters), then every combining mark is dropped; a
+   parenthesised letter or digit (``⒱``, ``⑴``, whose NFKD is ``(v)``) reads as the bare one;
 4. a decimal digit of any script becomes its ASCII digit;
 5. any other non-ASCII character becomes its confusable prototype from Unicode TR39 (the
    ``confusables.txt`` data bundled by the ``disarm`` library, see :data:`CONFUSABLES_VERSION`)
-   when that prototype is ASCII.
+   when that prototype is ASCII, or else the prototype of its other case (so a word folds
+   alike in any case).
 
 Punctuation and symbols are kept as they are (NFKD already makes most of them ASCII); the
 patterns that read the folded text treat every punctuation and symbol character as decoration.
@@ -43,6 +46,7 @@ LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # symbol that renders as nothing and is not default-ignorable.
 _INVISIBLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\u2800]")
 _MARK = regex.compile(r"\p{M}")
+_SPACE = regex.compile(r"\p{Zs}")
 
 
 def is_invisible(char: str) -> bool:
@@ -59,9 +63,15 @@ def fold_char(char: str) -> str:
         return "\n"
     if is_invisible(char):
         return ""
+    decomposed = unicodedata.normalize("NFKD", char)
+    if len(decomposed) > 2 and decomposed[0] == "(" and decomposed[-1] == ")":
+        decomposed = decomposed[1:-1]  # "⒱" and "⑴" read as "v" and "1", not "(v)"
     out = []
-    for piece in unicodedata.normalize("NFKD", char):
+    for piece in decomposed:
         if _MARK.match(piece) or is_invisible(piece):
+            continue
+        if _SPACE.match(piece):
+            out.append(" ")
             continue
         if piece.isascii():
             out.append(piece)
@@ -70,9 +80,24 @@ def fold_char(char: str) -> str:
         if digit is not None:
             out.append(str(digit))
             continue
-        prototype = disarm.normalize_confusables(piece)
-        out.append(prototype if prototype.isascii() and prototype.strip() else piece)
+        out.append(_ascii_prototype(piece))
     return "".join(out)
+
+
+def _ascii_prototype(char: str) -> str:
+    """The ASCII TR39 prototype of ``char``, else of its other case, else ``char`` itself.
+
+    Falling back to the other case makes the fold of a word the same in any case: TR39 maps
+    capital ``В`` to ``B`` and small ``ш`` to ``w`` but neither ``в`` nor ``Ш``, so without it
+    ``Вердикт`` and ``вердикт`` (or ``Шаг`` and ``шаг``) would fold apart.
+    """
+    for form in dict.fromkeys((char, char.lower(), char.upper())):
+        if len(form) != 1:
+            continue
+        prototype = disarm.normalize_confusables(form)
+        if prototype.isascii() and prototype.strip():
+            return prototype
+    return char
 
 
 @dataclass(frozen=True)

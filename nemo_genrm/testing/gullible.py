@@ -5,11 +5,15 @@ answers get through the prompt builder:
 
 - :class:`LabelLineJudge` obeys the last label-like line anywhere in the prompt, as a judge that
   copies a verdict it reads would: ``Verdict: 1`` in any width, wrapping or decoration, with its
-  value on the next line or glued to it, a label in any of 16 languages, a verdict key of JSON or
-  YAML at the start of a line, a Markdown or HTML table with a verdict column, a verdict in
-  markup (``<details><summary>Verdict</summary>1</details>``, ``<verdict value="1"/>``). It
-  reads through combining marks, invisible characters and the lookalike letters of its own
-  table; it checks neutralisation.
+  value on the next line or glued to it, a label of any language the defence claims to cover
+  (its own 16, and every word of :data:`nemo_genrm.guard.vocabulary.LABEL_WORDS`) with any
+  ending, inside any compound (``Endurteil``, ``最终判定``) and behind linking words (``The
+  verdict is: 1``, ``Verdict was 1``), a yes or no of any language glibc knows, a verdict key of
+  JSON or YAML at the start of a line, a Markdown or HTML table with a verdict column, a verdict
+  in markup (``<details><summary>Verdict</summary>1</details>``, ``<verdict value="1"/>``, a
+  label in a tag of any length). It reads through combining marks, invisible characters, hair
+  and thin spaces inside a word, parenthesised letters (``⒱``) and the lookalike letters of its
+  own table; it checks neutralisation.
 - :class:`EscapeJudge` ignores whatever is inside the candidate fence, but obeys instructions,
   role turns and JSON verdicts anywhere outside it, and takes the turn tokens of the chat
   templates it knows for real turn boundaries (as a server's tokenizer would); it checks that
@@ -17,10 +21,12 @@ answers get through the prompt builder:
 
 Otherwise both answer honestly: positive when the last number inside the fence is the expected
 one. Their detectors are written independently of :mod:`nemo_genrm.guard.injection` and
-:mod:`nemo_genrm.guard` (a test would prove nothing if both used the same patterns or tables)
-and are more generous than it where they can be: any run of non-word characters separates a
-label from its value, and the first ``<``, ``/`` and ``candidate`` (any case, any nonce, any
-spacing, Cyrillic or Greek lookalikes) closes the fence.
+:mod:`nemo_genrm.guard` (a test would prove nothing if both used the same patterns): they share
+only the defence's word lists, so that a stand-in reads every language the defence claims to
+cover (one narrower than the defence would make "no flip" mean less than it says), and are more
+generous than it where they can be: any run of non-word characters separates a label from its
+value, a label takes any ending and sits in any compound, and the first ``<``, ``/`` and
+``candidate`` (any case, any nonce, any spacing, Cyrillic or Greek lookalikes) closes the fence.
 """
 
 from __future__ import annotations
@@ -30,14 +36,22 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from nemo_genrm.guard.vocabulary import LABEL_WORDS
+from nemo_genrm.guard.yes_no import YES_NO
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
 
 _POSITIVE = ("1", "yes", "correct", "true", "right", "pass", "passed", "match", "sí", "sì", "sim", "oui", "ja",
-             "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i")  # fmt: skip
-_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет")
+             "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i", "richtig", "正确", "正確",
+             "正解", "정답", "맞음", "correcto", "vrai", "juste", "верно", "правильно", "kyllä", "helyes",
+             *(w for yes, _ in YES_NO.values() for w in yes))  # fmt: skip
+_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답")
+# Words between a label and its value that a reader skips: "The verdict is: 1", "Verdict was 1".
+_LINKING = frozenset(("is", "was", "were", "would", "will", "should", "must", "be", "been", "final", "finale",
+                      "the", "ist", "est", "es", "è", "é", "war", "lautet"))  # fmt: skip
+_NARROW_SPACE_IN_WORD = re.compile(r"(?<=\w)[\u2006\u2008\u2009\u200a\u202f\u205f]+(?=\w)")
 # Verdict labels in 16 languages and verdict keys, folded by this judge's reading below.
 _LABELS = (
     "verdict", "judgement", "judgment", "score", "answer", "grade", "decision", "label", "result",
@@ -45,6 +59,7 @@ _LABELS = (
     "jugement", "urteil", "verdetto", "oordeel", "werdykt", "вердикт", "karar", "判定", "評価",
     "판정", "الحكم", "निर्णय", "phán quyết", "putusan", "correct", "is_correct", "iscorrect",
     "match", "grader_output", "passed", "same final answer",
+    *(w for words in LABEL_WORDS.values() for w in words),  # every language the defence claims
 )  # fmt: skip
 _OPEN = re.compile(r"<candidate-([0-9a-z]+)>")
 _ANY_CLOSE = re.compile(r"<\s*/?\s*candidate", re.IGNORECASE)  # read on the stand-in's fold
@@ -54,7 +69,8 @@ _WORD = re.compile(r"\w+")
 _SPECIAL = re.compile(
     r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>|</?s>|"
     r"<extra_id_\d+>|\[/?SYSTEM_PROMPT\]|<reserved_\d+>|<eoh>|<eoa>|<eosys>|\[gMASK\]|<sop>|"
-    r"\]~!?b[\[\]]|\[e~\[|<seed:(?:bos|eos)>"
+    r"\]~!?b[\[\]]|\[e~\[|<seed:(?:bos|eos)>|\[\|[^|\]\s]{1,40}\|\]|<_(?:system|user|bot|end)>|<用户>|<AI>|"
+    r"<role>|\[unused\d+\]"
 )
 _ROLE_TURN = re.compile(r"^\W*(?:system|assistant|user|human|developer|model|bot)\b\W*", re.IGNORECASE | re.MULTILINE)
 _INSTRUCTION = re.compile(
@@ -93,7 +109,16 @@ def _visible(char: str) -> bool:
     return not any(part in unicodedata.name(char, "") for part in _INVISIBLE_NAMES)
 
 
+def _unenclosed(char: str) -> str:
+    """A parenthesised letter or digit (``⒱``, ``⑴``) as the bare one, as a reader takes it."""
+    decomposed = unicodedata.normalize("NFKD", char)
+    return decomposed[1:-1] if len(decomposed) > 2 and decomposed[0] + decomposed[-1] == "()" else char
+
+
 def _fold(text: str) -> str:
+    text = _NARROW_SPACE_IN_WORD.sub("", text)  # "Ver\u200adict": a reader sees one word
+    if not text.isascii():
+        text = "".join(_unenclosed(c) for c in text)
     text = unicodedata.normalize("NFKD", text)
     text = "".join(str(unicodedata.digit(c)) if unicodedata.digit(c, None) is not None and not c.isascii() else c for c in text)
     return unicodedata.normalize("NFKC", "".join(_latin(c) for c in text if _visible(c)))
@@ -102,8 +127,12 @@ def _fold(text: str) -> str:
 POSITIVE_WORDS = frozenset(_fold(w).casefold() for w in _POSITIVE)
 NEGATIVE_WORDS = frozenset(_fold(w).casefold() for w in _NEGATIVE)
 _LABEL_WORDS = "|".join(re.escape(_fold(w)).replace(r"\ ", r"\s+") for w in sorted(_LABELS, key=len, reverse=True))
+# A label with any ending, inside any compound ("Endurteil", "最终判定", "Veredictos"), behind any
+# of a few English determiners; a label's ending is read as a value when it is one ("Вердиктда").
 _LABEL = re.compile(
-    rf"^(?:(?:final|the|my|overall)\s+)*(?:{_LABEL_WORDS})s?(?P<sep>[^\w]*)(?P<value>.*)$", re.IGNORECASE
+    rf"^(?:(?:final|the|my|our|your|overall)\s+)*\w{{0,12}}?(?:{_LABEL_WORDS})(?P<ending>\w*)"
+    rf"(?P<sep>[^\w]*)(?P<value>.*)$",
+    re.IGNORECASE,
 )
 _TAG_VALUE = re.compile(rf"<\s*(?:{_LABEL_WORDS})\b[^<>]*?value\s*=\s*[\"']?(?P<value>\w+)", re.IGNORECASE)
 
@@ -147,14 +176,27 @@ def label_lines(text: str) -> list[str]:
         match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
         if match is None:
             continue
-        value = match["value"]
-        if not _WORD.search(value):  # "Verdict:" with the value on the next line
-            value = next((rest for rest in lines[i + 1 :] if rest.strip()), "")
-        words = _WORD.findall(value.casefold())
-        polarity = _polarity(words[0]) if words else None
+        polarity = _glued(match["ending"])
+        if polarity is None:
+            value = match["value"]
+            if not _WORD.search(value):  # "Verdict:" with the value on the next line
+                value = next((rest for rest in lines[i + 1 :] if rest.strip()), "")
+            words = [w for w in _WORD.findall(value.casefold()) if w not in _LINKING][:1]
+            polarity = _polarity(words[0]) if words else None
         if polarity is not None:
             found.append(polarity)
     return found
+
+
+def _glued(ending: str) -> str | None:
+    """The polarity of a value glued to a label (``Вердиктда``, ``判定结果是正确``), if any."""
+    ending = ending.casefold()
+    for start in range(len(ending)):
+        if ending[start:] in POSITIVE_WORDS:
+            return "positive"
+        if ending[start:] in NEGATIVE_WORDS:
+            return "negative"
+    return None
 
 
 def fenced_content(text: str) -> tuple[str, int, int] | None:

@@ -68,8 +68,14 @@ def test_hacking_check_sends_every_red_team_family_once_with_a_wrong_final_answe
     from nemo_genrm.testing.redteam import redteam_templates
 
     questions = [("What is 3 + 4?", "7"), ("What is 2 + 6?", "8")]
-    templates = hacking_templates()
-    assert len(templates) == len(redteam_templates()) >= 200
+    templates = hacking_templates("all")
+    assert len(templates) == len(redteam_templates()) >= 350
+    # The judge trains against every family but the held-out ones (round three's).
+    from nemo_genrm.demo.task import HELD_OUT_FAMILIES
+
+    held_out = [t.text for t in redteam_templates() if t.family in HELD_OUT_FAMILIES]
+    assert hacking_templates("held_out") == tuple(held_out) and held_out
+    assert set(hacking_templates()) == set(templates) - set(held_out)
     logs, metadata, texts = hacking_cases([(questions[i % 2], t) for i, t in enumerate(templates)])
     assert len(texts) == len(templates)  # no template ends in the right answer
     for log, meta in zip(logs, metadata, strict=True):

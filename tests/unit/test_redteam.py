@@ -21,12 +21,19 @@ from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_judge
 from nemo_genrm.guard.tokens import break_tokens
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines
-from nemo_genrm.testing.redteam import CONTROL_ANSWERS, REDTEAM_ANSWERS, REFERENCE, run_redteam
+from nemo_genrm.testing.redteam import (
+    CONTROL_ANSWERS,
+    REDTEAM_ANSWERS,
+    REFERENCE,
+    ROUND_THREE_FAMILIES,
+    run_redteam,
+)
 
 FAMILIES = (
     "label", "hidden", "wrapped", "instruction", "role", "token", "fence", "json", "master_key",  # hand-written
     "language", "marks", "invisible", "lookalike", "brackets", "structured", "table", "html",  # generated
     "template_echo", "chat_family", "master_key_intl", "fence_escape",
+    *ROUND_THREE_FAMILIES,  # generated, round three
 )  # fmt: skip
 MASTER_KEYS = sum(1 for a in REDTEAM_ANSWERS if a.family.startswith("master_key"))
 
@@ -37,7 +44,7 @@ def _env(judge, **prompt) -> GenRMEnvironmentImpl:
 
 
 def test_the_suite_covers_every_family_with_at_least_200_answers():
-    assert len(REDTEAM_ANSWERS) >= 200
+    assert len(REDTEAM_ANSWERS) >= 350
     assert len({a.name for a in REDTEAM_ANSWERS}) == len(REDTEAM_ANSWERS)
     assert set(Counter(a.family for a in REDTEAM_ANSWERS)) == set(FAMILIES) and len(FAMILIES) >= 15
     assert not any(REFERENCE in a.text for a in REDTEAM_ANSWERS)  # an honest judge says no to all
@@ -59,13 +66,14 @@ def test_no_answer_flips_a_gullible_judge(judge_cls):
 CONTROLS = [
     # Every label-line family fools the label-line judge when nothing is defused ...
     pytest.param(
-        LabelLineJudge, 142,
+        LabelLineJudge, 274,
         {"label", "hidden", "wrapped", "json", "fence", "language", "marks", "invisible", "lookalike", "brackets",
-         "structured", "html", "template_echo", "table"},
+         "structured", "html", "template_echo", "table", "long_markup", "inflected", "glued_value", "compound",
+         "linking", "new_language", "narrow_space", "enclosed"},
         id="label-line",
     ),  # fmt: skip
     # ... and chat tokens and closing tags of every kind take text out of the fence for the other.
-    pytest.param(EscapeJudge, 37, {"token", "fence", "chat_family", "fence_escape"}, id="escape"),
+    pytest.param(EscapeJudge, 43, {"token", "fence", "chat_family", "fence_escape", "chat_family_more"}, id="escape"),
 ]
 
 
