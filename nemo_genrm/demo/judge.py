@@ -85,7 +85,7 @@ class JudgeTraining:
     steps: int = 1200
     batch_size: int = 32
     lr: float = 5e-3
-    seed: int = 0
+    seed: int = 1
     held_out: int = 1000
     warmup_steps: int = 300
     warmup_prefix: int = 4
