@@ -40,11 +40,13 @@ class PairwiseGroupConfig(StrictModel):
         ),
     )
     group_wait_ms: float = Field(
-        2000.0,
+        30000.0,
         ge=0.0,
         description=(
             "With group_size: how long a group may take to fill from its first response; a group "
-            "still short then is masked in full (incomplete_group)."
+            "still short then is masked in full (incomplete_group). A whole group goes on at once, "
+            "so only a group that cannot fill waits this long: set it above the spread of one "
+            "group's finishing times (shorter than fault_tolerance.step_timeout_s)."
         ),
     )
     straggler_memory_s: float = Field(
@@ -121,6 +123,15 @@ def _mode_problems(cfg: Any) -> list[str]:
             problems += _vote_problems(reward.votes, where, judge)
     if reward.judges and cfg.resources.placement != "separate":
         problems.append("reward.judges start judges of their own: use resources.placement 'separate'")
+    pairwise = reward.pairwise_group
+    if reward.mode == "pairwise_group" and pairwise.group_size is not None:
+        step_ms = cfg.fault_tolerance.step_timeout_s * 1000.0
+        if pairwise.group_wait_ms >= step_ms:
+            problems.append(
+                f"reward.pairwise_group.group_wait_ms ({pairwise.group_wait_ms:g}) must be shorter than "
+                f"fault_tolerance.step_timeout_s ({cfg.fault_tolerance.step_timeout_s:g} s = {step_ms:g} ms): "
+                "a response waits for its group inside its step's deadline"
+            )
     if reward.mode == "pairwise_group":
         problems += mode_template_problems(
             reward.pairwise_group.template, "pairwise", ("question", "response_a", "response_b"), cfg.verdict,

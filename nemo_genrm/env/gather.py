@@ -16,6 +16,11 @@ group it touches is *settled*, then hands the settled calls on together:
   without a judge prompt and without a wait. The memory of a key ends when its debt is paid, or
   ``memory_s`` after its group was settled (a key that comes back after that opens a new group),
   and at most ``max_owed`` keys are remembered (the oldest go first);
+- a key's debt may be paid by the first responses of the key's next group rather than by
+  stragglers (nothing in a response tells them apart), which leaves that group short too. So a
+  group opened within ``wait_s`` of its key's debt being paid owes nothing when it is settled
+  short: one lost response costs at most its own group and the next one of its key, never every
+  later group of that key;
 - calls are released as soon as every group they touch is settled, together with every other
   call holding a response of those groups (a *component*), so a whole group goes on in one
   piece, and never waits for a short group unless one of its calls also holds a response of it.
@@ -29,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +46,8 @@ from nemo_genrm.env.coalesce import running_future
 from nemo_genrm.modes.pairwise import GroupTag
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 MAX_OWED = 65_536
 """Keys whose stragglers are remembered at most; past it the oldest are forgotten."""
@@ -58,6 +66,9 @@ class _Group:
     arrived: int = 0
     whole: bool | None = None  # None while open
     calls: list[_Held] = field(default_factory=list)
+    # Opened right after its key's debt was paid (perhaps by its own first responses): settled
+    # short, it leaves no debt, so a lost response cannot mask every later group of its key.
+    owes_nothing: bool = False
 
 
 @dataclass(eq=False)
@@ -104,6 +115,7 @@ class GroupGate(Generic[T]):
         self._cond = threading.Condition()
         self._open: dict[Hashable, _Group] = {}
         self._owed: OrderedDict[Hashable, _Owed] = OrderedDict()  # settled order = expiry order
+        self._paid: OrderedDict[Hashable, float] = OrderedDict()  # key -> when its debt was paid
         self._deadlines: list[tuple[float, int, _Group]] = []
         self._held: set[_Held] = set()
         self._serial = itertools.count()
@@ -162,10 +174,14 @@ class GroupGate(Generic[T]):
             owed.count -= 1
             if owed.count <= 0:
                 del self._owed[key]
+                self._paid.pop(key, None)
+                self._paid[key] = now
             return owed.tag
         group = self._open.get(key)
         if group is None:
             group = self._open[key] = _Group(key, next(self._serial), now + self._wait_s)
+            paid = self._paid.pop(key, None)
+            group.owes_nothing = paid is not None and now - paid <= self._wait_s
             heapq.heappush(self._deadlines, (group.deadline, group.serial, group))
             self._cond.notify_all()  # the timer may have to wake earlier
         group.arrived += 1
@@ -175,9 +191,12 @@ class GroupGate(Generic[T]):
         return group
 
     def _forget(self, now: float) -> None:
-        """Drop the owed keys past ``memory_s`` (they are in expiry order) and past ``max_owed``."""
+        """Drop the owed keys past ``memory_s`` (they are in expiry order) and past ``max_owed``,
+        and the paid debts older than ``wait_s``."""
         while self._owed and (next(iter(self._owed.values())).expires <= now or len(self._owed) > self._max_owed):
             self._owed.popitem(last=False)
+        while self._paid and (next(iter(self._paid.values())) < now - self._wait_s or len(self._paid) > self._max_owed):
+            self._paid.popitem(last=False)
 
     def _settle_due(self, now: float) -> list[_Held]:
         """Settle as short every open group past its deadline; the calls they hold."""
@@ -188,11 +207,13 @@ class GroupGate(Generic[T]):
                 continue
             group.whole = False
             del self._open[group.key]
-            missing = self._size - group.arrived
-            tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)
-            self._owed.pop(group.key, None)
-            self._owed[group.key] = _Owed(missing, now + self._memory_s, tag)
+            if not group.owes_nothing:
+                missing = self._size - group.arrived
+                tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)
+                self._owed.pop(group.key, None)
+                self._owed[group.key] = _Owed(missing, now + self._memory_s, tag)
             calls += group.calls
+            _warn_short(group.arrived, self._size, self._wait_s, len(self._held))
         self._forget(now)
         return calls
 
@@ -276,6 +297,27 @@ class GroupGate(Generic[T]):
                     continue
                 bundle = self._take(self._settle_due(time.monotonic()))
             self._send(bundle)
+
+
+_WARN_EVERY_S = 60.0
+_last_warning = [float("-inf")]
+
+
+def _warn_short(arrived: int, size: int, wait_s: float, held: int) -> None:
+    """Say, at most once a minute, that a group was masked short and what usually causes it."""
+    now = time.monotonic()
+    if now - _last_warning[0] < _WARN_EVERY_S:
+        return
+    _last_warning[0] = now
+    logger.warning(
+        "pairwise_group: a group was masked short (%d of %d responses within group_wait_ms = %.0f ms; "
+        "%d step calls held for their groups). If one group's responses finish further apart, raise "
+        "reward.pairwise_group.group_wait_ms; check that group_size is the number of responses per "
+        "prompt; a caller that waits for each reward from a bounded thread pool (NeMo-RL's asynchronous "
+        "rollouts) cannot fill groups: send whole groups per step call instead (genrm/pairwise/"
+        "incomplete_groups counts them; this warning repeats at most once a minute)",
+        arrived, size, wait_s * 1000.0, held,
+    )
 
 
 def _tag(slot: _Group | GroupTag | None) -> GroupTag | None:

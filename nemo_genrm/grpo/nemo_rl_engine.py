@@ -104,6 +104,29 @@ def _free_form(name: str, **sections: Any) -> type[BaseModel]:
 _OVERRIDE_SCHEMA = _free_form("NemoRLConfigKeys", env=(_free_form("NemoRLEnvKeys", genrm=(GenRMConfig, ...)), ...))
 
 
+def check_rollouts_fit_mode(genrm: GenRMConfig, grpo: Any) -> None:
+    """Refuse ``pairwise_group`` under NeMo-RL's asynchronous GRPO, which cannot gather groups.
+
+    Its rollouts call the environment once per sample, each from a thread of a pool of
+    ``min(32, cpus + 4)`` threads that waits for that sample's reward; a response held until its
+    group is whole keeps its thread, so with more responses in flight than threads the rest of
+    their groups queue behind them and every group is masked short. Synchronous GRPO sends each
+    step's whole batch in one call, where every group is whole.
+
+    Raises:
+        ConfigError: ``pairwise_group`` with ``grpo.async_grpo.enabled``.
+    """
+    async_grpo = grpo.get("async_grpo") if isinstance(grpo, dict) else None
+    if genrm.reward.mode == "pairwise_group" and isinstance(async_grpo, dict) and async_grpo.get("enabled"):
+        raise ConfigError([
+            "env.genrm.reward.mode pairwise_group cannot rank whole groups under NeMo-RL's asynchronous "
+            "GRPO (grpo.async_grpo.enabled): it asks for each sample's reward from a bounded thread pool, "
+            "so responses held for their groups keep the threads the rest of those groups need. Use "
+            "synchronous GRPO (grpo.async_grpo.enabled=false: each step's batch in one call) or the "
+            "reference or rubric mode"
+        ])  # fmt: skip
+
+
 def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
     """Load the YAML, validate ``env.genrm``, read the questions and shape NeMo-RL's config.
 
@@ -116,6 +139,7 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
     if genrm_raw is None:
         raise ConfigError(["env.genrm: required; add the GenRM environment section"])
     genrm = validate(GenRMConfig, genrm_raw, prefix="env.genrm")
+    check_rollouts_fit_mode(genrm, raw.get("grpo"))
     if genrm.judge.backend != "http":
         genrm.judge.model_name = resolve_model_name(genrm.judge.model_name)
     missing = [s for s in ("grpo", "loss_fn", "policy", "cluster", "logger", "checkpointing") if s not in raw]

@@ -49,7 +49,7 @@ from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
 from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, NO_ANSWER, SampleResult
+from nemo_genrm.samples.types import BAD_INPUT, INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, NO_ANSWER, SampleResult
 from nemo_genrm.guard.injection import FENCE_NAME
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
@@ -149,13 +149,18 @@ def group_key(sample: PreparedSample, meta: Any, key: str) -> tuple[Hashable, st
 def sample_keys(samples: Sequence[PreparedSample], metas: Sequence[Any], key: str) -> list[tuple[Hashable, str] | None]:
     """Per sample, its group key; ``None`` for a sample that cannot be placed in a group.
 
-    A response without an answer still arrived in its group; other decided samples (bad input,
-    no question) cannot be placed in one.
+    A response without an answer still arrived in its group, and so did a response whose content
+    is not text (``bad_input`` with its question read); other decided samples (no response, no
+    readable metadata) cannot be placed in one.
     """
     return [
-        group_key(sample, meta, key) if sample.reason in (None, NO_ANSWER) else None
+        group_key(sample, meta, key) if _placeable(sample) else None
         for sample, meta in zip(samples, metas, strict=True)
     ]
+
+
+def _placeable(sample: PreparedSample) -> bool:
+    return sample.reason in (None, NO_ANSWER) or (sample.reason == BAD_INPUT and bool(sample.question))
 
 
 def call_tags(keys: Sequence[tuple[Hashable, str] | None], scope: Hashable) -> list[GroupTag | None]:

@@ -285,7 +285,10 @@ def prepare_sample(
     index, message = found
     content = message.get("content")
     if not isinstance(content, str):
-        return PreparedSample(BAD_INPUT)
+        # Its question is readable: in the modes that rank a group it still arrived in its group
+        # (which would otherwise never fill), though it is not judged.
+        question = clean_text(_question(log, index, meta)) if response_chars is not None else ""
+        return PreparedSample(BAD_INPUT, question=question)
     reference, problem = _reference(meta)
     if problem is not None and needs_reference:
         return PreparedSample(problem)

@@ -441,6 +441,19 @@ def test_nemo_rl_engine_overrides_know_the_genrm_section_only(tmp_path: Path) ->
         load_config(path, ["grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
 
 
+def test_pairwise_groups_are_refused_under_nemo_rls_async_grpo_and_must_fit_the_step_deadline(tmp_path: Path) -> None:
+    from nemo_genrm.grpo.nemo_rl_engine import prepare_nemo_rl_inputs
+
+    genrm = "{judge: {model_name: m, backend: http, http: {base_url: 'http://x/v1'}}, reward: {mode: pairwise_group}}"
+    path = _write(tmp_path / "nr.yaml", f"grpo: {{async_grpo: {{enabled: true}}}}\nenv: {{genrm: {genrm}}}\n")
+    with pytest.raises(ConfigError, match="cannot rank whole groups under NeMo-RL's asynchronous GRPO"):
+        prepare_nemo_rl_inputs(path, [])
+    # A group's wait counts against its step's deadline.
+    with pytest.raises(ConfigError, match=r"group_wait_ms \(700000\) must be shorter than fault_tolerance.step_timeout_s"):
+        validate(GenRMConfig, {"judge": {"model_name": "m"}, "reward": {"mode": "pairwise_group", "pairwise_group": {
+            "group_size": 8, "group_wait_ms": 700_000}}})
+
+
 @pytest.mark.nemo_rl
 def test_overrides_read_as_nemo_rl_reads_them(cfg_dir: Path) -> None:
     # Same file, same overrides: NeMo-RL's own parser gives the same config (keys the file has;

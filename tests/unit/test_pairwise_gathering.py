@@ -110,6 +110,20 @@ def test_a_short_group_masks_its_no_answer_members_too():
     assert [m["genrm"]["masked"] for m in result.metadata] == [True] * 3
 
 
+def test_a_response_that_is_not_text_still_arrives_in_its_group():
+    """Its group fills (it is bad_input, not judged) and the others are ranked among themselves,
+    instead of the whole group waiting for a member that came and being masked."""
+    env = _env({"group_size": 4, "group_wait_ms": 30_000}, RuleJudge(more_working_wins))
+    logs = [_log(r) for r in LADDER[1:]]
+    logs.append([{"role": "user", "content": "Why is the sky blue?"}, {"role": "assistant", "content": ["parts"]}])
+    start = time.monotonic()
+    result = env.step(logs, [{} for _ in logs])
+    assert time.monotonic() - start < 5.0  # whole at once: no wait for the group to fill
+    assert result.rewards.tolist() == pytest.approx([*_win_rates([1, 2, 3]), 0.0])
+    assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 3 + ["bad_input"]
+    assert result.metadata[3]["genrm"]["masked"] is False
+
+
 def test_complete_groups_never_wait_for_an_incomplete_one():
     judge = RuleJudge(more_working_wins)
     env = _env({"group_size": 4, "group_wait_ms": 3000}, judge)
@@ -148,6 +162,23 @@ def test_the_same_question_in_a_later_step_is_a_new_group():
     # ... so the next group of the same question is ranked whole.
     out = _concurrently(env, _one_each([POOR, GOOD]))
     assert [r.rewards.item() for r, _ in out] == [0.0, 1.0]
+
+
+def test_one_lost_response_costs_at_most_its_group_and_the_next_one_of_its_key():
+    """A debt paid by the next group's first response (nothing tells it from a straggler) leaves
+    that group short; it owes nothing in turn, so the group after it is ranked whole again."""
+    env = _env({"group_size": 4, "group_wait_ms": 300, "straggler_memory_s": 60}, RuleJudge(more_working_wins))
+    lost = _concurrently(env, _one_each(LADDER[:3]))  # one response never comes: short, owes 1
+    assert all(_genrm(r)["reason"] == "incomplete_group" for r, _ in lost)
+    # The next step's group: its first response pays the debt, the other three are short.
+    (first, _), = _concurrently(env, _one_each(LADDER[:1]))
+    rest = _concurrently(env, _one_each(LADDER[1:]))
+    assert _genrm(first)["late"] is True
+    assert all(_genrm(r)["reason"] == "incomplete_group" and not _genrm(r)["late"] for r, _ in rest)
+    # Before, that short group owed one in turn and every later group of the question lost a
+    # member and was masked; now the third step's group is ranked whole.
+    out = _concurrently(env, _one_each(LADDER))
+    assert [r.rewards.item() for r, _ in out] == pytest.approx(_win_rates([0, 1, 2, 3]))
 
 
 def test_stragglers_are_remembered_only_for_straggler_memory_s():
