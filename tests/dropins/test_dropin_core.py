@@ -176,3 +176,31 @@ def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
     assert [g["genrm_reason"] for g in got] == ["bad_input"] * size + ["judged"]
     assert [g["score"] for g in got] == [0.0] * size + [1.0]  # a parquet row's array of items is a list
     assert asked == 1  # only the well-formed rubric reached the judge
+
+
+def test_verl_pairwise_groups_by_extra_info_uid_before_index():
+    """A dataset's own ``extra_info.uid`` names the group; ``index`` is read only without it.
+
+    Rows 0-3 share uid ``a`` and rows 4-7 uid ``b``, while their ``index`` alternates (0, 1, 0,
+    ...), so grouping by index would rank rows 0, 2, 4, 6 together and give other win rates.
+    """
+    from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
+
+    working = list(range(8))  # distinct: every pair has a winner
+    rows = [{"uid": "ab"[r // 4], "index": r % 2} for r in range(8)]
+    reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
+
+    async def score_all(section):
+        return await asyncio.gather(*(
+            verl_dropin.compute_score("math", "Answer: 7. " + "because " * w, None, row, genrm_config=section)
+            for w, row in zip(working, rows, strict=True)
+        ))  # fmt: skip
+
+    with StandInServer(lambda body: more_working_wins(StandInServer.user_text(body))) as server:
+        try:
+            got = asyncio.run(score_all({**http_section(server.base_url), "reward": reward}))
+        finally:
+            verl_dropin.close_shared_rewards()
+    # Within each uid group the working is 0..3 (+4 for b): win rates 0, 1/3, 2/3, 1 in both.
+    assert [g["score"] for g in got] == pytest.approx([0, 1 / 3, 2 / 3, 1] * 2)
+    assert {g["genrm_reason"] for g in got} == {"judged"}
