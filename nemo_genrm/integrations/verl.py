@@ -23,9 +23,10 @@ modes judge each response on its own, in the worker's process.
 
 What each mode reads from a row: ``reference``: ``ground_truth``; ``pairwise_group``: the group
 is ``extra_info.uid`` when the dataset writes one, else ``extra_info.index`` (the dataset row,
-shared by its rollouts; verl's preprocessing scripts write it), else the question, and ``reward.pairwise_group.group_size`` must be set
-(``rollout.n``); ``rubric``: the items in ``extra_info[reward.rubric.items_key]`` (a list; any
-other value is ``bad_input``), else ``reward.rubric.file``. The question shown is
+shared by its rollouts; verl's preprocessing scripts write it), else the question, and
+``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``: the items in
+``extra_info[reward.rubric.items_key]`` (a list; any other value is ``bad_input``), else
+``reward.rubric.file``. The question shown is
 ``extra_info.question`` (or ``problem``, ``query``) when the row has one.
 
 The returned dict holds ``score`` (the reward verl trains on) and what verl logs per sample:
