@@ -22,8 +22,9 @@ process; with several, each process's call holds its slice):
 - ``pairwise_group``: no reference; a group is a run of consecutive completions of the same
   prompt (TRL repeats each prompt ``num_generations`` times in a row), cut into runs of
   ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``. With
-  several processes (accelerate) a group may span slices: the slices are gathered, process 0
-  judges the global batch, and each process keeps its own results
+  several processes (accelerate) a group may span slices: the slices are sent to process 0,
+  which alone builds a judge and judges the global batch, and each process keeps its own
+  results; a failure on any process, before or in the judge call, is raised on every process
   (:mod:`nemo_genrm.integrations.processes`);
 - ``rubric``: the items of each row from ``rubric_column`` (default
   ``reward.rubric.items_key``), else from ``reward.rubric.file``; a value that is not a list
@@ -39,8 +40,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, rubric_items
-from nemo_genrm.integrations.processes import Processes, current_processes
+from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
+from nemo_genrm.integrations.processes import Processes, current_processes, launched_rank
 from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,10 @@ class GenRMReward:
         group_column: Pairwise mode: a column naming each completion's group, instead of runs
             of the same prompt.
 
+    In ``pairwise_group`` mode with several processes only process 0 judges, so only it builds
+    the judge (an in-process engine loads a whole judge model); every process validates the
+    config, so a bad one fails on each of them at once.
+
     Raises:
         ConfigError: Every problem with the config, at once.
     """
@@ -123,8 +128,26 @@ class GenRMReward:
         self.question_column = question_column
         self.group_column = group_column
         self.__name__ = name  # TRL names a reward function by its __name__
-        self._reward = JudgeReward(config, judge=judge, overrides=overrides)
-        self.rubric_column = rubric_column or self._reward.config.reward.rubric.items_key
+        from nemo_genrm.config import GenRMConfig, validate
+
+        self._section = genrm_section(config, overrides)  # a YAML file is read once, here
+        self.config = validate(GenRMConfig, self._section, prefix="env.genrm")  # on every process
+        self._judge = judge
+        self._reward: JudgeReward | None = None
+        if self.config.reward.mode != "pairwise_group" or launched_rank() in (None, 0):
+            self._reward = JudgeReward(self._section, judge=judge)  # starts the judge: fails here, not mid-run
+        self.rubric_column = rubric_column or self.config.reward.rubric.items_key
+
+    @property
+    def mode(self) -> str:
+        """``reward.mode``: ``reference``, ``pairwise_group`` or ``rubric``."""
+        return self.config.reward.mode
+
+    def _judging(self) -> JudgeReward:
+        """The judge reward, built here on first use where the constructor left it out."""
+        if self._reward is None:
+            self._reward = JudgeReward(self._section, judge=self._judge)
+        return self._reward
 
     @classmethod
     def from_yaml(cls, path: str | Path, *overrides: str, **kwargs: Any) -> GenRMReward:
@@ -156,18 +179,18 @@ class GenRMReward:
             JudgeUnavailableError: The judge has been unreachable past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        texts = [_text(c) for c in completions]
-        if self._reward.mode == "pairwise_group" and (processes := current_processes()) is not None:
-            judgements, metrics = self._judge_across(processes, prompts, texts, kwargs)
+        if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
+            judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
         else:
-            judgements = await self._reward.ajudge(texts, *self._inputs(prompts, kwargs))
-            metrics = self._reward.metrics()
+            reward = self._judging()
+            judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
+            metrics = reward.metrics()
         self._log(judgements, metrics, kwargs.get("log_metric"), kwargs.get("log_extra"))
         return [j.reward_or_none for j in judgements]
 
     def _inputs(self, prompts: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list | None, list, list | None]:
         """References, questions and per-sample metadata of the mode, from TRL's batch."""
-        mode = self._reward.mode
+        mode = self.mode
         references = None  # the other modes need none
         if mode == "reference":
             references = list(self._column(kwargs, self.reference_column, "the reference answer"))
@@ -178,34 +201,36 @@ class GenRMReward:
         return references, questions, self._extras(mode, prompts, kwargs)
 
     def _judge_across(
-        self, processes: Processes, prompts: Sequence[Any], texts: list[str], kwargs: dict[str, Any]
+        self, processes: Processes, prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]
     ) -> tuple[list[Judgement], dict[str, float]]:
         """Pairwise with several processes: judge the global batch on process 0, keep this slice.
 
         Each process holds a slice of the global batch and a group may span slices, so the
-        slices are gathered (in process order, which is TRL's global order), process 0 judges
-        them in one call, and every process takes its own part of the results. Nothing here
-        awaits: the two collectives run in one step of the event loop, so another reward
-        function's collectives cannot come between them in one process and not in another.
+        slices go to process 0 (in process order, which is TRL's global order), which judges
+        them in one call and hands every process its part of the results. The slice is prepared
+        inside the exchange, so a completion this process cannot read is raised on every
+        process instead of leaving them waiting for it. Nothing here awaits: the collectives run
+        in one step of the event loop, so another reward function's collectives cannot come
+        between them in one process and not in another.
         """
         columns = [c for c in (self.question_column, self.group_column) if c is not None and c in kwargs]
-        local = {"prompts": list(prompts), "texts": texts, "columns": {c: list(kwargs[c]) for c in columns}}
-        slices = processes.all_gather(local)
-        shared: Any = None
-        if processes.rank == 0:
+
+        def prepare() -> dict[str, Any]:
+            texts = [_text(c) for c in completions]
+            return {"prompts": list(prompts), "texts": texts, "columns": {c: list(kwargs[c]) for c in columns}}
+
+        def judge(slices: list[dict[str, Any]]) -> list[tuple[list[Judgement], dict[str, float]]]:
+            reward = self._judging()
             whole = {c: [v for part in slices for v in part["columns"][c]] for c in columns}
             everyone = [p for part in slices for p in part["prompts"]]
-            try:
-                judged = self._reward.judge([t for part in slices for t in part["texts"]], *self._inputs(everyone, whole))
-                shared = (judged, self._reward.metrics())
-            except Exception as exc:  # noqa: BLE001 - every process raises it, not only this one
-                shared = exc
-        shared = processes.broadcast(shared)
-        if isinstance(shared, BaseException):
-            raise shared
-        judged, metrics = shared
-        start = sum(len(part["texts"]) for part in slices[: processes.rank])
-        return judged[start : start + len(texts)], metrics
+            judged = reward.judge([t for part in slices for t in part["texts"]], *self._inputs(everyone, whole))
+            metrics, shares, start = reward.metrics(), [], 0
+            for part in slices:
+                shares.append((judged[start : start + len(part["texts"])], metrics))
+                start += len(part["texts"])
+            return shares
+
+        return processes.judge_on_first(prepare, judge)
 
     @staticmethod
     def _column(kwargs: dict[str, Any], column: str, what: str) -> Sequence[Any]:
@@ -219,7 +244,7 @@ class GenRMReward:
 
     def _extras(self, mode: str, prompts: Sequence[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Per completion, the metadata the mode reads: its group, or its rubric items."""
-        reward_cfg = self._reward.config.reward
+        reward_cfg = self.config.reward
         if mode == "pairwise_group":
             groups = (list(kwargs[self.group_column]) if self.group_column in kwargs
                       else prompt_runs(prompts, reward_cfg.pairwise_group.group_size))  # fmt: skip
@@ -242,5 +267,6 @@ class GenRMReward:
             log_extra(f"{self.__name__}_reason", [j.reason for j in judgements])
 
     def close(self) -> None:
-        """Free the judge this reward built; safe to call twice."""
-        self._reward.close()
+        """Free the judge this reward built, if it built one; safe to call twice."""
+        if self._reward is not None:
+            self._reward.close()

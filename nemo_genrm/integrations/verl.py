@@ -22,10 +22,11 @@ which ranks each group whole whichever workers its responses reached; the refere
 modes judge each response on its own, in the worker's process.
 
 What each mode reads from a row: ``reference``: ``ground_truth``; ``pairwise_group``: the group
-is ``extra_info.index`` (the dataset row, shared by its rollouts; verl's preprocessing scripts
-write it), else the question, and ``reward.pairwise_group.group_size`` must be set
-(``rollout.n``); ``rubric``: the items in ``extra_info[reward.rubric.items_key]`` (a list; any
-other value is ``bad_input``), else ``reward.rubric.file``. The question shown is
+is ``extra_info.uid`` when the dataset writes one, else ``extra_info.index`` (the dataset row,
+shared by its rollouts; verl's preprocessing scripts write it), else the question, and
+``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``: the items in
+``extra_info[reward.rubric.items_key]`` (a list; any other value is ``bad_input``), else
+``reward.rubric.file``. The question shown is
 ``extra_info.question`` (or ``problem``, ``query``) when the row has one.
 
 The returned dict holds ``score`` (the reward verl trains on) and what verl logs per sample:
@@ -210,17 +211,26 @@ def exclude_unmeasured(data: Any) -> int:
     return int(rows.size)
 
 
-def _group(extra_info: Any) -> str | int | None:
-    """A row's GRPO group: ``extra_info.index``, the dataset row its rollouts share.
+_GROUP_KEYS = ("uid", "index")
+"""The ``extra_info`` keys that name a row's group, in the order they are read."""
 
-    verl's ``uid`` (its own group key) stays in the batch's ``non_tensor_batch``: the reward
+
+def _group(extra_info: Any) -> str | int | None:
+    """A row's GRPO group: ``extra_info.uid`` when the dataset put one there, else ``extra_info.index``.
+
+    A dataset that writes its own ``uid`` into ``extra_info`` means it as the group, so it wins
+    over ``index`` (the dataset row its rollouts share, which verl's preprocessing scripts write).
+    verl's own ``uid`` (its group key) stays in the batch's ``non_tensor_batch``: the reward
     managers pass ``compute_score`` only ``extra_info``, so it never arrives here.
     """
-    value = extra_info.get("index") if isinstance(extra_info, Mapping) else None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str) and value:
-        return value
+    if not isinstance(extra_info, Mapping):
+        return None
+    for key in _GROUP_KEYS:
+        value = extra_info.get(key)
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, str) and value:
+            return value
     return None
 
 
@@ -239,8 +249,8 @@ def _mode_inputs(
         group = _group(extra_info)
         if group is None and question is None:
             _warn_once(
-                "pairwise_group: a verl row has neither extra_info.index nor a question, so its group "
-                "is unknown: such rows are bad_input (verl's preprocessing scripts write index into extra_info)"
+                "pairwise_group: a verl row has neither extra_info.uid, extra_info.index nor a question, so "
+                "its group is unknown: such rows are bad_input (verl's preprocessing scripts write index into extra_info)"
             )
             return BAD_INPUT
         return {cfg.pairwise_group.group_key: group} if group is not None else None

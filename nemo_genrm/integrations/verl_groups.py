@@ -17,6 +17,15 @@ waits for the group by its key as the in-process judge does. The actor is an asy
 each waiting sample is a coroutine, not a thread, so a batch of any size waits together, and a
 worker awaits the reply without holding a thread either.
 
+The actor is not detached: Ray ends it with its owner, so it cannot outlive the job (a detached
+actor, holding a judge and perhaps GPUs, would stay on a shared cluster after the run unless
+something killed it, and nothing is sure to run at the end of a verl job). The price is that it
+dies with the worker that created it, or on its own. A call that finds it dead (Ray's
+``RayActorError``) therefore drops the dead handle, gets the actor again by its name or creates
+it (the caller then owns it), and sends its samples once more; a group whose members were
+waiting in the dead actor forms again in the new one, as each member's call is sent again.
+When the second try fails too, the call raises :class:`~nemo_genrm.errors.JudgeUnavailableError`.
+
 The reference and rubric modes judge each sample on its own and stay in the worker's process.
 """
 
@@ -25,6 +34,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,7 +43,7 @@ import ray
 
 from nemo_genrm.config import GenRMConfig
 from nemo_genrm.env.launch import STARTUP_ERRORS, keep_start_error
-from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
 from nemo_genrm.ray_env import actor_options
 
@@ -99,8 +110,25 @@ class GatheredReward:
     def __init__(self, section: Mapping[str, Any], config: GenRMConfig) -> None:
         self.config = config
         self.name = actor_name(section)
-        # Non-detached: the actor lives as long as the worker that created it, i.e. the run.
-        self._actor = _GroupJudge.options(**actor_options(name=self.name, get_if_exists=True)).remote(dict(section))
+        self._section = dict(section)
+        self._lock = threading.Lock()  # one replacement of a dead handle, however many calls find it dead
+        self._actor = self._connect()
+
+    def _connect(self) -> Any:
+        """The shared actor by its name, created (and owned by this process) when none lives.
+
+        Non-detached: the actor ends with its owner, so it cannot outlive the job (see the
+        module docstring).
+        """
+        return _GroupJudge.options(**actor_options(name=self.name, get_if_exists=True)).remote(self._section)
+
+    def _replace(self, dead: Any) -> Any:
+        """A live handle in place of ``dead``: the one another call already got, or a new one."""
+        with self._lock:
+            if self._actor is dead:
+                logger.warning("pairwise_group: the shared judge actor %s died; getting or starting it again", self.name)
+                self._actor = self._connect()
+            return self._actor
 
     @property
     def mode(self) -> str:
@@ -116,18 +144,39 @@ class GatheredReward:
     ) -> list[Judgement]:
         """:meth:`JudgeReward.ajudge` in the shared actor: one remote call per sample, awaited.
 
+        A call that finds the actor dead gets it again (or starts it) and sends its samples
+        once more, once per call.
+
         Raises:
             ConfigError, JudgeStartupError, JudgeUnavailableError, JudgeClosedError: As the
                 in-process judge raises them, unwrapped from Ray's error.
+            JudgeUnavailableError: The actor was dead, and again after it was got once more.
         """
         size = len(answers)
-        references = list(references) if references is not None else [None] * size
-        questions = list(questions) if questions is not None else [None] * size
-        extras = list(extras) if extras is not None else [None] * size
-        refs = [
-            self._actor.judge.remote(answer, reference, question, dict(extra) if extra is not None else None)
-            for answer, reference, question, extra in zip(answers, references, questions, extras, strict=True)
-        ]
+        samples = list(
+            zip(
+                answers,
+                list(references) if references is not None else [None] * size,
+                list(questions) if questions is not None else [None] * size,
+                [dict(e) if e is not None else None for e in extras] if extras is not None else [None] * size,
+                strict=True,
+            )
+        )
+        actor = self._actor
+        try:
+            return await self._send(actor, samples)
+        except ray.exceptions.RayActorError as exc:
+            died_at = time.monotonic()
+            actor, first = self._replace(actor), exc
+        try:
+            return await self._send(actor, samples)
+        except ray.exceptions.RayActorError as exc:
+            raise self._gone(first, exc, time.monotonic() - died_at) from exc
+
+    @staticmethod
+    async def _send(actor: Any, samples: list[tuple]) -> list[Judgement]:
+        """Every sample to ``actor``, awaited; the package's own errors unwrapped from Ray's."""
+        refs = [actor.judge.remote(*sample) for sample in samples]
         try:
             return [await ref for ref in refs]
         except ray.exceptions.RayTaskError as exc:
@@ -136,9 +185,24 @@ class GatheredReward:
                 raise cause.with_traceback(None) from None
             raise
 
+    def _gone(self, first: BaseException, second: BaseException, down_s: float) -> JudgeUnavailableError:
+        return JudgeUnavailableError(
+            f"the shared pairwise judge actor {self.name} died ({type(first).__name__}), and the one got "
+            f"or started in its place failed too ({type(second).__name__}: {(str(second).splitlines() or [''])[0]}); "
+            "see the Ray logs of the GroupJudgeActor for why it died",
+            down_s,
+        )
+
     def metrics(self) -> dict[str, float]:
-        """The shared judge's ``genrm/*`` metrics of its last judge call (blocks: not for the event loop)."""
-        return ray.get(self._actor.metrics.remote())
+        """The shared judge's ``genrm/*`` metrics of its last judge call (blocks: not for the event loop).
+
+        A dead actor is got again once (its metrics then start empty).
+        """
+        actor = self._actor
+        try:
+            return ray.get(actor.metrics.remote())
+        except ray.exceptions.RayActorError:
+            return ray.get(self._replace(actor).metrics.remote())
 
     def close(self) -> None:
         """Nothing to free here: the actor belongs to the run and ends with its owner."""

@@ -87,3 +87,23 @@ def http_section(base_url: str | None, **judge: Any) -> dict[str, Any]:
         "judge": {"backend": "http", "model_name": "judge", "http": http, **judge},
         "resources": {"gpus_per_replica": 0},
     }
+
+
+def count_judge_builds() -> list[object]:
+    """Record every JudgeReward the TRL drop-in builds from now on (in this process).
+
+    Returns:
+        The list each built JudgeReward is appended to.
+    """
+    from nemo_genrm.integrations import trl as trl_dropin
+
+    built: list[object] = []
+    base = trl_dropin.JudgeReward
+
+    class Counted(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    trl_dropin.JudgeReward = Counted
+    return built

@@ -176,3 +176,82 @@ def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
     assert [g["genrm_reason"] for g in got] == ["bad_input"] * size + ["judged"]
     assert [g["score"] for g in got] == [0.0] * size + [1.0]  # a parquet row's array of items is a list
     assert asked == 1  # only the well-formed rubric reached the judge
+
+
+def test_verl_pairwise_groups_by_extra_info_uid_before_index():
+    """A dataset's own ``extra_info.uid`` names the group; ``index`` is read only without it.
+
+    Rows 0-3 share uid ``a`` and rows 4-7 uid ``b``, while their ``index`` alternates (0, 1, 0,
+    ...), so grouping by index would rank rows 0, 2, 4, 6 together and give other win rates.
+    """
+    from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
+
+    working = list(range(8))  # distinct: every pair has a winner
+    rows = [{"uid": "ab"[r // 4], "index": r % 2} for r in range(8)]
+    reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
+
+    async def score_all(section):
+        return await asyncio.gather(*(
+            verl_dropin.compute_score("math", "Answer: 7. " + "because " * w, None, row, genrm_config=section)
+            for w, row in zip(working, rows, strict=True)
+        ))  # fmt: skip
+
+    with StandInServer(lambda body: more_working_wins(StandInServer.user_text(body))) as server:
+        try:
+            got = asyncio.run(score_all({**http_section(server.base_url), "reward": reward}))
+        finally:
+            verl_dropin.close_shared_rewards()
+    # Within each uid group the working is 0..3 (+4 for b): win rates 0, 1/3, 2/3, 1 in both.
+    assert [g["score"] for g in got] == pytest.approx([0, 1 / 3, 2 / 3, 1] * 2)
+    assert {g["genrm_reason"] for g in got} == {"judged"}
+
+
+class _FakeActor:
+    """A handle on the verl groups' shared actor: dead (every call raises Ray's ActorDiedError), or live."""
+
+    def __init__(self, alive: bool) -> None:
+        self.alive, self.calls = alive, 0
+        self.judge = self  # handle.judge.remote(...) as Ray's handles are called
+
+    def remote(self, *args):
+        import ray
+
+        from nemo_genrm.integrations.judge_reward import Judgement
+
+        self.calls += 1
+
+        async def reply():
+            if not self.alive:
+                raise ray.exceptions.ActorDiedError()
+            return Judgement(1.0, "judged", None, args[0])
+
+        return reply()
+
+
+def _gathered_with(monkeypatch, handles: list[_FakeActor]):
+    """A GatheredReward whose get-or-create hands out ``handles`` in turn (no Ray cluster)."""
+    from nemo_genrm.config import GenRMConfig, validate
+    from nemo_genrm.integrations import verl_groups
+
+    section = {**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 2}}}
+    given = iter(handles)
+    monkeypatch.setattr(verl_groups.GatheredReward, "_connect", lambda self: next(given))
+    return verl_groups.GatheredReward(section, validate(GenRMConfig, section, prefix="env.genrm"))
+
+
+def test_verl_shared_judge_found_dead_is_got_again_once_per_call(monkeypatch):
+    """A dead shared actor is dropped and got (or created) again; still dead: JudgeUnavailableError."""
+    from nemo_genrm.errors import JudgeUnavailableError
+
+    dead, live = _FakeActor(alive=False), _FakeActor(alive=True)
+    reward = _gathered_with(monkeypatch, [dead, live])
+    got = asyncio.run(reward.ajudge(["Answer: 1"], None, None, [{"group_id": 0}]))
+    assert [j.reason for j in got] == ["judged"] and (dead.calls, live.calls) == (1, 1)
+    asyncio.run(reward.ajudge(["Answer: 2"], None, None, [{"group_id": 0}]))
+    assert (dead.calls, live.calls) == (1, 2)  # the live handle is kept for later calls
+
+    first, second = _FakeActor(alive=False), _FakeActor(alive=False)
+    reward = _gathered_with(monkeypatch, [first, second])
+    with pytest.raises(JudgeUnavailableError, match=reward.name):
+        asyncio.run(reward.ajudge(["Answer: 1"], None, None, [{"group_id": 0}]))
+    assert (first.calls, second.calls) == (1, 1)  # got again once in the call, then raised

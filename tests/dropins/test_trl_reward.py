@@ -229,7 +229,8 @@ def test_pairwise_groups_split_between_processes_are_ranked_whole(tmp_path, tiny
     """Two processes (torchrun, gloo on CPU): each gets 2 of a prompt's 4 completions per step.
 
     TRL calls every process's reward function at the same step with that process's slice; the
-    expected reward of each completion is its win rate among all 4 of its group, by hand.
+    expected reward of each completion is its win rate among all 4 of its group, by hand. Only
+    process 0 builds a judge.
     """
     model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
     script = Path(__file__).with_name("trl_two_processes.py")
@@ -241,8 +242,42 @@ def test_pairwise_groups_split_between_processes_are_ranked_whole(tmp_path, tiny
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world"] for r in ranks] == [2, 2]
+    assert [r["built"] for r in ranks] == [1, 0]  # only process 0 judges, so only it builds a judge
     assert len(ranks[0]["calls"]) == len(ranks[1]["calls"]) == 2
     for first, second in zip(ranks[0]["calls"], ranks[1]["calls"], strict=True):
         assert len(set(first["prompts"] + second["prompts"])) == 1, "one prompt's group, split in two"
         expected = _expected_pairwise(first["completions"] + second["completions"], 4)
         assert first["rewards"] + second["rewards"] == pytest.approx(expected), (first, second)
+
+
+def _torchrun(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+               "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+               str(Path(__file__).with_name(script)), *args]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
+    """Two processes, no trainer: a rank that fails before the exchange makes every rank raise.
+
+    Only process 0 builds a judge (it alone judges pairwise groups). A completion one rank cannot
+    read, or a column it cannot send, raises there as itself and on the other rank as an error
+    naming it, at once (a rank left waiting in the exchange would time out after 15 s, with
+    another error); the next call finds both ranks in step again. A judge gone for good, which
+    only process 0 asks, is raised on both.
+    """
+    with StandInServer(lambda body: more_letters_wins("e")(StandInServer.user_text(body))) as server:
+        done = _torchrun("trl_rank_failures.py", str(tmp_path), server.base_url, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["built"] for r in ranks] == [2, 0]  # two rewards, their judges on process 0 alone
+    expected = _expected_pairwise(["e", "eee", "ee", "eeee"], 4)
+    good, unreadable, unsendable, again, gone = zip(ranks[0]["calls"], ranks[1]["calls"], strict=True)
+    for first, second in (good, again):
+        assert first["rewards"] + second["rewards"] == pytest.approx(expected)
+    assert unreadable[1]["error"] == "TypeError"
+    assert unreadable[0]["error"] == "ProcessFailedError" and "process 1" in unreadable[0]["message"]
+    assert "TypeError" in unreadable[0]["message"]
+    assert unsendable[0]["error"] == "TypeError" and "pickle" in unsendable[0]["message"]
+    assert unsendable[1]["error"] == "ProcessFailedError" and "process 0" in unsendable[1]["message"]
+    assert [g["error"] for g in gone] == ["JudgeUnavailableError"] * 2  # found on process 0, raised on both

@@ -160,3 +160,53 @@ def test_the_shared_judge_raises_the_packages_own_errors(ray_cluster, judge_serv
     with pytest.raises(ConfigError, match="judge.tokenizer") as raised:
         asyncio.run(reward.ajudge(["Answer: 7"], None, None, [{"group_id": 0}]))
     assert raised.type is ConfigError  # unwrapped from Ray's RayTaskError
+
+
+def _wait_dead(handle) -> None:
+    """Return once calls on ``handle`` fail (Ray kills an actor, and what it owns, asynchronously)."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.metrics.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the shared judge actor is still alive")
+
+
+def test_a_dead_shared_judge_is_started_again_by_the_next_call(manager, judge_server):
+    """The shared actor dies between two steps, with the process that owns it.
+
+    verl's workers hold a handle on the actor after a step. It is killed, created again by
+    another process (as by the first worker that asks), and that owner dies, taking the actor
+    with it (Ray ends a non-detached actor with its owner). The next step's calls find their
+    handles dead, get the actor again (one of them creates it) and every row still gets its
+    group's win rate.
+    """
+    import ray
+
+    from nemo_genrm.config import GenRMConfig, validate
+    from nemo_genrm.integrations.verl_groups import GatheredReward, actor_name
+
+    section = _section(judge_server.base_url, 4)
+    name = actor_name(section)
+
+    def step(first_index: int) -> None:
+        data, expected = _batch(4, groups=3, first_index=first_index)
+        assert manager.compute_rm_score(data).batch["rm_scores"].sum(-1).tolist() == pytest.approx(expected)
+
+    step(7000)  # both workers hold a handle on the actor now
+    first = ray.get_actor(name)
+    ray.kill(first, no_restart=True)
+    _wait_dead(first)
+    owner = ray.remote(num_cpus=0)(GatheredReward).remote(section, validate(GenRMConfig, section, prefix="env.genrm"))
+    assert ray.get(owner.metrics.remote()) is not None  # the owner created the actor and reached it
+    owned = ray.get_actor(name)
+    ray.kill(owner, no_restart=True)
+    _wait_dead(owned)
+    step(7100)
+    assert ray.get(ray.get_actor(name).metrics.remote()) is not None

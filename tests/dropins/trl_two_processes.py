@@ -4,8 +4,8 @@ Usage: python -m torch.distributed.run --nproc_per_node 2 trl_two_processes.py O
 
 Each process gets 2 of a prompt's 4 completions per step (per_device_train_batch_size 2,
 num_generations 4), so every GRPO group is split between the two processes. The pairwise reward
-asks the stand-in judge at BASE_URL; each rank writes what TRL passed its reward function and
-what the function returned to OUT_DIR/rank<r>.json.
+asks the stand-in judge at BASE_URL; each rank writes what TRL passed its reward function, what
+the function returned and how many judges it built to OUT_DIR/rank<r>.json.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from datasets import Dataset
+from dropins_support import count_judge_builds
 from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
@@ -39,7 +40,8 @@ def main(out_dir: str, base_url: str, model: str) -> None:
         "resources": {"gpus_per_replica": 0},
         "reward": {"mode": "pairwise_group"},
     }
-    reward = Recording(section, name="pairwise")
+    built = count_judge_builds()
+    reward = Recording(section, name="pairwise")  # before the trainer starts torch.distributed, as usual
     tokenizer = AutoTokenizer.from_pretrained(model)
     # Completions of three tokens drawn from "e", "a" and ".": the judge counts the e's.
     allowed = {tokenizer.convert_tokens_to_ids(t) for t in ("e", "a", ".")}
@@ -65,7 +67,7 @@ def main(out_dir: str, base_url: str, model: str) -> None:
     trainer.train()
     rank = trainer.accelerator.process_index
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"world": trainer.accelerator.num_processes,
-                                                             "calls": reward.calls}))  # fmt: skip
+                                                             "calls": reward.calls, "built": len(built)}))  # fmt: skip
 
 
 if __name__ == "__main__":
