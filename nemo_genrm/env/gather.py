@@ -121,6 +121,7 @@ class GroupGate(Generic[T]):
         self._serial = itertools.count()
         self._timer: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._warned_at = float("-inf")  # when a short group was last warned about
 
     def admit(self, item: T, keys: Sequence[Hashable | None]) -> concurrent.futures.Future:
         """Hold one step call until its groups are settled.
@@ -213,7 +214,9 @@ class GroupGate(Generic[T]):
                 self._owed.pop(group.key, None)
                 self._owed[group.key] = _Owed(missing, now + self._memory_s, tag)
             calls += group.calls
-            _warn_short(group.arrived, self._size, self._wait_s, len(self._held))
+            if now - self._warned_at >= _WARN_EVERY_S:
+                self._warned_at = now
+                _warn_short(group.arrived, self._size, self._wait_s, len(self._held))
         self._forget(now)
         return calls
 
@@ -300,15 +303,11 @@ class GroupGate(Generic[T]):
 
 
 _WARN_EVERY_S = 60.0
-_last_warning = [float("-inf")]
 
 
 def _warn_short(arrived: int, size: int, wait_s: float, held: int) -> None:
-    """Say, at most once a minute, that a group was masked short and what usually causes it."""
-    now = time.monotonic()
-    if now - _last_warning[0] < _WARN_EVERY_S:
-        return
-    _last_warning[0] = now
+    """Say that a group was masked short and what usually causes it (the gate says it at most
+    once every ``_WARN_EVERY_S``)."""
     logger.warning(
         "pairwise_group: a group was masked short (%d of %d responses within group_wait_ms = %.0f ms; "
         "%d step calls held for their groups). If one group's responses finish further apart, raise "
