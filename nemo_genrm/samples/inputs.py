@@ -36,12 +36,16 @@ class PreparedSample:
             answer (reference mode), or the whole response shortened to
             ``prompt.response.max_chars`` (modes that judge the response); ``None`` when there
             is none.
+        value: The bare final answer the response states (reference mode), for value-level
+            checks beside the judge; ``None`` when there is none or the mode judges the whole
+            response. ``answer`` may show it with the words around it; ``value`` is the value alone.
     """
 
     reason: str | None
     question: str = ""
     reference: str = ""
     answer: str | None = None
+    value: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -302,6 +306,7 @@ def prepare_sample(
         question=clean_text(_question(log, index, meta)),
         reference=clean_text(reference or ""),
         answer=clean_text(extracted.text),
+        value=clean_text(extracted.text),
     )
 
 
