@@ -30,7 +30,7 @@ from typing import Any
 
 import ray
 
-from nemo_genrm.grpo.checkpoint import Checkpointer
+from nemo_genrm.grpo.checkpoint import Checkpointer, RunFolders, plan_run
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
@@ -153,6 +153,7 @@ class GRPORun:
     policy_group: Any = None
     started_ray: bool = False
     guard: Any = None  # the orphan guard process, when this run started a local cluster
+    folders: RunFolders | None = None  # the run's own log and checkpoint folders
     _closed: bool = field(default=False, repr=False)
 
     def shutdown(self) -> None:
@@ -225,7 +226,12 @@ def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) ->
 
 
 def build_run(cfg: GRPOMasterConfig) -> GRPORun:
-    """Start Ray, the policy and the environment, and load the data.
+    """Choose the run's folders, start Ray, the policy and the environment, and load the data.
+
+    The run gets folders of its own under ``logger.log_dir`` and ``checkpointing.checkpoint_dir``
+    (or continues the run ``checkpointing.resume`` names; see
+    :func:`~nemo_genrm.grpo.checkpoint.plan_run`), and says so in one log line before anything
+    starts; :attr:`GRPORun.folders` and :attr:`GRPORun.cfg` hold them.
 
     Args:
         cfg: The validated config (``tiny://`` names are resolved here).
@@ -238,7 +244,9 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     """
     from transformers import AutoTokenizer
 
-    cfg = resolve_models(cfg)
+    folders = plan_run(cfg)
+    logger.info("%s", folders.describe(cfg.grpo.max_num_steps))
+    cfg = resolve_models(folders.apply(cfg))
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)
     builder = PolicyPromptRenderer(cfg.data, tokenizer)
@@ -262,7 +270,7 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None
         trainer = GRPOTrainer(cfg, policy, env, train, val, metrics_logger, checkpointer)
     except BaseException:
-        GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard).shutdown()  # type: ignore[arg-type]
+        GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard, folders).shutdown()  # type: ignore[arg-type]
         raise
-    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard)
+    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard, folders)
 
