@@ -225,7 +225,8 @@ class GRPOTrainer:
             return None
         from tqdm.auto import tqdm
 
-        return tqdm(total=last, initial=step, desc="GRPO", unit="step", dynamic_ncols=True)
+        # On a terminal only: elsewhere the per-step log line is the progress (no redrawn bar in files).
+        return tqdm(total=last, initial=step, desc="GRPO", unit="step", dynamic_ncols=True, disable=None)
 
     @staticmethod
     def _due(step: int, period: int) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 
 import ray
 
+from nemo_genrm.console import heartbeat
 from nemo_genrm.grpo.checkpoint import Checkpointer, RunFolders, plan_run
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
@@ -253,19 +254,24 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     max_prompt = cfg.policy.max_total_sequence_length - cfg.policy.generation.max_new_tokens
     train, val = builder.render_all(splits.train, max_prompt), builder.render_all(splits.val, max_prompt)
     start = time.perf_counter()
-    started = _start_ray(cfg)
+    with heartbeat("starting Ray"):
+        started = _start_ray(cfg)
     guard = None
     if started:
         _stop_on_signals()
         if not os.environ.get("RAY_ADDRESS"):  # our own local cluster: its processes are ours
             guard = start_guard()
-    logger.info("Ray ready in %.1fs", time.perf_counter() - start)
+    logger.info(
+        "Ray ready in %.1fs; starting the policy and the judge (each loads its model in a process of its own)",
+        time.perf_counter() - start,
+    )
     policy = env = group = None
     metrics_logger = MetricsLogger(cfg.logger, run_config=cfg.model_dump())
     try:
-        policy, group, share = _start_policy(cfg)
-        env = _start_env(cfg, group, share)
-        ray.get(policy.describe.remote())
+        with heartbeat("starting the policy and the judge"):
+            policy, group, share = _start_policy(cfg)
+            env = _start_env(cfg, group, share)
+            ray.get(policy.describe.remote())
         logger.info("Policy and judge ready in %.1fs", time.perf_counter() - start)
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None
         trainer = GRPOTrainer(cfg, policy, env, train, val, metrics_logger, checkpointer)
