@@ -90,6 +90,11 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
         "NEMO_GENRM_CACHE": tiny_cache_dir,
     }
     first = _run(tmp_path, env, steps=2)
+    # What the reader of a log file sees (the output is a pipe here): what starts, first; plain
+    # lines, with no redrawn progress bars (\r) and no colour codes (Ray's worker prefixes).
+    assert "GRPO with a GenRM judge (--engine builtin): loading" in first.stderr.splitlines()[0], first.stderr[:2000]
+    for stream in (first.stdout, first.stderr):
+        assert "\r" not in stream and "\x1b[" not in stream, repr(stream[-3000:])
     assert f"Run exp_001: a new run (checkpointing.resume=true would continue the newest run); checkpoints in {tmp_path / 'ckpt' / 'exp_001'}, logs in {tmp_path / 'logs' / 'exp_001'}" in first.stderr
     logs, ckpts = tmp_path / "logs" / "exp_001", tmp_path / "ckpt" / "exp_001"
     records = _records(logs)
