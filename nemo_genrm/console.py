@@ -87,7 +87,9 @@ def no_library_bars_off_terminal() -> None:
 class Progress:
     """The handle :func:`progress` yields: call :meth:`update` after each unit of work."""
 
-    def __init__(self, bar: Any, desc: str, total: int, initial: int, unit: str, interval_s: float | None, log: logging.Logger):
+    def __init__(
+        self, bar: Any, desc: str, total: int, initial: int, unit: str, interval_s: float | None, log: logging.Logger
+    ):
         self._bar, self._desc, self._total, self._unit = bar, desc, total, unit
         self._interval_s, self._log = interval_s, log
         self._done = self._started_at = initial
@@ -117,7 +119,8 @@ class Progress:
         """``desc: 300/1200 steps (25%), 1m30s elapsed, about 4m30s left, loss=0.95``."""
         elapsed = (now or time.monotonic()) - self._start
         done_here = self._done - self._started_at
-        text = f"{self._desc}: {self._done}/{self._total} {self._unit}s ({100 * self._done / max(self._total, 1):.0f}%), {_duration(elapsed)} elapsed"
+        share = 100 * self._done / max(self._total, 1)
+        text = f"{self._desc}: {self._done}/{self._total} {self._unit}s ({share:.0f}%), {_duration(elapsed)} elapsed"
         if 0 < done_here and self._done < self._total:
             text += f", about {_duration(elapsed / done_here * (self._total - self._done))} left"
         if self._postfix:

@@ -63,10 +63,13 @@ PENDING: dict[tuple[str, str], str] = {
     ("docs/integrations.md", "from datasets import Dataset"): (
         "unmarked: needs TRL and a model from the hub, and genrm.yaml, shown after it"
     ),
-    ("docs/integrations.md", 'pairwise = GenRMReward.from_yaml("genrm.yaml", "env.genrm.reward.mode=pairwise_group", name="pairwise")'): (
-        "unmarked: needs TRL, genrm.yaml and a judge service"
+    (
+        "docs/integrations.md",
+        'pairwise = GenRMReward.from_yaml("genrm.yaml", "env.genrm.reward.mode=pairwise_group", name="pairwise")',
+    ): "unmarked: needs TRL, genrm.yaml and a judge service",
+    ("docs/integrations.md", "# resources_servers/genrm_judge/app.py"): (
+        "unmarked: a file to save in NeMo Gym's tree, not run here"
     ),
-    ("docs/integrations.md", "# resources_servers/genrm_judge/app.py"): "unmarked: a file to save in NeMo Gym's tree, not run here",
 }
 
 

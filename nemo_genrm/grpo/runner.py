@@ -276,7 +276,8 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None
         trainer = GRPOTrainer(cfg, policy, env, train, val, metrics_logger, checkpointer)
     except BaseException:
-        GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard, folders).shutdown()  # type: ignore[arg-type]
+        run = GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard, folders)  # type: ignore[arg-type]
+        run.shutdown()  # release what did start
         raise
     return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard, folders)
 

@@ -95,8 +95,11 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     assert "GRPO with a GenRM judge (--engine builtin): loading" in first.stderr.splitlines()[0], first.stderr[:2000]
     for stream in (first.stdout, first.stderr):
         assert "\r" not in stream and "\x1b[" not in stream, repr(stream[-3000:])
-    assert f"Run exp_001: a new run (checkpointing.resume=true would continue the newest run); checkpoints in {tmp_path / 'ckpt' / 'exp_001'}, logs in {tmp_path / 'logs' / 'exp_001'}" in first.stderr
     logs, ckpts = tmp_path / "logs" / "exp_001", tmp_path / "ckpt" / "exp_001"
+    assert (
+        "Run exp_001: a new run (checkpointing.resume=true would continue the newest run); "
+        f"checkpoints in {ckpts}, logs in {logs}"
+    ) in first.stderr
     records = _records(logs)
     assert [r["step"] for r in records] == [1, 2]
     for record in records:
@@ -219,7 +222,8 @@ def test_the_main_command_runs_from_any_folder(tmp_path, tiny_cache_dir, demo_mo
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     assert "GRPO finished steps 1..1" in proc.stdout
-    records = [json.loads(line) for line in (tmp_path / "logs" / "grpo_genrm_tiny" / "exp_001" / "metrics.jsonl").read_text().splitlines()]
+    metrics = tmp_path / "logs" / "grpo_genrm_tiny" / "exp_001" / "metrics.jsonl"  # the first run's own folder
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in records] == [1] and records[0]["genrm/num_samples"] == 128
     assert (tmp_path / "results" / "grpo_genrm_tiny" / "exp_001" / "step_1" / "policy" / "config.json").is_file()
     for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):

@@ -73,12 +73,15 @@ def test_a_terminal_gets_a_tqdm_bar_with_the_time_left():
 def test_a_file_gets_plain_lines_with_the_time_left_and_no_redraws(tmp_path):
     log = tmp_path / "out.log"
     with log.open("w") as sink:
-        proc = subprocess.run([sys.executable, "-c", PROGRESS_SCRIPT], stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", PROGRESS_SCRIPT], stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, timeout=60
+        )
     out = log.read_text()
     assert proc.returncode == 0, out
     assert "\r" not in out and "\x1b[" not in out, repr(out)
     lines = [line for line in out.splitlines() if "demo judge:" in line]
-    assert lines and all(re.search(r"demo judge: \d+/20 steps \(\d+%\), \d+s elapsed, about \d+s left, loss=", line) for line in lines), out
+    shape = r"demo judge: \d+/20 steps \(\d+%\), \d+s elapsed, about \d+s left, loss="
+    assert lines and all(re.search(shape, line) for line in lines), out
 
 
 def test_hub_warnings_are_printed_once(tmp_path):

@@ -23,7 +23,7 @@ def test_a_terminal_gets_a_bar_with_the_time_left_and_no_extra_lines(monkeypatch
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     log = logging.getLogger("nemo_genrm.demo.test_progress")
-    with caplog.at_level(logging.INFO, logger=log.name), training_progress("demo judge", 10, log, interval_s=0) as update:
+    with caplog.at_level(logging.INFO, logger=log.name), training_progress("demo judge", 10, log, 0) as update:
         for step in range(10):
             update(step, 1.0 / (step + 1))
     bar = terminal.getvalue()
@@ -39,7 +39,7 @@ def test_no_terminal_no_bar_but_plain_lines_with_the_time_left(monkeypatch, capl
     log = logging.getLogger("nemo_genrm.demo.test_progress")
     clock = iter(range(0, 1000, 10))  # each update is 10 s after the previous one
     monkeypatch.setattr(console.time, "monotonic", lambda: float(next(clock)))
-    with caplog.at_level(logging.INFO, logger=log.name), training_progress("demo policy", 6, log, interval_s=25) as update:
+    with caplog.at_level(logging.INFO, logger=log.name), training_progress("demo policy", 6, log, 25) as update:
         for step in range(6):
             update(step, 0.5)
     assert plain.getvalue() == ""  # a file gets no carriage-return bar

@@ -37,6 +37,8 @@ from nemo_genrm.grpo.config import load_grpo_config
 
 BLOCKS = all_blocks()
 SHELL_BLOCKS = [b for b in BLOCKS if b.lang in SHELL]
+YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml"]
+PYTHON_BLOCKS = [b for b in BLOCKS if b.lang in PYTHON]
 
 def _ids(found: list[Block]) -> list[str]:
     return [b.id for b in found]
@@ -105,7 +107,7 @@ def test_shell_commands_name_what_exists_and_configs_that_load(block, checkout, 
     _unless_pending(block, [p for argv in commands(block.text) for p in check_command(argv, checkout)])
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "yaml"], ids=_ids([b for b in BLOCKS if b.lang == "yaml"]))
+@pytest.mark.parametrize("block", YAML_BLOCKS, ids=_ids(YAML_BLOCKS))
 def test_yaml_blocks_parse(block):
     try:
         yaml.safe_load(block.text)
@@ -113,7 +115,7 @@ def test_yaml_blocks_parse(block):
         _unless_pending(block, [str(exc)])
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang in PYTHON], ids=_ids([b for b in BLOCKS if b.lang in PYTHON]))
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=_ids(PYTHON_BLOCKS))
 def test_python_blocks_compile(block):
     try:
         ast.parse(block.text, filename=block.id)
