@@ -12,22 +12,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
-from nemo_genrm.config import ConfigError, RewardBenchConfig, load_config, validate
-from nemo_genrm.errors import JudgeStartupError
-from nemo_genrm.evals import (
-    ComparisonError,
-    RewardBenchDataError,
-    compare_outcome,
-    evaluator_for,
-    examples_for,
-    load_reference,
-    open_judges,
-)
+if TYPE_CHECKING:
+    from nemo_genrm.config import RewardBenchConfig
+
+logger = logging.getLogger("run_reward_bench")
 
 
 def main(cfg: RewardBenchConfig) -> int:
     """Check inputs, start the judge, run the evaluation, clean up, compare; return the exit status."""
+    from nemo_genrm.evals import compare_outcome, evaluator_for, examples_for, load_reference, open_judges
+
     # Prompt, data and reference problems surface before the (possibly slow) judge start.
     evaluator = evaluator_for(cfg)  # RewardBench, or RewardBench 2 for protocol: best_of_4
     examples = examples_for(cfg)
@@ -50,13 +46,37 @@ def parse_config(argv: list[str] | None = None) -> RewardBenchConfig:
     parser.add_argument("--config", required=True, help="YAML config (see examples/configs/reward_bench_*.yaml)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides")
     args = parser.parse_args(argv)
+    from nemo_genrm.config import RewardBenchConfig, load_config, validate
+
     return validate(RewardBenchConfig, load_config(args.config, args.overrides, schema=RewardBenchConfig))
 
 
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def cli(argv: list[str] | None = None) -> int:
+    """The command: say what starts, load the config, evaluate; a mistake exits 2 with its fix."""
+    from nemo_genrm.console import no_library_bars_off_terminal, setup_console
+
+    setup_console()
+    logger.info("RewardBench evaluation: loading %s", " ".join(sys.argv[1:] if argv is None else argv))
+    no_library_bars_off_terminal()
+    from nemo_genrm.config import ConfigError
+
     try:
-        sys.exit(main(parse_config()))
+        cfg = parse_config(argv)  # a mistake in the config is told before the slow imports
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from nemo_genrm.console import heartbeat
+
+    logger.info("Importing torch, transformers and Ray (about a minute on the first start after an install)")
+    with heartbeat("importing torch, transformers and Ray"):
+        from nemo_genrm.errors import JudgeStartupError
+        from nemo_genrm.evals import ComparisonError, RewardBenchDataError
+    try:
+        return main(cfg)
     except (ConfigError, JudgeStartupError, RewardBenchDataError, ComparisonError) as err:
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

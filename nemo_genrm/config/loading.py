@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 import types
 import typing
@@ -60,8 +61,24 @@ def _load_with_defaults(path: Path, chain: tuple[Path, ...] = ()) -> DictConfig:
     merged = OmegaConf.create({})
     for name in names:
         parent = Path(name) if Path(name).is_absolute() else path.parent / name
+        if not parent.is_file():
+            raise ConfigError(_missing_parent(path, name, parent))
         merged = _merge(merged, _load_with_defaults(parent, (*chain, path.resolve())))
     return _merge(merged, cfg)
+
+
+def _missing_parent(child: Path, name: str, looked_at: Path) -> str:
+    """Where a ``defaults:`` entry was looked for, why there, and what to write instead."""
+    message = (
+        f"defaults: {name!r} in {child} was looked for at {looked_at.resolve()}, and there is no "
+        f"such file: a defaults path is relative to the folder of the file that names it "
+        f"({child.resolve().parent}), or absolute"
+    )
+    beside_cwd = Path.cwd() / name
+    if not Path(name).is_absolute() and beside_cwd.is_file():
+        relative = os.path.relpath(beside_cwd, child.resolve().parent)
+        message += f"; the {name!r} of the current folder is defaults: {relative}"
+    return message
 
 
 def load_config(

@@ -1,47 +1,37 @@
-"""Progress of the demo models' one-off training: a bar with the time left, and log lines.
+"""Progress of the demo models' one-off training: a bar with the time left, or plain lines.
 
-The demo judge trains for minutes on the first run; a user watching the terminal sees a tqdm
-bar (rate and time left) on stderr when it is a terminal, and a log line every ``every`` steps
-with the time left either way (tqdm stays quiet when stderr is not a terminal, as in CI logs).
+The demo judge trains for minutes on the first run. On a terminal the user sees a tqdm bar (rate,
+time left, loss) on stderr; when the output goes to a file or a pipe, a log line every
+``interval_s`` seconds says how far it is and about how long is left, with no redrawn bar
+(:func:`nemo_genrm.console.progress`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterator
+
+from nemo_genrm.console import progress
 
 __all__ = ["training_progress"]
 
 
 @contextlib.contextmanager
 def training_progress(
-    name: str, steps: int, log: logging.Logger, every: int = 100
+    name: str, steps: int, log: logging.Logger, interval_s: float = 30.0
 ) -> Iterator[Callable[[int, float], None]]:
     """Yield ``update(step, loss)``, to call after each of ``steps`` training steps.
 
     Args:
         name: What trains ("demo judge"), the bar's label and the log lines'.
         steps: Total steps.
-        log: Logger of the training module.
-        every: A log line every this many steps (0: none).
+        log: Logger of the training module (the plain lines go there).
+        interval_s: Seconds between the plain lines when the output is not a terminal.
     """
-    from tqdm.auto import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    start = time.perf_counter()
-    bar = tqdm(total=steps, desc=name, unit="step", disable=None)  # disabled when stderr is no terminal
-    # On a terminal the root logger's console lines are written through tqdm, above the bar.
-    redirect = contextlib.nullcontext() if bar.disable else logging_redirect_tqdm()
-    with redirect, bar:
+    with progress(name, steps, interval_s=interval_s, log=log) as bar:
 
         def update(step: int, loss: float) -> None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
-            done = step + 1
-            if every and done % every == 0 and done < steps:
-                left = (time.perf_counter() - start) / done * (steps - done)
-                log.info("%s step %d/%d loss %.3f (about %.0f s left)", name, done, steps, loss, left)
+            bar.update(1, loss=f"{loss:.3f}")
 
         yield update

@@ -17,6 +17,13 @@ incomplete, and the next older checkpoint is used.
 
 With ``keep_best`` the policy of the validation with the highest held-out reward so far is kept
 in ``<checkpoint_dir>/best`` (same layout; never pruned, never resumed from).
+
+The driver gives each run a folder of its own (:func:`plan_run`): ``exp_<NNN>`` under both
+``checkpointing.checkpoint_dir`` and ``logger.log_dir``, numbered as NeMo-RL numbers its log
+folders, so a rerun of the same command trains afresh beside the earlier runs instead of finding
+their last checkpoint. A run continues an earlier one only when ``checkpointing.resume`` asks
+(``true``: the newest run with a checkpoint; a path: that run folder), as torchtune's
+``resume_from_checkpoint`` does. :class:`Checkpointer` itself works in the one folder it is given.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ import logging
 import random
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,13 +44,19 @@ from nemo_genrm.files.atomic import write_json_atomic
 from nemo_genrm.grpo.config import CheckpointingConfig
 from nemo_genrm.grpo.handles import PolicyHandle
 
+if TYPE_CHECKING:
+    from nemo_genrm.grpo.config import GRPOMasterConfig
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["BEST_DIR", "Checkpointer", "STATE_FILE"]
+__all__ = ["BEST_DIR", "RUN_PREFIX", "STATE_FILE", "Checkpointer", "RunFolders", "plan_run"]
 
 STATE_FILE = "trainer_state.json"
 BEST_DIR = "best"
+RUN_PREFIX = "exp_"
+"""Run folders are ``exp_001``, ``exp_002``, ... (NeMo-RL's names for its log folders)."""
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+_RUN_DIR = re.compile(rf"^{RUN_PREFIX}(\d+)$")
 
 
 class Checkpointer:
@@ -167,7 +181,7 @@ class Checkpointer:
         random.setstate(rng["python"])
         torch.set_rng_state(rng["torch"])
         state = json.loads((path / STATE_FILE).read_text())
-        logger.info("Resumed from %s (step %d)", path, state["step"])
+        logger.debug("Resumed from %s (step %d)", path, state["step"])  # the run's line said it
         return state
 
     def _prune(self) -> None:
@@ -187,3 +201,115 @@ def _readable_state(path: Path) -> bool:
             logger.warning("%s cannot be read; that checkpoint is skipped", path)
         return False
     return isinstance(state, dict)
+
+
+# ---------------------------------------------------------------------------- run folders
+@dataclass(frozen=True)
+class RunFolders:
+    """Where one run writes, and what it continues.
+
+    Attributes:
+        name: The run's folder name (``exp_003``), the same under both roots.
+        log_dir: The run's log folder.
+        checkpoint_dir: The run's checkpoint folder (``None`` with checkpointing off).
+        resume_from: The checkpoint the run continues from, or ``None`` for a new run.
+        resumed_step: That checkpoint's step (0 for a new run).
+        note: Why a run asked to resume starts new, if it does.
+    """
+
+    name: str
+    log_dir: Path
+    checkpoint_dir: Path | None
+    resume_from: Path | None = None
+    resumed_step: int = 0
+    note: str = ""
+
+    def describe(self, max_num_steps: int) -> str:
+        """The one line that says what the run does: which run, new or resumed, and where it writes."""
+        where = f"logs in {self.log_dir}"
+        if self.checkpoint_dir is not None:
+            where = f"checkpoints in {self.checkpoint_dir}, {where}"
+        if self.resume_from is None:
+            why = f" ({self.note})" if self.note else " (checkpointing.resume=true would continue the newest run)"
+            return f"Run {self.name}: a new run{why}; {where}"
+        if self.resumed_step >= max_num_steps:
+            todo = f"nothing left to train: raise grpo.max_num_steps above {self.resumed_step} to continue it"
+        else:
+            todo = f"training steps {self.resumed_step + 1}..{max_num_steps}"
+        return f"Run {self.name}: resuming {self.resume_from} (step {self.resumed_step}), {todo}; {where}"
+
+    def apply(self, cfg: GRPOMasterConfig) -> GRPOMasterConfig:
+        """``cfg`` with the run's own folders, and ``resume`` true exactly when it continues a run."""
+        ckpt = cfg.checkpointing.model_copy(
+            update={
+                "checkpoint_dir": str(self.checkpoint_dir or cfg.checkpointing.checkpoint_dir),
+                "resume": self.resume_from is not None,
+            }
+        )
+        log = cfg.logger.model_copy(update={"log_dir": str(self.log_dir)})
+        return cfg.model_copy(update={"checkpointing": ckpt, "logger": log})
+
+
+def plan_run(cfg: GRPOMasterConfig) -> RunFolders:
+    """Choose the run's folders from ``checkpointing`` and ``logger`` (creating a new run's).
+
+    ``checkpointing.resume``: ``false`` starts ``exp_<N+1>``, one past the highest number under
+    either root; ``true`` continues the newest run under ``checkpoint_dir`` that has a complete
+    checkpoint (a new run, saying so, when none has); a path continues that run folder.
+
+    Raises:
+        ConfigError: ``resume`` names a folder that holds no complete checkpoint.
+    """
+    ckpt_cfg = cfg.checkpointing
+    log_root, ckpt_root = Path(cfg.logger.log_dir), Path(ckpt_cfg.checkpoint_dir)
+    resume = ckpt_cfg.resume if ckpt_cfg.enabled else False
+    note = ""
+    if isinstance(resume, str):
+        return _resumed(Path(resume), log_root, "checkpointing.resume")
+    if resume:
+        for number in sorted(_run_numbers(ckpt_root), reverse=True):
+            folder = ckpt_root / f"{RUN_PREFIX}{number:03d}"
+            if Checkpointer(ckpt_cfg.model_copy(update={"checkpoint_dir": str(folder)})).latest() is not None:
+                return _resumed(folder, log_root, "checkpointing.resume=true")
+        note = f"checkpointing.resume=true found no checkpoint in a run folder under {ckpt_root}"
+    roots = [log_root, ckpt_root] if ckpt_cfg.enabled else [log_root]
+    name = _claim_new_run(roots)
+    return RunFolders(name, log_root / name, ckpt_root / name if ckpt_cfg.enabled else None, note=note)
+
+
+def _resumed(folder: Path, log_root: Path, asked_by: str) -> RunFolders:
+    found = Checkpointer(CheckpointingConfig(checkpoint_dir=str(folder))).latest()
+    if found is None:
+        raise ConfigError(
+            [
+                f"{asked_by}: {folder} holds no complete checkpoint (a step_<N> folder with its "
+                f"{STATE_FILE}): give a run folder such as <checkpoint_dir>/exp_001, or "
+                "checkpointing.resume=false to start a new run"
+            ]
+        )
+    step = int(json.loads((found / STATE_FILE).read_text(encoding="utf-8"))["step"])
+    return RunFolders(folder.name, log_root / folder.name, folder, resume_from=found, resumed_step=step)
+
+
+def _run_numbers(root: Path) -> set[int]:
+    if not root.is_dir():
+        return set()
+    return {int(m.group(1)) for child in root.iterdir() if (m := _RUN_DIR.match(child.name)) and child.is_dir()}
+
+
+def _claim_new_run(roots: list[Path]) -> str:
+    """Create ``exp_<N>`` under every root, N one past the highest found; retry if another run took it."""
+    number = max((n for root in roots for n in _run_numbers(root)), default=0) + 1
+    while True:
+        name, created = f"{RUN_PREFIX}{number:03d}", []
+        try:
+            for root in roots:
+                root.mkdir(parents=True, exist_ok=True)
+                (root / name).mkdir()
+                created.append(root / name)
+        except FileExistsError:  # a run started at the same moment took this number
+            for folder in created:
+                folder.rmdir()
+            number = max((n for root in roots for n in _run_numbers(root)), default=number) + 1
+            continue
+        return name

@@ -214,7 +214,11 @@ class TensorboardConfig(StrictModel):
 class LoggerConfig(StrictModel):
     """The ``logger`` section: stdout, a metrics JSONL file, TensorBoard and wandb."""
 
-    log_dir: str = Field("logs/grpo_genrm", description="metrics.jsonl, TensorBoard and wandb files go here.")
+    log_dir: str = Field(
+        "logs/grpo_genrm",
+        description="Each run's metrics.jsonl, config.json, plot, TensorBoard and wandb files go in a "
+        "folder of its own here (exp_001, exp_002, ...: the name its checkpoint folder has too).",
+    )
     wandb_enabled: bool = Field(False, description="Log to Weights & Biases.")
     tensorboard_enabled: bool = Field(True, description="Write TensorBoard event files.")
     wandb: WandbConfig = Field(default_factory=WandbConfig)
@@ -227,10 +231,19 @@ class CheckpointingConfig(StrictModel):
     """The ``checkpointing`` section: saved state and resumption."""
 
     enabled: bool = Field(True, description="Save checkpoints.")
-    checkpoint_dir: str = Field("results/grpo_genrm", description="step_<N> folders go here.")
+    checkpoint_dir: str = Field(
+        "results/grpo_genrm",
+        description="Each run's step_<N> and best folders go in a folder of its own here (exp_001, "
+        "exp_002, ...), so a rerun never mixes with or resumes an earlier run unless asked.",
+    )
     save_period: int = Field(10, ge=1, description="Save every this many steps (and at the last step).")
     keep_last: int | None = Field(3, ge=1, description="Keep the newest this many checkpoints; null keeps all.")
-    resume: bool = Field(True, description="Resume from the newest checkpoint in checkpoint_dir.")
+    resume: bool | str = Field(
+        False,
+        description="false: a new run in a new exp_<N> folder; true: continue the newest run in "
+        "checkpoint_dir from its newest checkpoint (a new run when there is none); a path: continue "
+        "that run folder.",
+    )
     keep_best: bool = Field(
         True,
         description=(
@@ -260,8 +273,20 @@ class GRPOMasterConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOMasterConfig:
-        report_problems(self, _batch_problems(self) + _placement_problems(self))
+        report_problems(self, _batch_problems(self) + _placement_problems(self) + _resume_problems(self))
         return self
+
+
+def _resume_problems(cfg: GRPOMasterConfig) -> list[str]:
+    resume = cfg.checkpointing.resume
+    if resume is not False and not cfg.checkpointing.enabled:
+        return [
+            f"checkpointing.resume is {resume!r} but checkpointing.enabled is false: a run resumes "
+            "from its checkpoints; set checkpointing.enabled=true or checkpointing.resume=false"
+        ]
+    if isinstance(resume, str) and not resume.strip():
+        return ["checkpointing.resume is an empty path: give a run folder, true or false"]
+    return []
 
 
 def _batch_problems(cfg: GRPOMasterConfig) -> list[str]:

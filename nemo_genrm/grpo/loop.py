@@ -82,7 +82,10 @@ class RunSummary:
 
     def lines(self) -> list[str]:
         """A short human-readable report."""
-        out = [f"GRPO finished steps {self.first_step}..{self.last_step} in {self.elapsed_s:.1f}s"]
+        if self.last_step < self.first_step:  # resumed at or past grpo.max_num_steps
+            out = [f"GRPO trained no step: the run was already at step {self.last_step} ({self.elapsed_s:.1f}s)"]
+        else:
+            out = [f"GRPO finished steps {self.first_step}..{self.last_step} in {self.elapsed_s:.1f}s"]
         if self.resumed_from:
             out.append(f"  resumed from       {self.resumed_from}")
         if self.train_rewards:
@@ -162,8 +165,7 @@ class GRPOTrainer:
         if step >= self.cfg.grpo.max_num_steps:
             logger.warning(
                 "The checkpoint in %s is at step %d, already grpo.max_num_steps (%d): nothing to do. "
-                "Raise grpo.max_num_steps, or start over in another "
-                "checkpointing.checkpoint_dir",
+                "Raise grpo.max_num_steps to continue it, or drop checkpointing.resume to start a new run",
                 self.checkpointer.root if self.checkpointer else "-", step, self.cfg.grpo.max_num_steps,
             )
         if self.cfg.grpo.val_at_start and step == 0 and self.val_prompts:
@@ -223,7 +225,8 @@ class GRPOTrainer:
             return None
         from tqdm.auto import tqdm
 
-        return tqdm(total=last, initial=step, desc="GRPO", unit="step", dynamic_ncols=True)
+        # On a terminal only: elsewhere the per-step log line is the progress (no redrawn bar in files).
+        return tqdm(total=last, initial=step, desc="GRPO", unit="step", dynamic_ncols=True, disable=None)
 
     @staticmethod
     def _due(step: int, period: int) -> bool:

@@ -30,7 +30,8 @@ from typing import Any
 
 import ray
 
-from nemo_genrm.grpo.checkpoint import Checkpointer
+from nemo_genrm.console import heartbeat
+from nemo_genrm.grpo.checkpoint import Checkpointer, RunFolders, plan_run
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
@@ -153,6 +154,7 @@ class GRPORun:
     policy_group: Any = None
     started_ray: bool = False
     guard: Any = None  # the orphan guard process, when this run started a local cluster
+    folders: RunFolders | None = None  # the run's own log and checkpoint folders
     _closed: bool = field(default=False, repr=False)
 
     def shutdown(self) -> None:
@@ -225,7 +227,12 @@ def _start_env(cfg: GRPOMasterConfig, group: Any, policy_share: float | None) ->
 
 
 def build_run(cfg: GRPOMasterConfig) -> GRPORun:
-    """Start Ray, the policy and the environment, and load the data.
+    """Choose the run's folders, start Ray, the policy and the environment, and load the data.
+
+    The run gets folders of its own under ``logger.log_dir`` and ``checkpointing.checkpoint_dir``
+    (or continues the run ``checkpointing.resume`` names; see
+    :func:`~nemo_genrm.grpo.checkpoint.plan_run`), and says so in one log line before anything
+    starts; :attr:`GRPORun.folders` and :attr:`GRPORun.cfg` hold them.
 
     Args:
         cfg: The validated config (``tiny://`` names are resolved here).
@@ -238,31 +245,39 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     """
     from transformers import AutoTokenizer
 
-    cfg = resolve_models(cfg)
+    folders = plan_run(cfg)
+    logger.info("%s", folders.describe(cfg.grpo.max_num_steps))
+    cfg = resolve_models(folders.apply(cfg))
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)
     builder = PolicyPromptRenderer(cfg.data, tokenizer)
     max_prompt = cfg.policy.max_total_sequence_length - cfg.policy.generation.max_new_tokens
     train, val = builder.render_all(splits.train, max_prompt), builder.render_all(splits.val, max_prompt)
     start = time.perf_counter()
-    started = _start_ray(cfg)
+    with heartbeat("starting Ray"):
+        started = _start_ray(cfg)
     guard = None
     if started:
         _stop_on_signals()
         if not os.environ.get("RAY_ADDRESS"):  # our own local cluster: its processes are ours
             guard = start_guard()
-    logger.info("Ray ready in %.1fs", time.perf_counter() - start)
+    logger.info(
+        "Ray ready in %.1fs; starting the policy and the judge (each loads its model in a process of its own)",
+        time.perf_counter() - start,
+    )
     policy = env = group = None
     metrics_logger = MetricsLogger(cfg.logger, run_config=cfg.model_dump())
     try:
-        policy, group, share = _start_policy(cfg)
-        env = _start_env(cfg, group, share)
-        ray.get(policy.describe.remote())
+        with heartbeat("starting the policy and the judge"):
+            policy, group, share = _start_policy(cfg)
+            env = _start_env(cfg, group, share)
+            ray.get(policy.describe.remote())
         logger.info("Policy and judge ready in %.1fs", time.perf_counter() - start)
         checkpointer = Checkpointer(cfg.checkpointing) if cfg.checkpointing.enabled else None
         trainer = GRPOTrainer(cfg, policy, env, train, val, metrics_logger, checkpointer)
     except BaseException:
-        GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard).shutdown()  # type: ignore[arg-type]
+        run = GRPORun(cfg, None, policy, env, metrics_logger, group, started, guard, folders)  # type: ignore[arg-type]
+        run.shutdown()  # release what did start
         raise
-    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard)
+    return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard, folders)
 

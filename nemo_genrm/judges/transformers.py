@@ -125,7 +125,9 @@ class TransformersWorker:
     # ------------------------------------------------------------------------------ loading
     def _load_model(self) -> torch.nn.Module:
         from transformers import AutoModelForCausalLM, GenerationConfig
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a worker's output is no terminal: a bar there is \r noise
         kwargs: dict[str, Any] = {"dtype": DTYPES[self.config.precision]}
         if self.world_size > 1:
             kwargs.update(tensor_parallel_kwargs(self.world_size, self.device))

@@ -120,7 +120,7 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
-    records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "logs" / "exp_001" / "metrics.jsonl").read_text().splitlines()]
     exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
     assert sorted(exact) == list(range(0, 65, 8))
     # The policy learns from the judge's reward alone, and holds what it learned to the last step

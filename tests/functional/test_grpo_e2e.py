@@ -1,9 +1,11 @@
-"""The README's command end to end: the real entry point, the default (tiny, CPU) config, a resume.
+"""The README's command end to end: the real entry point, the default (tiny, CPU) config, a rerun, a resume.
 
-Two runs of ``examples/run_grpo_genrm.py`` in subprocesses (joining the session's Ray cluster
-through ``RAY_ADDRESS`` to save a Ray start each): the first trains steps 1-2 and checkpoints;
-the second, asked for 3 steps, resumes from step 2 and runs step 3 only. Assertions are on the
-logged metrics, not only on exit codes.
+Three runs of ``examples/run_grpo_genrm.py`` in subprocesses (joining the session's Ray cluster
+through ``RAY_ADDRESS`` to save a Ray start each) in the same folder: the first trains steps 1-2
+and checkpoints; the second, the same command again, is a new run in a folder of its own that
+trains from step 1 (it used to find the first run's last checkpoint and train nothing); the
+third asks ``checkpointing.resume=true`` for 3 steps, resumes the newest run from its step 2 and
+runs step 3 only. Assertions are on the logged metrics, not only on exit codes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 
 
-def _run(tmp_path: Path, env: dict[str, str], steps: int) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, env: dict[str, str], steps: int, *more: str) -> subprocess.CompletedProcess:
     overrides = [
         f"grpo.max_num_steps={steps}",
         "grpo.val_period=2",
@@ -32,6 +34,7 @@ def _run(tmp_path: Path, env: dict[str, str], steps: int) -> subprocess.Complete
         f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
         f"logger.log_dir={tmp_path / 'logs'}",
         "policy.generation.max_new_tokens=12",
+        *more,
     ]
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *overrides],
@@ -74,8 +77,8 @@ def demo_models(tiny_cache_dir: str) -> None:
     cached_demo_policy(cache_dir=tiny_cache_dir)
 
 
-def _records(tmp_path: Path) -> list[dict]:
-    lines = (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()
+def _records(log_dir: Path) -> list[dict]:
+    lines = (log_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -87,7 +90,17 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
         "NEMO_GENRM_CACHE": tiny_cache_dir,
     }
     first = _run(tmp_path, env, steps=2)
-    records = _records(tmp_path)
+    # What the reader of a log file sees (the output is a pipe here): what starts, first; plain
+    # lines, with no redrawn progress bars (\r) and no colour codes (Ray's worker prefixes).
+    assert "GRPO with a GenRM judge (--engine builtin): loading" in first.stderr.splitlines()[0], first.stderr[:2000]
+    for stream in (first.stdout, first.stderr):
+        assert "\r" not in stream and "\x1b[" not in stream, repr(stream[-3000:])
+    logs, ckpts = tmp_path / "logs" / "exp_001", tmp_path / "ckpt" / "exp_001"
+    assert (
+        "Run exp_001: a new run (checkpointing.resume=true would continue the newest run); "
+        f"checkpoints in {ckpts}, logs in {logs}"
+    ) in first.stderr
+    records = _records(logs)
     assert [r["step"] for r in records] == [1, 2]
     for record in records:
         pinned = PINNED[record["step"]]
@@ -111,24 +124,34 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     # The half-trained policy is right on some samples of a question and wrong on others, so the
     # judge's binary rewards vary within groups and the update is not empty.
     assert any(r["train/advantage_abs_mean"] > 0 for r in records)
-    ckpt = tmp_path / "ckpt" / "step_2"
+    ckpt = ckpts / "step_2"
     assert (ckpt / "trainer_state.json").is_file() and (ckpt / "optimizer.pt").is_file()
     assert (ckpt / "policy" / "config.json").is_file()
     # The only validation (step 2) is the best so far: its policy is kept apart, never pruned.
-    assert json.loads((tmp_path / "ckpt" / "best" / "trainer_state.json").read_text())["step"] == 2
-    assert (tmp_path / "ckpt" / "best" / "policy" / "config.json").is_file()
-    assert list((tmp_path / "logs" / "tensorboard").glob("events.out.tfevents.*"))
-    assert "GRPO finished steps 1..2" in first.stdout and str(tmp_path / "logs") in first.stdout
+    assert json.loads((ckpts / "best" / "trainer_state.json").read_text())["step"] == 2
+    assert (ckpts / "best" / "policy" / "config.json").is_file()
+    assert list((logs / "tensorboard").glob("events.out.tfevents.*"))
+    assert "GRPO finished steps 1..2" in first.stdout and str(logs) in first.stdout
     # The demo's closing lines: its reward-hacking check ran through the driver's environment handle.
     hacking = re.search(r"reward hacking +(\d+)/(\d+) verdict-dictating answers rejected", first.stdout)
     assert hacking and int(hacking[2]) > 0, first.stdout
 
-    second = _run(tmp_path, env, steps=3)
-    assert "GRPO finished steps 3..3" in second.stdout
-    assert f"resumed from       {ckpt}" in second.stdout
-    assert [r["step"] for r in _records(tmp_path)] == [1, 2, 3]
-    assert (tmp_path / "ckpt" / "step_3" / "trainer_state.json").is_file()
-    state = json.loads((tmp_path / "ckpt" / "step_3" / "trainer_state.json").read_text())
+    # The same command again (one step, to keep it short): a new run beside the first, from step 1.
+    again = _run(tmp_path, env, steps=1)
+    assert "Run exp_002: a new run" in again.stderr and "GRPO finished steps 1..1" in again.stdout
+    rerun = _records(tmp_path / "logs" / "exp_002")
+    assert [r["step"] for r in rerun] == [1]
+    assert {key: rerun[0][key] for key in PINNED[1]} == pytest.approx(PINNED[1], abs=1e-4)  # afresh: the same step 1
+    assert [r["step"] for r in _records(logs)] == [1, 2]  # the first run's records are untouched
+
+    second = _run(tmp_path, env, 3, "checkpointing.resume=true")
+    newest = tmp_path / "ckpt" / "exp_002"
+    assert f"Run exp_002: resuming {newest / 'step_1'} (step 1), training steps 2..3" in second.stderr
+    assert "GRPO finished steps 2..3" in second.stdout
+    assert f"resumed from       {newest / 'step_1'}" in second.stdout
+    assert [r["step"] for r in _records(tmp_path / "logs" / "exp_002")] == [1, 2, 3]
+    assert (newest / "step_3" / "trainer_state.json").is_file()
+    state = json.loads((newest / "step_3" / "trainer_state.json").read_text())
     # 3 steps x 16 prompts over the 42 training questions: into the second epoch by 6.
     assert state["step"] == 3 and state["sampler"]["position"] == 3 * 16 - 42
 
@@ -169,12 +192,13 @@ def test_colocated_judge_shares_the_policy_gpu_and_sleeps_between_steps(tmp_path
     finally:
         run.shutdown()
     assert summary.last_step == 1
-    record = json.loads((tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()[0])
+    assert run.folders is not None and run.folders.log_dir == tmp_path / "logs" / "exp_001"
+    record = json.loads((run.folders.log_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert record["genrm/wake_s"] > 0 and record["genrm/sleep_s"] > 0  # woke to score, slept after
     # 2 prompts x 4 samples; the demo policy at temperature 2.4 may end at once (no answer, not judged).
     assert record["genrm/count/judged"] + record["genrm/count/no_answer"] == 8
     assert record["genrm/count/judged"] >= 6
-    assert list((tmp_path / "logs" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert list((run.folders.log_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     with pytest.raises(ValueError):
         ray_cluster.util.get_placement_group(POLICY_GROUP)  # released at shutdown
 
@@ -198,8 +222,9 @@ def test_the_main_command_runs_from_any_folder(tmp_path, tiny_cache_dir, demo_mo
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     assert "GRPO finished steps 1..1" in proc.stdout
-    records = [json.loads(line) for line in (tmp_path / "logs" / "grpo_genrm_tiny" / "metrics.jsonl").read_text().splitlines()]
+    metrics = tmp_path / "logs" / "grpo_genrm_tiny" / "exp_001" / "metrics.jsonl"  # the first run's own folder
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in records] == [1] and records[0]["genrm/num_samples"] == 128
-    assert (tmp_path / "results" / "grpo_genrm_tiny" / "step_1" / "policy" / "config.json").is_file()
+    assert (tmp_path / "results" / "grpo_genrm_tiny" / "exp_001" / "step_1" / "policy" / "config.json").is_file()
     for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):
         assert packaging not in proc.stderr, proc.stderr[-6000:]

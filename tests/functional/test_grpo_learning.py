@@ -129,6 +129,7 @@ def test_a_resumed_run_continues_exactly_where_it_stopped(tmp_path, tiny_cache_d
         cfg.grpo.max_num_steps = steps
         cfg.checkpointing.enabled = True
         cfg.checkpointing.save_period = 2
+        cfg.checkpointing.resume = True  # the trainer continues what its folder holds
         cfg.checkpointing.checkpoint_dir = str(tmp_path / folder / "ckpt")
         torch.manual_seed(seed_noise)  # a resumed process starts from unrelated RNG state
         policy = PolicyWorker(cfg.policy, cfg.loss_fn, seed=0)

@@ -69,7 +69,7 @@ def _start_driver(tmp_path: Path, cache_dir: str) -> subprocess.Popen:
         "policy.generation.max_new_tokens=8",
         "++cluster.num_cpus=4",
     ]
-    metrics = tmp_path / "logs" / "metrics.jsonl"
+    metrics = tmp_path / "logs" / "exp_001" / "metrics.jsonl"  # the run's own folder
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), *overrides],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

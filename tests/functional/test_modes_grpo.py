@@ -47,7 +47,7 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
     finally:
         run.shutdown()
     assert summary.last_step == 1
-    record = json.loads((tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()[0])
+    record = json.loads((run.folders.log_dir / "metrics.jsonl").read_text().splitlines()[0])
     counted = record["genrm/count/judged"] + record["genrm/count/no_answer"] + record["genrm/count/incomplete_group"]
     assert counted == 8
     assert record["genrm/count/judged"] >= 2

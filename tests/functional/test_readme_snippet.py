@@ -1,5 +1,7 @@
 """The README's "use the environment from your own code" snippet runs verbatim as a user script.
 
+Its judge judges: the demo's learned tiny judge gives the right answer 1.0 and the wrong one 0.0
+(the snippet once used a judge that always said "1" beside a comment promising exactly that).
 It is written to a file in a folder of its own and run from there with ``uv run --project
 <checkout> python script.py``, as a user runs it from an experiment folder, with no ``RAY_*``
 variable of the test session's: Ray's ``uv run`` hook is then active, as in a user's own shell,
@@ -37,8 +39,16 @@ def test_snippet_is_complete_python():
     assert "RAY_" not in code and "os.environ" not in code
 
 
+@pytest.fixture(scope="module")
+def demo_judge(tiny_cache_dir: str) -> None:
+    """Train the demo judge here (once, cached), so the script's time limit covers the script."""
+    from nemo_genrm.demo.models import cached_demo_judge
+
+    cached_demo_judge(cache_dir=tiny_cache_dir)
+
+
 @pytest.mark.slow
-def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir):
+def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir, demo_judge):
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not on PATH")
@@ -48,7 +58,7 @@ def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir):
     # ... except that the snippet's ray.init() must start a cluster of its own here, not join
     # one that another job on this machine started with `ray start`.
     env["RAY_ADDRESS"] = "local"
-    env["NEMO_GENRM_CACHE"] = tiny_cache_dir  # the tiny judge is built once per test session
+    env["NEMO_GENRM_CACHE"] = tiny_cache_dir  # the demo judge is trained once per test session
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(
         [uv, "run", "--project", str(ROOT), "python", str(script)],
@@ -59,5 +69,6 @@ def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir):
         assert packaging not in proc.stderr, proc.stderr[-6000:]
     rewards = re.search(r"rewards: \[(.*)\]", proc.stdout)
     assert rewards, proc.stdout
-    assert [float(x) for x in rewards.group(1).split(",")] == [1.0, 1.0]  # the tiny judge always agrees
+    # 3 + 5: "Answer: 8" agrees with the reference 8, "Answer: 7" does not.
+    assert [float(x) for x in rewards.group(1).split(",")] == [1.0, 0.0]
     assert "'genrm/count/judged': 2.0" in proc.stdout and "genrm/mean_reward" in proc.stdout

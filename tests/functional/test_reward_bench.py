@@ -208,7 +208,7 @@ def test_entry_point_unparseable_judge_and_comparison(always_a, examples, tmp_pa
         opened.append(config)
         yield [judge]
 
-    monkeypatch.setattr(entry, "open_judges", reuse_started_judge)
+    monkeypatch.setattr("nemo_genrm.evals.open_judges", reuse_started_judge)  # the entry point imports it late
     assert entry.main(cfg) == 1  # beyond tolerance
     assert opened == [cfg]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -225,19 +225,19 @@ def test_entry_point_unparseable_judge_and_comparison(always_a, examples, tmp_pa
 
 
 def test_entry_point_checks_inputs_before_starting_the_judge(examples, tmp_path, monkeypatch) -> None:
-    from nemo_genrm.evals import ComparisonError
+    from nemo_genrm.evals import ComparisonError, RewardBenchDataError
 
     entry = _load_entry_point()
     data = write_examples(tmp_path / "data.jsonl", examples)
     config = str(ROOT / "examples" / "configs" / "reward_bench_tiny.yaml")
     started = []
-    monkeypatch.setattr(entry, "open_judges", lambda cfg: started.append(cfg))
+    monkeypatch.setattr("nemo_genrm.evals.open_judges", lambda cfg: started.append(cfg))
     missing_reference = entry.parse_config(
         ["--config", config, f"data.path={data}", f"compare_to={tmp_path / 'no.json'}"]
     )
     with pytest.raises(ComparisonError, match="does not exist"):
         entry.main(missing_reference)
-    with pytest.raises(entry.RewardBenchDataError, match="does not exist"):
+    with pytest.raises(RewardBenchDataError, match="does not exist"):
         entry.main(entry.parse_config(["--config", config, f"data.path={tmp_path / 'none.jsonl'}"]))
     assert started == []
 

@@ -438,7 +438,7 @@ def test_the_policy_of_the_best_held_out_reward_is_kept_and_reported(tmp_path):
     assert (tmp_path / "ckpt" / "step_4").is_dir() and not (tmp_path / "ckpt" / "step_best").exists()
 
     # A resumed run knows the best of the run it continues, and replaces it when beaten.
-    resumed = _trainer(tmp_path, grpo__max_num_steps=6, **over)
+    resumed = _trainer(tmp_path, grpo__max_num_steps=6, checkpointing__resume=True, **over)
     resumed.policy = _SavingPolicy()
     resumed._policy = type(resumed._policy).of(resumed.policy)
     summary = _scripted(resumed, {5: 0.69, 6: 0.71}).fit()

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
+from nemo_genrm.console import progress
 from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.evals.reward_bench.preset import (
@@ -315,8 +314,8 @@ class RewardBenchEvaluator:
         done = [ExampleScore.from_record(store[ex.key]) for ex in examples if ex.key not in pending]
         done = [d for d in done if not math.isnan(d.score)]
         try:
-            with tqdm(total=len(examples), initial=resumed, desc="RewardBench", unit="ex", dynamic_ncols=True) as bar:
-                bar.set_postfix(_running(done))
+            # A bar on a terminal; a line every 30 s in a file (no redrawn bar there).
+            with progress("RewardBench", len(examples), unit="example", initial=resumed, log=logger) as bar:
                 for chunk in _chunks(todo, per_chunk):
                     plans = [self.plan(ex) for ex in chunk]
                     ballots = iter(self._ballots(judges, [r for plan in plans for r in plan.requests]))
@@ -326,8 +325,7 @@ class RewardBenchEvaluator:
                     ]
                     store.append(records)
                     done += [d for d in map(ExampleScore.from_record, records) if not math.isnan(d.score)]
-                    bar.update(len(chunk))
-                    bar.set_postfix(_running(done))
+                    bar.update(len(chunk), **_running(done))
         finally:
             store.close()
         chosen = [store[ex.key] for ex in examples]
@@ -392,7 +390,7 @@ def _engine_failed(record: dict[str, Any]) -> bool:
 
 
 def _running(done: Sequence[ExampleScore]) -> dict[str, Any]:
-    """tqdm postfix: running accuracy and error count."""
+    """Shown beside the count: running accuracy and error count."""
     if not done:
         return {}
     return {"acc": f"{sum(d.score for d in done) / len(done):.3f}", "err": sum(d.error for d in done)}
