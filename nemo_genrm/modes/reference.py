@@ -1,7 +1,9 @@
-"""``reward.mode: reference`` with votes or ``swap``: the answer against the reference, more than once.
+"""``reward.mode: reference``: the answer against the reference, once or more.
 
-Without ``reward.votes`` or ``reward.swap`` the environment judges reference mode on its own path;
-this module runs when either option is on. ``swap: true`` judges each distinct (question,
+Plain reference mode (the default) is one vote of one judge: one prompt per distinct (question,
+reference, answer) (``reward.dedup``), its verdict the reward (``reward.kind: probability``: the
+positive label's probability). ``reward.votes`` and ``reward.judges`` put each prompt to a vote
+(:mod:`nemo_genrm.modes.ballot`). ``swap: true`` judges each distinct (question,
 reference, answer) twice: as configured, and with the answer in the reference's place and the
 reference in the answer's (the answer is neutralised in either place). The verdict is positive only
 when both orders say so; orders that disagree give 0 and count in ``swap/disagreements``.
@@ -23,7 +25,7 @@ from nemo_genrm.prompts import PromptBuilder
 
 
 class ReferenceMode(Mode):
-    """Reference mode with majority votes and/or the swapped order.
+    """Reference mode: one vote, or majority votes, in one order or both.
 
     Args:
         builder: The environment's prompt builder (template, neutralisation).

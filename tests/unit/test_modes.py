@@ -12,6 +12,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.modes.reference import ReferenceMode
 from nemo_genrm.samples.types import SampleResult, sample_results
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
@@ -209,9 +210,9 @@ def test_votes_keep_why_no_verdict_could_be_read():
     assert env.last_metrics()["genrm/parse_failure/no_label"] == 1
 
 
-def test_reference_mode_without_options_keeps_its_own_path():
+def test_plain_reference_mode_is_the_reference_mode_with_one_vote():
     env = GenRMEnvironmentImpl(_cfg({}), judge=RuleJudge(same_value))
-    assert env._mode is None
+    assert isinstance(env._mode, ReferenceMode) and not env._mode._panel.polls and not env._mode._swap
     result = env.step([_log(4), _log(5)], [{"ground_truth": "ans-4"}] * 2)
     assert result.rewards.tolist() == [1.0, 0.0]
     assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False}
