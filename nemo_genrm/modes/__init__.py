@@ -83,5 +83,6 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
     from nemo_genrm.modes.reference import ReferenceMode
 
     return ReferenceMode(
-        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability"
+        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability",
+        verifier=reward.verifier,
     )

@@ -206,7 +206,10 @@ def test_votes_keep_why_no_verdict_could_be_read():
     # Three votes, none with a label: the sample is a parse failure whose sub-reason is kept.
     env = GenRMEnvironmentImpl(_cfg({"votes": 3}, temperature=0.7), judge=RuleJudge(lambda text: "maybe"))
     result = env.step([_log(4)], [{"ground_truth": "ans-4"}])
-    assert sample_results(result.metadata, 1) == [SampleResult("parse_failure", why="no_label")]
+    # ans-4 is no value the verifier reads (reward.verifier: both): undecided, the judge's result stands.
+    assert sample_results(result.metadata, 1) == [
+        SampleResult("parse_failure", why="no_label", info={"verifier": "undecided"})
+    ]
     assert env.last_metrics()["genrm/parse_failure/no_label"] == 1
 
 
@@ -215,7 +218,7 @@ def test_plain_reference_mode_is_the_reference_mode_with_one_vote():
     assert isinstance(env._mode, ReferenceMode) and not env._mode._panel.polls and not env._mode._swap
     result = env.step([_log(4), _log(5)], [{"ground_truth": "ans-4"}] * 2)
     assert result.rewards.tolist() == [1.0, 0.0]
-    assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False}
+    assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False, "verifier": "undecided"}
 
 
 # ---------------------------------------------------------------------------------- swap
