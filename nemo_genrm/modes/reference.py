@@ -158,7 +158,7 @@ class ReferenceMode(Mode):
         if check is None:
             return result
         info = {**result.info, "verifier": check.decision.value}
-        if self._setting != "both" or result.reason != JUDGED or not check.decided:
+        if self._setting != "both" or result.reason != JUDGED or result.masked or not check.decided:
             return dataclasses.replace(result, info=info)
         equal = check.decision is Decision.EQUAL
         if result.verdict != int(equal):
@@ -169,11 +169,23 @@ class ReferenceMode(Mode):
         return dataclasses.replace(result, reward=0.0, verdict=0, info=info)
 
     def _result(self, ballots: list[Ballot], counters: Counters) -> SampleResult:
+        """One sample's result from its ballots (one, or one per order with ``swap``).
+
+        A failed ballot fails the sample. A tie is undecided: the sample is masked (with the
+        reason of the failed votes inside the tie, if any), unless another order said no, which
+        decides a verdict of 0 whatever the tie would have said.
+        """
         failed = [b for b in ballots if not b.judged]
         if failed:
             return SampleResult(failed[0].reason, why=failed[0].why)
+        info: dict[str, Any] = {}
+        if len(ballots) > 1 or self._panel.polls:
+            info["agreement"] = min(b.agreement for b in ballots)
+        ties = [b for b in ballots if b.tie]
+        if ties and not any(b.value != 1 for b in ballots if b.decided):
+            return SampleResult(ties[0].undecided_reason, masked=True, info={**info, "undecided": True})
         positive = [b.value == 1 for b in ballots]
-        if self._swap:
+        if self._swap and not ties:
             counters.bump("swap/pairs")
             if positive[0] != positive[1]:
                 counters.bump("swap/disagreements")
@@ -181,9 +193,6 @@ class ReferenceMode(Mode):
         probs = [b.prob for b in ballots if b.prob is not None]
         prob = sum(probs) / len(probs) if len(probs) == len(ballots) else None
         reward = prob if self._probability and prob is not None else float(verdict)
-        info: dict[str, Any] = {}
-        if len(ballots) > 1 or self._panel.polls:
-            info["agreement"] = min(b.agreement for b in ballots)
         if self._swap:
             info["orders_agree"] = positive[0] == positive[1]
         return SampleResult(JUDGED, reward=reward, verdict=verdict, prob=prob, info=info)

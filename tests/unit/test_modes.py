@@ -170,7 +170,7 @@ def test_pairwise_incomplete_group_is_masked_in_full_after_the_deadline():
 
 
 # --------------------------------------------------------------------------------- votes
-def test_votes_of_several_judges_take_the_majority_and_ties_draw():
+def test_votes_of_several_judges_take_the_majority_and_ties_are_undecided():
     reward = {"mode": "pairwise_group", "judges": [_member(), _member()]}
     env = GenRMEnvironmentImpl(
         _cfg(reward), judge=RuleJudge(larger_wins), judges=[RuleJudge(larger_wins), RuleJudge(position_biased)]
@@ -186,9 +186,12 @@ def test_votes_of_several_judges_take_the_majority_and_ties_draw():
         _cfg({"mode": "pairwise_group", "judges": [_member()]}),
         judge=RuleJudge(larger_wins), judges=[RuleJudge(position_biased)],
     )  # fmt: skip
-    # Two judges: where they split, the order is a tie; the other order is decided -> a draw.
-    assert _step(tied, [1, 2]).rewards.tolist() == [0.5, 0.5]
-    assert tied.last_metrics()["genrm/votes/tie_rate"] == 0.5
+    # Two judges: where they split, the order is a tie, undecided, and the pair is left out (never
+    # a draw the group trains on); with no other pair judged, both responses are masked.
+    result = _step(tied, [1, 2])
+    assert result.rewards.tolist() == [0.0, 0.0]
+    assert [(m["genrm"]["masked"], m["genrm"]["opponents"]) for m in result.metadata] == [(True, 0)] * 2
+    assert tied.last_metrics()["genrm/votes/tie_rate"] == 0.5 and tied.last_metrics()["genrm/masked"] == 2
 
 
 def test_votes_sample_one_judge_several_times():
