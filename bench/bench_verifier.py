@@ -202,7 +202,8 @@ def cost(pairs: int = 300) -> dict:
     forms = ("{}.0", "\\frac{{{}}}{{1}}", "{}%", "-{}.5", "{}^{{2}}")
     sets = {
         "integers": [(str(rng.randint(0, 10**6)), str(rng.randint(0, 10**6))) for _ in range(pairs)],
-        "notations": [(str(rng.randint(0, 10**6)), rng.choice(forms).format(rng.randint(0, 10**6))) for _ in range(pairs)],
+        "notations": [(str(rng.randint(0, 10**6)), rng.choice(forms).format(rng.randint(0, 10**6)))
+                      for _ in range(pairs)],
     }  # fmt: skip
     out = {}
     for name, texts in sets.items():

@@ -11,8 +11,8 @@ answer extracted from it. Every item of every sample in the
 judge call is one judge prompt, all in one batched call (identical prompts once); each verdict is
 the environment's binary verdict (``verdict.positive`` = met), from the reply text or the labels'
 logprobs. Items whose judgement failed or was undecided (a tied vote) are left out of the share;
-a sample none of whose items was decided is masked with the most frequent failure reason. A sample without items is ``missing_rubric``;
-malformed items are ``bad_input``.
+a sample none of whose items was decided is masked with the most frequent failure reason. A
+sample without items is ``missing_rubric``; malformed items are ``bad_input``.
 
 ``metadata["genrm"]["rubric"]`` lists per item ``criterion``, ``weight``, ``met`` (``None`` when
 not judged) and ``reason``. Counters: ``rubric/items``, ``rubric/items_met``, ``rubric/item_failures``.

@@ -53,7 +53,8 @@ _SYMBOLS = {
     "\u221a": r"\sqrt ", "\u03c0": r"\pi ", "\u221e": r"\infty ",
     "\u066b": ".", "\u066c": ",",  # Arabic decimal and thousands separators
 }
-_SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"}}
+_SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+_SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in _SUPERSCRIPT_DIGITS}}
 # LaTeX a value may hold; anything else with a backslash is not a value alone.
 _COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty")
 _SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|~")

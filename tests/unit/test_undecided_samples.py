@@ -13,7 +13,7 @@ import pytest
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, same_value, tagged_values
+from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, tagged_values
 
 HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1"}}
 
@@ -102,13 +102,15 @@ def test_two_judges_that_split_leave_the_sample_undecided():
     # One vote each, 1 against 0: an even split with no failure -> masked, reason judged.
     member = {"model_name": "member", **HTTP}
     env = GenRMEnvironmentImpl(
-        _cfg({"judges": [member], "verifier": "none"}), judge=RuleJudge(lambda t: "1"), judges=[RuleJudge(lambda t: "0")]
+        _cfg({"judges": [member], "verifier": "none"}),
+        judge=RuleJudge(lambda t: "1"), judges=[RuleJudge(lambda t: "0")],
     )
     result = env.step(_logs(["ans-4", "ans-4 again"]), [{"ground_truth": "ans-4"}] * 2)
     assert _settled(result) == [(0.0, "judged", True)] * 2
     assert result.metadata[0]["genrm"]["undecided"] is True and result.metadata[0]["genrm"]["verdict"] is None
     metrics = env.last_metrics()
-    assert metrics["genrm/votes/ties"] == 2 and metrics["genrm/masked"] == 2 and math.isnan(metrics["genrm/mean_reward"])
+    assert metrics["genrm/votes/ties"] == 2 and metrics["genrm/masked"] == 2
+    assert math.isnan(metrics["genrm/mean_reward"])  # no sample counts
 
 
 def test_swap_with_one_order_tied_and_the_other_saying_no_is_a_zero():
@@ -140,7 +142,8 @@ def test_a_rubric_weight_that_is_not_finite_and_positive_is_bad_input(weight):
 def test_a_rubric_file_with_such_a_weight_is_refused_at_start_up(tmp_path, weight):
     path = tmp_path / "rubric.yaml"
     path.write_text(f"'*':\n  - criterion: kw:alpha\n    weight: {weight}\n")
-    with pytest.raises(ConfigError, match=r"reward.rubric.file .*items of '\*' must be a list of criteria.*finite number > 0"):
+    message = r"reward.rubric.file .*items of '\*' must be a list of criteria.*finite number > 0"
+    with pytest.raises(ConfigError, match=message):
         GenRMEnvironmentImpl(_cfg({"mode": "rubric", "rubric": {"file": str(path)}}), judge=RuleJudge(keyword_met))
 
 
@@ -161,10 +164,3 @@ def test_a_tied_rubric_item_is_left_out_of_the_share():
     assert _settled(result) == [(1.0, "judged", False)]
     assert [item["met"] for item in result.metadata[0]["genrm"]["rubric"]] == [None, True]
 
-
-def test_the_reference_stand_in_still_agrees_with_itself():
-    # A sanity check of the stand-in the vote tests build on: one vote, no tie.
-    env = GenRMEnvironmentImpl(_cfg({"verifier": "none"}), judge=RuleJudge(same_value))
-    assert _settled(env.step(_logs(["ans-4", "ans-5"]), [{"ground_truth": "ans-4"}] * 2)) == [
-        (1.0, "judged", False), (0.0, "judged", False)
-    ]
