@@ -107,6 +107,17 @@ class RewardConfig(StrictModel):
     swap: bool = Field(
         False, description="reference mode: also judge with candidate and reference swapped; both must agree."
     )
+    verifier: Literal["none", "rule_first", "both"] = Field(
+        "both",
+        description=(
+            "reference mode: a value-level verifier (math-verify) beside the judge, reading the "
+            "answer's final value against the reference. none: the judge alone; rule_first: the "
+            "verifier decides what it can (equal or different) and the judge is asked the rest; "
+            "both: every sample is judged and a value the verifier finds different gets 0 (the "
+            "lower of the two). Values it cannot read (words, non-math references) are never "
+            "rejected by it."
+        ),
+    )
     pairwise_group: PairwiseGroupConfig = Field(default_factory=PairwiseGroupConfig)
     rubric: RubricConfig = Field(default_factory=RubricConfig)
 
@@ -118,6 +129,11 @@ def _mode_problems(cfg: Any) -> list[str]:
         problems.append(f"reward.kind 'probability' is for mode 'reference'; mode {reward.mode!r} gives a share")
     if reward.swap and reward.mode != "reference":
         problems.append(f"reward.swap swaps candidate and reference: mode {reward.mode!r} has no reference")
+    if reward.mode != "reference" and reward.verifier != "none" and "verifier" in reward.model_fields_set:
+        problems.append(
+            f"reward.verifier {reward.verifier!r} compares an answer's value with the reference: mode "
+            f"{reward.mode!r} has no reference; remove reward.verifier (or set it to none)"
+        )
     for where, judge in [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(reward.judges)]:
         if reward.votes > 1:
             problems += _vote_problems(reward.votes, where, judge)

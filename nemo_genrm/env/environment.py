@@ -13,20 +13,18 @@ driver: :mod:`nemo_genrm.env.launch`). One :meth:`~GenRMEnvironmentImpl.step`:
    ``pairwise_group`` mode with ``group_size``, a call is first held until its GRPO groups are
    whole or past their wait (:mod:`nemo_genrm.env.gather`), and goes on with the other calls of
    those groups (:mod:`nemo_genrm.env.intake`);
-3. renders one judge prompt per distinct (question, reference, answer) across those calls
-   (``reward.dedup``);
-4. makes ONE batched judge call (``generate`` then parse, or ``score`` for verdicts from
-   logprobs), waking a colocated judge before it and putting it to sleep after;
+3. hands the samples of those calls to the reward mode, built once from ``reward``
+   (:mod:`nemo_genrm.modes`): reference mode (the default) renders one judge prompt per
+   distinct (question, reference, answer) across those calls (``reward.dedup``), the
+   pairwise-group and rubric modes theirs;
+4. makes ONE batched judge call per voting judge (``generate`` then parse, or ``score`` for
+   verdicts from logprobs), waking a colocated judge before it and putting it to sleep after;
 5. returns to each caller NeMo-RL's ``EnvironmentReturn`` with one reward per sample of its own
    call, in its input order.
 
-That is ``reward.mode: reference``; the pairwise-group and rubric modes, and the votes and swap
-options, build their own judge prompts and rewards in :mod:`nemo_genrm.modes` (steps 3-4),
-through the same batched judge call.
-
 A caller's bad input raises in that caller only; when a judge call shared by several step calls
-raises, each call is judged again on its own, so one caller's samples never change another's
-rewards.
+raises, each call (or the calls of one gathered GRPO group) is judged again on its own, in every
+mode, so one caller's samples never change another's rewards.
 
 Bad data never raises out of ``step``: every sample gets a reward and a reason
 (:data:`nemo_genrm.samples.types.REASONS`), and a judge engine that fails at run time gives its
@@ -43,7 +41,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 import ray
@@ -52,41 +50,22 @@ from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.intake import Intake, StepCall
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
-from nemo_genrm.env.room import TooLongWatch, check_answer_room
-from nemo_genrm.samples.inputs import (
-    PreparedSample,
-    message_logs,
-    metadata_list,
-    prepare_sample,
-)
+from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
+from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     add_call_counts,
     is_fatal,
     sleep_judge,
-    special_tokens,
+    tokenizer_special_tokens,
     warn_unknown_special_tokens,
 )
-from nemo_genrm.samples.types import (
-    JUDGE_ERROR,
-    JUDGED,
-    EnvironmentInterface,
-    EnvironmentReturn,
-    SampleResult,
-)
+from nemo_genrm.samples.types import JUDGE_ERROR, EnvironmentInterface, EnvironmentReturn, SampleResult
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.results import CallCounter
-from nemo_genrm.modes import (
-    Counters,
-    Reader,
-    Vote,
-    assemble,
-    binary_reader,
-    build_mode,
-    read_replies,
-)
+from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.judges.placement import JudgeResources
@@ -98,7 +77,30 @@ LATENCY_WINDOW = 100
 
 
 class _SharedCallFailed(Exception):
-    """A judge call shared by several step calls raised; retry each alone."""
+    """A judge call shared by several units of step calls raised; retry each unit alone."""
+
+
+def _units(calls: Sequence[StepCall]) -> list[list[int]]:
+    """The step calls that must be judged together, as lists of indices into ``calls``: each
+    call alone, except the calls of one gathered GRPO group (pairwise with ``group_size``), which
+    stay together so that a retry never ranks part of a group."""
+    parent = list(range(len(calls)))
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    first_call: dict[Hashable, int] = {}
+    for index, call in enumerate(calls):
+        for tag in call.groups or ():
+            if tag is not None:
+                parent[root(index)] = root(first_call.setdefault(tag.id, index))
+    units: dict[int, list[int]] = {}
+    for index in range(len(calls)):
+        units.setdefault(root(index), []).append(index)
+    return list(units.values())
 
 
 class GenRMEnvironmentImpl(EnvironmentInterface):
@@ -130,43 +132,41 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self.cfg: GenRMConfig = validate(GenRMConfig, cfg, prefix="env.genrm")
         if judges is not None and len(judges) != len(self.cfg.reward.judges):
             raise ValueError(f"{len(judges)} voting judge(s) given for {len(self.cfg.reward.judges)} in reward.judges")
-        self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict)
-        self._reader = binary_reader(self.cfg)
-        self._needs_reference = "reference" in self._builder.template.fields
         self._colocated = self.cfg.resources.placement == "colocated"
         self._resources: JudgeResources | None = None
         self._owns_judge = judge is None
-        check_answer_room(self.cfg, self._builder, [judge, *(judges or ())])  # before any worker starts
+        self._judge: Judge | None = None
+        self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
+        self._owned_members: list[tuple[Judge, JudgeResources]] = []
+        # Every judge's tokenizer, before any worker starts: its special tokens are defanged inside
+        # answers too, and the mode's fixed prompt must leave room in its context.
+        tokenizers = judge_tokenizers(self.cfg, [judge, *(judges or ())])
+        warn_unknown_special_tokens([self.cfg.judge, *self.cfg.reward.judges])
+        special = sorted({t for tokenizer in tokenizers for t in tokenizer_special_tokens(tokenizer)})
+        self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
+        self._mode: Mode = build_mode(self.cfg, self._builder, special)  # built once, here
+        check_answer_room(self.cfg, self._mode.fixed_request(), tokenizers)
+        self._needs_reference = self._mode.needs_reference and "reference" in self._builder.template.fields
+        # Modes that judge the whole response show it, shortened to the cap, not the extracted answer.
+        self._response_chars = self.cfg.prompt.response.max_chars if self._mode.shows_response else None
         self._too_long = TooLongWatch(self.cfg)
         if judge is None:
             judge, self._resources = start_judge(
                 self._judge_config(), self.cfg, placement_group=placement_group,
                 policy_gpu_fraction=policy_gpu_fraction,
             )  # fmt: skip
-        self._judge: Judge | None = judge
-        self._members: list[Judge] = list(judges or [])  # further voting judges (reward.judges)
-        self._owned_members: list[tuple[Judge, JudgeResources]] = []
+        self._judge = judge
         try:
             for member in self.cfg.reward.judges if judges is None else ():  # each on resources of its own
                 started = start_judge(member, self.cfg)
                 self._members.append(started[0])
                 self._owned_members.append(started)
-            warn_unknown_special_tokens([self.cfg.judge, *self.cfg.reward.judges])
-            special = sorted({t for j in (judge, *self._members) for t in special_tokens(j)})
-            if special:  # also defang the judge tokenizers' own special tokens inside answers
-                self._builder = PromptBuilder(self.cfg.prompt, self.cfg.verdict, special_tokens=special)
-            self._mode = build_mode(self.cfg, self._builder, special)  # None: plain reference mode
-            if self._mode is not None:
-                self._needs_reference = self._mode.needs_reference and self._needs_reference
             check_score_labels(self.cfg, [judge, *self._members])  # labels an engine cannot score: now
             if self._colocated:
                 judge.sleep()  # free the device for the policy until the first step
         except BaseException:
             self.shutdown()
             raise
-        # Modes that judge the whole response show it, shortened to the cap, not the extracted answer.
-        shows_response = self._mode is not None and self._mode.shows_response
-        self._response_chars = self.cfg.prompt.response.max_chars if shows_response else None
         self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self._last = StepTally()
         self._since_global = StepTally()
@@ -237,10 +237,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         """Judge every call's samples in one engine call; one result (or error) per call."""
         batch = StepTally()
         with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
-            if self._mode is None:
-                per_call = [[self._result(v) for v in votes] for votes in self._judge_calls(calls, batch)]
-            else:
-                per_call = self._mode_results(calls, batch)
+            per_call = self._judge_calls(calls, batch)
         logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), batch.judge_prompts)
         out: list[EnvironmentReturn | BaseException] = []
         for call, results in zip(calls, per_call, strict=True):
@@ -262,24 +259,44 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._too_long.observe(batch, [s for call in calls for s in call.samples])
         return out
 
-    def _mode_results(self, calls: list[StepCall], tally: StepTally) -> list[list[SampleResult]]:
+    def _judge_calls(self, calls: list[StepCall], tally: StepTally) -> list[list[SampleResult]]:
+        """Per call, the mode's results, the calls judged together.
+
+        When the shared engine call raises (a non-fatal error), each unit of calls (a call, or
+        the calls of one gathered GRPO group) is judged again on its own, so a prompt that
+        breaks the engine only costs its own caller, in every mode and with every option.
+        """
+        units = _units(calls)
+        try:
+            return self._mode_results(calls, tally, isolate=len(units) > 1)
+        except _SharedCallFailed:
+            logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
+        per_call: list[list[SampleResult]] = [[] for _ in calls]
+        for unit in units:
+            alone = self._mode_results([calls[i] for i in unit], tally, isolate=False)
+            for index, results in zip(unit, alone, strict=True):
+                per_call[index] = results
+        return per_call
+
+    def _mode_results(self, calls: list[StepCall], tally: StepTally, *, isolate: bool) -> list[list[SampleResult]]:
         """Per call, the reward mode's results (:mod:`nemo_genrm.modes`): the mode judges the
         samples of all calls together (a gathered GRPO group may span calls; without
         ``group_size`` a group is one call's); an engine failure gives the prompts it held
-        ``judge_error``, in every call that shared them."""
-        assert self._mode is not None
+        ``judge_error``, in every call that shared them, or with ``isolate`` raises
+        :class:`_SharedCallFailed` (the mode's counters of that try are then dropped)."""
         samples = [s for call in calls for s in call.samples]
         metas = [m for call in calls for m in call.metas]
         counters = Counters()
-        results = self._mode.judge(samples, metas, self._asker(tally), counters, self._intake.groups(calls))
-        tally.modes.update(counters)
+        results = self._mode.judge(samples, metas, self._asker(tally, isolate), counters, self._intake.groups(calls))
+        for name, value in counters.items():
+            tally.modes[name] = tally.modes.get(name, 0.0) + value
         per_call, offset = [], 0
         for call in calls:
             per_call.append(results[offset : offset + len(call.samples)])
             offset += len(call.samples)
         return per_call
 
-    def _asker(self, tally: StepTally) -> Callable[[int, list[JudgeRequest], Reader], list[Vote]]:
+    def _asker(self, tally: StepTally, isolate: bool) -> Ask:
         """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
         judges = [self._require_judge(), *self._members]
         configs = [self.cfg.judge, *self.cfg.reward.judges]
@@ -290,75 +307,26 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
                 return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
 
-            return self._judge_all(requests, tally, judge=judges[member], call=call)
+            return self._judge_all(requests, tally, judges[member], call, isolate=isolate)
 
         return ask
-
-    def _judge_calls(self, calls: list[StepCall], tally: StepTally) -> list[list[Vote]]:
-        """Per call, per sample, the judge's vote; dedup runs across calls.
-
-        When the shared engine call raises (a non-fatal error), each call's prompts are judged
-        again on their own, so a prompt that breaks the engine only costs its own caller.
-        """
-        merged = [sample for call in calls for sample in call.samples]
-        try:
-            outcomes = self._judge_samples(merged, tally, isolate=len(calls) > 1)
-        except _SharedCallFailed:
-            logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
-            return [self._judge_samples(call.samples, tally, isolate=False) for call in calls]
-        per_call, offset = [], 0
-        for call in calls:
-            per_call.append(outcomes[offset : offset + len(call.samples)])
-            offset += len(call.samples)
-        return per_call
-
-    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[Vote]:
-        slot, requests = self._requests(samples)
-        votes = self._judge_all(requests, tally, isolate=isolate)
-        return [
-            votes[s] if s is not None else Vote(sample.reason or JUDGE_ERROR)
-            for s, sample in zip(slot, samples, strict=True)
-        ]
-
-    def _requests(self, samples: list[PreparedSample]) -> tuple[list[int | None], list[JudgeRequest]]:
-        """Per sample, the index of its prompt (``None`` when not sent); the distinct prompts."""
-        slot: list[int | None] = []
-        requests: list[JudgeRequest] = []
-        seen: dict[tuple[str, str, str], int] = {}
-        for sample in samples:
-            if sample.reason is not None:
-                slot.append(None)
-                continue
-            if self.cfg.reward.dedup and sample.key in seen:
-                slot.append(seen[sample.key])
-                continue
-            prompt = self._builder.build(
-                question=sample.question, reference=sample.reference, candidate=sample.answer or ""
-            )
-            seen[sample.key] = len(requests)
-            slot.append(len(requests))
-            requests.append(prompt.request)
-        return slot, requests
 
     def _judge_all(
         self,
         requests: list[JudgeRequest],
         tally: StepTally,
+        judge: Judge,
+        call: Callable[[Judge, list[JudgeRequest]], list[Vote]],
         *,
-        isolate: bool = False,
-        judge: Judge | None = None,
-        call: Callable[[Judge, list[JudgeRequest]], list[Any]] | None = None,
-    ) -> list[Any]:
-        """One batched judge call; one vote per request, whatever happens.
+        isolate: bool,
+    ) -> list[Vote]:
+        """One batched judge call (``call(judge, requests)``); one vote per request, whatever happens.
 
         With ``isolate``, a non-fatal engine exception raises :class:`_SharedCallFailed` (the
-        caller retries per step call) instead of giving every request ``judge_error``. ``judge``
-        and ``call`` (judge, requests -> votes) default to the judge and :meth:`_call`.
+        caller retries per unit of step calls) instead of giving every request ``judge_error``.
         """
         if not requests:
             return []
-        judge = judge or self._require_judge()
-        call = call or self._call
         counter = CallCounter(judge)  # the counts of this call's results, whoever else calls the judge
         try:
             if self._colocated:
@@ -389,26 +357,6 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             tally.judge_prompts += len(requests)
             add_call_counts(tally, counter.counts)
         return outcomes
-
-    def _call(self, judge: Judge, requests: list[JudgeRequest]) -> list[Vote]:
-        # Binary verdicts, read as every mode reads them; from logprobs the verdict is the argmax
-        # label, and a tie is not a positive verdict.
-        return read_replies(
-            judge,
-            requests,
-            self._reader,
-            self.cfg.judge.verdict_from,
-            max_new_tokens=self.cfg.judge.sampling.max_new_tokens,
-        )
-
-    # -------------------------------------------------------------------------- results
-    def _result(self, vote: Vote) -> SampleResult:
-        """A sample's result from its prompt's vote (the reward is the verdict or its probability)."""
-        if vote.reason != JUDGED or vote.value is None:
-            return SampleResult(vote.reason, why=vote.why)
-        verdict = int(vote.value)  # type: ignore[call-overload]  # the binary reader's 1 or 0
-        use_prob = self.cfg.reward.kind == "probability" and vote.prob is not None
-        return SampleResult(JUDGED, vote.prob if use_prob else float(verdict), verdict, prob=vote.prob)
 
     # -------------------------------------------------------------------------- metrics
     def last_metrics(self) -> dict[str, float]:

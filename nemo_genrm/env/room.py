@@ -2,10 +2,12 @@
 
 A judge whose ``max_model_len`` cannot hold the template's own text leaves no room for the
 question, the reference and the answer: every sample would come back ``too_long`` with reward
-0, step after step, and training would run on nothing. :func:`check_answer_room` renders the
-prompt the environment would send (the mode's, fences included) with every field empty, counts
-it with each judge's tokenizer, and raises one :class:`~nemo_genrm.errors.ConfigError` naming
-the numbers when fewer than ``prompt.min_answer_tokens`` are left. :class:`TooLongWatch` warns
+0, step after step, and training would run on nothing. :func:`check_answer_room` takes the
+prompt the environment's mode would send with every field empty
+(:meth:`~nemo_genrm.modes.base.Mode.fixed_request`, fences included), counts it with each
+judge's tokenizer (:func:`judge_tokenizers`, loaded before any worker starts), and raises one
+:class:`~nemo_genrm.errors.ConfigError` naming the numbers when fewer than
+``prompt.min_answer_tokens`` are left. :class:`TooLongWatch` warns
 once, with the fix, when a judge call nevertheless finds every sample ``too_long`` (answers over
 ``prompt.answer.max_chars``, or prompts the judge refused).
 """
@@ -19,77 +21,75 @@ from typing import Any
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import load_tokenizer, prompt_tokens
-from nemo_genrm.modes import build_mode
-from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.env.support import judge_tokenizer
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.samples.types import TOO_LONG
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TooLongWatch", "check_answer_room", "judge_tokenizer"]
+__all__ = ["TooLongWatch", "check_answer_room", "judge_configs", "judge_tokenizers"]
 
 
-def judge_tokenizer(judge: Judge) -> Any:
-    """The tokenizer a ready judge fits prompts with, or ``None`` (an HTTP judge without one)."""
-    return getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
+def judge_configs(cfg: GenRMConfig) -> list[tuple[str, JudgeConfig]]:
+    """Every voting judge's config with where it sits: ``judge``, then ``reward.judges[i]``."""
+    return [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
 
 
-def _tokenizer(config: JudgeConfig, judge: Judge | None, where: str) -> Any:
-    """The judge's tokenizer: the ready judge's own, else loaded from the config (before any
-    worker starts); ``None`` when the judge is reached over HTTP without ``judge.tokenizer``.
+def judge_tokenizers(cfg: GenRMConfig, judges: Sequence[Judge | None] = ()) -> list[Any]:
+    """Every voting judge's tokenizer, in the order of :func:`judge_configs`, before any worker starts.
 
-    A tokenizer that cannot load is a :class:`ConfigError` naming ``where``'s setting to change.
+    A ready judge's own; else loaded from its config (the tokenizer its engine will load);
+    ``None`` for a judge reached over HTTP without ``judge.tokenizer``.
+
+    Args:
+        cfg: The environment's config.
+        judges: Ready judges handed to the environment, in the order ``judge``,
+            ``reward.judges`` (``None`` or missing: loaded from the config).
+
+    Raises:
+        ConfigError: A tokenizer that cannot load, naming the setting to change.
     """
-    if judge is not None:
-        return judge_tokenizer(judge)
-    if config.backend == "http" and not config.tokenizer:
-        return None
-    setting = f"{where}.tokenizer" if config.tokenizer else f"{where}.model_name"
-    return load_tokenizer(config.tokenizer_name, setting=setting)
+    out = []
+    for index, (where, config) in enumerate(judge_configs(cfg)):
+        judge = judges[index] if index < len(judges) else None
+        if judge is not None:
+            out.append(judge_tokenizer(judge))
+        elif config.backend == "http" and not config.tokenizer:
+            out.append(None)
+        else:
+            setting = f"{where}.tokenizer" if config.tokenizer else f"{where}.model_name"
+            out.append(load_tokenizer(config.tokenizer_name, setting=setting))
+    return out
 
 
-def fixed_request(cfg: GenRMConfig, builder: PromptBuilder) -> JudgeRequest:
-    """The judge prompt of the configured mode with question, reference and answer empty."""
-    mode = build_mode(cfg, builder)
-    if mode is not None:
-        return mode.fixed_request()
-    return builder.build(question="", reference="", candidate="").request
-
-
-def check_answer_room(
-    cfg: GenRMConfig, builder: PromptBuilder, judges: Sequence[Judge | None] = ()
-) -> None:
+def check_answer_room(cfg: GenRMConfig, fixed: JudgeRequest, tokenizers: Sequence[Any]) -> None:
     """Refuse a judge whose context leaves fewer than ``prompt.min_answer_tokens`` for the fields.
 
     Args:
         cfg: The environment's config.
-        builder: Its prompt builder.
-        judges: Ready judges handed to the environment, in the order ``judge``,
-            ``reward.judges`` (``None`` or missing: loaded from the config's tokenizer).
+        fixed: The mode's judge prompt with every field empty (:meth:`Mode.fixed_request`).
+        tokenizers: Per voting judge (:func:`judge_tokenizers`), its tokenizer; ``None``: not checked.
 
     Raises:
         ConfigError: Every judge whose context is too small, with its numbers and the fix.
     """
-    configs = [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
-    request = fixed_request(cfg, builder)
     minimum = cfg.prompt.min_answer_tokens
     problems = []
-    for index, (where, config) in enumerate(configs):
-        tokenizer = _tokenizer(config, judges[index] if index < len(judges) else None, where)
+    for (where, config), tokenizer in zip(judge_configs(cfg), tokenizers, strict=True):
         if tokenizer is None:
             logger.debug("%s has no local tokenizer: its prompt room is not checked at start-up", where)
             continue
-        fixed = prompt_tokens(request, tokenizer)
+        fixed_tokens = prompt_tokens(fixed, tokenizer)
         new_tokens = config.sampling.max_new_tokens
-        room = config.max_model_len - new_tokens - fixed
+        room = config.max_model_len - new_tokens - fixed_tokens
         if room < minimum:
             problems.append(
-                f"{where}: the judge prompt ({_template(cfg)}) takes {fixed} tokens with question, "
+                f"{where}: the judge prompt ({_template(cfg)}) takes {fixed_tokens} tokens with question, "
                 f"reference and answer empty; max_model_len {config.max_model_len} minus "
                 f"sampling.max_new_tokens {new_tokens} leaves {room} for them, fewer than "
                 f"prompt.min_answer_tokens ({minimum}), so every sample would be too_long. Raise "
-                f"{where}.max_model_len to at least {fixed + new_tokens + minimum} (the engine's "
+                f"{where}.max_model_len to at least {fixed_tokens + new_tokens + minimum} (the engine's "
                 "context must hold it), lower sampling.max_new_tokens, or choose a shorter "
                 "template (consistency_compact)"
             )

@@ -30,15 +30,21 @@ def worker_facts(_host: Any) -> dict[str, Any]:
     }
 
 
-def special_tokens(judge: Judge) -> list[str]:
-    """The judge tokenizer's special tokens and added special tokens, when the engine exposes its tokenizer.
+def judge_tokenizer(judge: Judge) -> Any:
+    """The tokenizer a ready judge fits prompts with, or ``None`` (an HTTP judge without one).
 
     In-process engines and :class:`~nemo_genrm.judges.http.HttpJudge` have ``tokenizer`` (the
     HTTP judge's is ``None`` without ``judge.tokenizer``); pooled engines have ``fitter.tokenizer``.
+    """
+    return getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
+
+
+def tokenizer_special_tokens(tokenizer: Any) -> list[str]:
+    """A judge tokenizer's special tokens and added special tokens (none for ``None``).
+
     ``all_special_tokens`` lists only the named ones (BOS, EOS, ...); a chat template's turn
     tokens are often added special tokens only (``added_tokens_decoder``), so both are read.
     """
-    tokenizer = getattr(judge, "tokenizer", None) or getattr(getattr(judge, "fitter", None), "tokenizer", None)
     if tokenizer is None:
         return []
     named = getattr(tokenizer, "all_special_tokens", None)
@@ -47,6 +53,11 @@ def special_tokens(judge: Judge) -> list[str]:
     if isinstance(added, Mapping):
         tokens += [getattr(t, "content", None) for t in added.values() if getattr(t, "special", False)]
     return sorted({t for t in tokens if isinstance(t, str) and t})
+
+
+def special_tokens(judge: Judge) -> list[str]:
+    """The special tokens of a ready judge's tokenizer (:func:`tokenizer_special_tokens`)."""
+    return tokenizer_special_tokens(judge_tokenizer(judge))
 
 
 def warn_unknown_special_tokens(judges: Sequence[JudgeConfig]) -> None:
@@ -82,8 +93,6 @@ def is_fatal(exc: BaseException) -> bool:
     more, and a judge that stayed unavailable past its grace period will not come back.
     """
     return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
-
-
 
 
 def sleep_judge(judge: Judge, tally: StepTally) -> None:

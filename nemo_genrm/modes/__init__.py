@@ -1,8 +1,8 @@
 """Reward modes (``reward.mode``) and the voting and order-swap options, over the same judge engines.
 
-- ``reference`` (default): the answer against the reference; the environment's own path, or
-  :class:`~nemo_genrm.modes.reference.ReferenceMode` when ``reward.votes`` > 1, ``reward.judges``
-  or ``reward.swap`` is set;
+- ``reference`` (default): the answer against the reference
+  (:class:`~nemo_genrm.modes.reference.ReferenceMode`; plain reference mode is one vote of one
+  judge in one order, and ``reward.votes``, ``reward.judges`` and ``reward.swap`` add to it);
 - ``pairwise_group``: win rate within the GRPO group (:mod:`nemo_genrm.modes.pairwise`);
 - ``rubric``: weighted share of rubric items met (:mod:`nemo_genrm.modes.rubric`).
 
@@ -53,8 +53,8 @@ def choice_reader(cfg: GenRMConfig) -> Reader:
     return Reader((markers[0], markers[1]), CHOICE_VALUES, parser)
 
 
-def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterable[str] = ()) -> Mode | None:
-    """The mode the config asks for; ``None`` for plain reference mode (the environment's own path).
+def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterable[str] = ()) -> Mode:
+    """The mode the config asks for (the environment builds it once, in its constructor).
 
     Args:
         cfg: The validated ``env.genrm`` config.
@@ -80,10 +80,9 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
 
         template = rubric_template(reward.rubric.template, labels)
         return RubricMode(reward.rubric, template, binary, presenter)
-    if not binary.polls and not reward.swap:
-        return None
     from nemo_genrm.modes.reference import ReferenceMode
 
     return ReferenceMode(
-        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability"
+        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability",
+        verifier=reward.verifier,
     )

@@ -5,8 +5,10 @@ batched call per judge, each time as another sample (``JudgeRequest.vote``, whic
 with seed ``sampling.seed + vote``); the majority of the votes is the request's verdict, by the rule the
 RewardBench ensembles use (:func:`nemo_genrm.verdicts.voting.majority`, ties abstain). A judge that gave
 no verdict votes ``None``: when failures outnumber every verdict, the request failed, with the
-most frequent failure reason. A tie between verdicts is a verdict of its own (``tie``), which
-each mode reads its way (reference: not positive; pairwise: a draw; rubric: not met).
+most frequent failure reason. A tie between verdicts (``tie``, e.g. a 1, a 0 and a failed vote)
+is no verdict: it is undecided, and no mode trains on it (reference: the sample is masked;
+pairwise: the pair is left out; rubric: the item is left out; a sample left with nothing decided
+is masked with its reason).
 
 Counters: ``votes/requests`` (requests put to more than one vote), ``votes/agreement_sum`` (their
 share of votes for the winner, summed) and ``votes/ties``.
@@ -36,6 +38,8 @@ class Ballot:
         prob: Mean P(first label) over the votes read from logprobs, else ``None``.
         agreement: Share of the votes that went to the winner.
         why: For a failed parse, why no verdict could be read (the most frequent among its votes).
+        failure: For a tie that failed votes are part of, their most frequent reason (a failed
+            vote could have broken it), else ``None``.
     """
 
     reason: str
@@ -44,11 +48,25 @@ class Ballot:
     prob: float | None = None
     agreement: float = 1.0
     why: str | None = None
+    failure: str | None = None
 
     @property
     def judged(self) -> bool:
         """Whether a verdict (or a tie) came out."""
         return self.reason == JUDGED
+
+    @property
+    def decided(self) -> bool:
+        """Whether a verdict came out: judged, and no tie."""
+        return self.reason == JUDGED and not self.tie
+
+    @property
+    def undecided_reason(self) -> str:
+        """Why a ballot gave no verdict: its failure, the failure inside its tie, else ``judged``
+        (an even split of verdicts)."""
+        if not self.judged:
+            return self.reason
+        return self.failure or JUDGED
 
 
 @dataclass(frozen=True)
@@ -106,7 +124,9 @@ def _count(polled: list[Vote], counters: Counters) -> Ballot:
     counters.bump("votes/agreement_sum", result.agreement)
     if result.tie:
         counters.bump("votes/ties")
-        return Ballot(JUDGED, None, tie=True, prob=prob, agreement=result.agreement)
+        failed = [v.reason for v in polled if v.reason != JUDGED]
+        failure = worst_reason(failed) if failed else None
+        return Ballot(JUDGED, None, tie=True, prob=prob, agreement=result.agreement, failure=failure)
     if result.verdict is None:  # failures outvoted every verdict
         reason = worst_reason(v.reason for v in polled if v.reason != JUDGED)
         whys = Counter(v.why for v in polled if v.reason == reason and v.why is not None)

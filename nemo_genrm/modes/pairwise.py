@@ -12,7 +12,9 @@ extracted from it. Within a group:
 - each pair is judged in both orders (A/B, then B/A) so the judge's position bias cancels; two
   orders that disagree make the pair a draw (``pairwise/order_disagreements``);
 - a response's reward is (wins + draws / 2) / opponents, counting every copy of an opponent;
-  pairs whose judgement failed (in either order) are left out.
+  pairs whose judgement failed or was undecided (a tied vote) in either order are left out, and a
+  response none of whose pairs was judged is masked with the failure's reason (its own copies'
+  draws are no measurement of it).
 
 The verdict of one order is the pairwise template's choice marker (``verdict.choice_markers``),
 read from the reply text or from the two markers' logprobs (``judge.verdict_from``). Identical
@@ -335,8 +337,9 @@ class PairwiseGroupMode(Mode):
             opponents = sum(len(group.distinct[texts[j]]) for j in score[i]) + len(copies) - 1
             points = sum(p * len(group.distinct[texts[j]]) for j, p in score[i].items()) + 0.5 * (len(copies) - 1)
             info = {"group_size": len(group.members), "opponents": opponents, "failed_pairs": len(failures[i])}
-            if opponents == 0:
-                result = SampleResult(worst_reason(failures[i]), info=info)
+            if not score[i] and (failures[i] or opponents == 0):
+                # No pair of it was judged: its copies' draws alone are no measurement of it.
+                result = SampleResult(worst_reason(failures[i]), masked=True, info={**info, "opponents": 0})
             else:
                 win_rate = points / opponents
                 result = SampleResult(JUDGED, reward=win_rate, info={**info, "win_rate": win_rate})
@@ -347,12 +350,12 @@ class PairwiseGroupMode(Mode):
 def _pair_outcome(first: Ballot, second: Ballot) -> tuple[str, bool] | tuple[None, str]:
     """(verdict for the pair's first response, orders disagreed) or (None, failure reason).
 
-    ``first`` shows the pair as (i, j), ``second`` as (j, i); a tie in either order's vote is a
-    draw for that order.
+    ``first`` shows the pair as (i, j), ``second`` as (j, i); a tie in either order's vote leaves
+    the pair undecided, like a failure.
     """
     for ballot in (first, second):
-        if not ballot.judged:
-            return None, ballot.reason
+        if not ballot.decided:  # a failure, or a tie: undecided, never a draw the group trains on
+            return None, ballot.undecided_reason
     as_first = {"A": A_WINS, "B": B_WINS}.get(first.value, DRAW)  # type: ignore[arg-type]
     as_second = {"A": B_WINS, "B": A_WINS}.get(second.value, DRAW)  # type: ignore[arg-type]
     if as_first == as_second:

@@ -2,15 +2,17 @@
 
 A sample's items come from ``metadata[items_key]``, else from ``reward.rubric.file`` (a JSON or
 YAML mapping from the question to its items, ``"*"`` for every question). An item is a string
-(weight 1) or ``{"criterion": str, "weight": number > 0}`` (a weight left out or ``None``: 1).
+(weight 1) or ``{"criterion": str, "weight": w}`` with ``w`` finite and > 0 (a weight left out or
+``None``: 1); a file with another weight is refused at start-up, a sample's own items with one are
+``bad_input``.
 The judge is shown the whole response (neutralised, fenced, shortened to
 ``prompt.response.max_chars``; the engine may shorten it further to fit its context), never an
 answer extracted from it. Every item of every sample in the
 judge call is one judge prompt, all in one batched call (identical prompts once); each verdict is
 the environment's binary verdict (``verdict.positive`` = met), from the reply text or the labels'
-logprobs. Items whose judgement failed are left out of the share; a sample none of whose items
-was judged gets the most frequent failure reason. A sample without items is ``missing_rubric``;
-malformed items are ``bad_input``.
+logprobs. Items whose judgement failed or was undecided (a tied vote) are left out of the share;
+a sample none of whose items was decided is masked with the most frequent failure reason. A
+sample without items is ``missing_rubric``; malformed items are ``bad_input``.
 
 ``metadata["genrm"]["rubric"]`` lists per item ``criterion``, ``weight``, ``met`` (``None`` when
 not judged) and ``reason``. Counters: ``rubric/items``, ``rubric/items_met``, ``rubric/item_failures``.
@@ -19,6 +21,7 @@ not judged) and ``reason``. Counters: ``rubric/items``, ``rubric/items_met``, ``
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +105,8 @@ def parse_items(value: Any) -> list[Item] | None:
         elif isinstance(entry, dict) and isinstance(entry.get("criterion"), str) and entry["criterion"].strip():
             weight = entry.get("weight")
             weight = 1.0 if weight is None else weight  # a dataset column fills a missing weight with None
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+            # Finite and positive: an infinite weight makes the share inf/inf, a NaN reward.
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
                 return None
             items.append(Item(entry["criterion"], float(weight)))
         else:
@@ -124,8 +128,12 @@ def load_rubric_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: cannot read it: {err}") from err
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must map each question (or '*') to a list of items")
-    bad = [key for key, value in data.items() if parse_items(value) is None]
-    problems = [f"{where}: items of {key!r} are not a list of criteria" for key in bad]
+    problems = [
+        f"{where}: items of {key!r} must be a list of criteria, each a non-empty string or "
+        f"{{criterion: <text>, weight: <a finite number > 0>}}; got {value!r:.200}"
+        for key, value in data.items()
+        if parse_items(value) is None
+    ]
     if problems:
         raise ConfigError(problems)
     return data
@@ -221,16 +229,18 @@ class RubricMode(Mode):
         for item, slot in plan:
             ballot = ballots[slot]
             counters.bump("rubric/items")
-            met = ballot.value == 1 if ballot.judged else None
+            met = ballot.value == 1 if ballot.decided else None
             if met is None:
-                failures.append(ballot.reason)
+                failures.append(ballot.undecided_reason)
                 counters.bump("rubric/item_failures")
             else:
                 judged_weight += item.weight
                 met_weight += item.weight * met
                 counters.bump("rubric/items_met", float(met))
-            details.append({"criterion": item.criterion, "weight": item.weight, "met": met, "reason": ballot.reason})
-        if judged_weight == 0.0:
-            return SampleResult(worst_reason(failures) if failures else JUDGE_ERROR, info={"rubric": details})
+            reason = ballot.reason if met is not None else ballot.undecided_reason
+            details.append({"criterion": item.criterion, "weight": item.weight, "met": met, "reason": reason})
+        if judged_weight == 0.0:  # no item decided: no measurement of the response
+            reason = worst_reason(failures) if failures else JUDGE_ERROR
+            return SampleResult(reason, masked=True, info={"rubric": details})
         share = met_weight / judged_weight
         return SampleResult(JUDGED, reward=share, info={"rubric": details, "share_met": share})

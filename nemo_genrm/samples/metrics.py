@@ -25,6 +25,13 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   (each call returns its own counts; restarts and deadlines are the pool's during that call).
 - ``genrm/votes/*``, ``genrm/swap/*``, ``genrm/pairwise/*``, ``genrm/rubric/*``: the reward
   mode's counters and rates (:mod:`nemo_genrm.modes`), present when that mode or option ran.
+- ``genrm/verifier/<decision>`` (``equal``, ``different``, ``undecided``) with
+  ``genrm/verifier/undecided/<side>`` (``reference``: not a value, e.g. ``Paris``; ``answer``) over
+  ``genrm/verifier/checked`` samples, ``genrm/verifier/undecided_rate``, and under
+  ``reward.verifier: both`` ``genrm/verifier/disagreements`` (the judge's verdict against a decided
+  value) and ``genrm/verifier/vetoes`` (the judge said 1 to a value the verifier found different:
+  the reward was lowered to 0). A veto rate that climbs is a policy learning a notation the judge
+  misreads (:mod:`nemo_genrm.modes.reference`).
 - ``genrm/deadline_exceeded``: judge calls that passed the step deadline (their unfinished
   samples got ``judge_error``; busy replicas were replaced); ``genrm/judge_unavailable``: judge
   calls that found no replica alive (their samples got ``judge_error``; past
@@ -160,6 +167,7 @@ RATES: dict[str, tuple[str, str]] = {
     "pairwise/failed_pair_rate": ("pairwise/failed_pairs", "pairwise/pairs"),
     "rubric/met_rate": ("rubric/items_met", "rubric/items"),
     "rubric/item_failure_rate": ("rubric/item_failures", "rubric/items"),
+    "verifier/undecided_rate": ("verifier/undecided", "verifier/checked"),
 }
 
 

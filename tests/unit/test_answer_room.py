@@ -17,10 +17,10 @@ import pytest
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env import environment as environment_module
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
-from nemo_genrm.env.room import fixed_request
 from nemo_genrm.judges.base import Generation, JudgeStats
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, prompt_tokens
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
+from nemo_genrm.modes import build_mode
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_tokenizer
 
@@ -73,7 +73,7 @@ def test_fixed_parts_are_counted_as_the_judge_is_sent_them(tokenizer_path):
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     for template, fixed in (("consistency", CONSISTENCY_FIXED), ("consistency_compact", COMPACT_FIXED)):
         cfg = validate(GenRMConfig, _cfg("x", max_model_len=4096, template=template))
-        request = fixed_request(cfg, PromptBuilder(cfg.prompt, cfg.verdict))
+        request = build_mode(cfg, PromptBuilder(cfg.prompt, cfg.verdict)).fixed_request()
         assert prompt_tokens(request, tokenizer) == fixed, template
         text = request.messages[-1]["content"]
         assert "<candidate-" in text and "</candidate-" in text  # the empty answer is fenced as judged

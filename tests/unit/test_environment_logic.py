@@ -63,30 +63,41 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     env = _env(judges, name, verdict={"on_parse_failure": mode})
     answers = ["42", "41", "forty-two", "42.0", "6*7", "7"]
     result = env.step([_sample(a) for a in answers], [{"ground_truth": "42"}] * len(answers))
+    # reward.verifier: both (the default) beside the judge: the values 41 and 7 differ from 42, so
+    # a judge's 1 is lowered to 0 there; forty-two, 42.0 and 6*7 equal 42 and keep the judge's verdict.
+    checks = ["equal", "different", "equal", "equal", "equal", "different"]
+    rewards = [reward if check == "equal" else 0.0 for check in checks]
 
     assert isinstance(result, EnvironmentReturn)
     assert EnvironmentReturn._fields == ("observations", "metadata", "next_stop_strings", "rewards", "terminateds", "answers")
     assert result.rewards.dtype == torch.float32 and result.rewards.shape == (6,)
-    assert result.rewards.tolist() == [reward] * 6
+    assert result.rewards.tolist() == rewards
     assert result.terminateds.dtype == torch.bool and result.terminateds.all()
     assert result.next_stop_strings == [None] * 6
     assert result.answers == answers
     assert _reasons(result) == [reason] * 6
     assert all(o["role"] == "environment" for o in result.observations)
     masked = mode == "mask" and reason == "parse_failure"
-    assert [m["genrm"] for m in result.metadata] == [{"reason": reason, "verdict": None if reason != "judged" else int(reward), "masked": masked}] * 6
+    verdicts = [None if reason != "judged" else int(r) for r in rewards]
+    assert [m["genrm"] for m in result.metadata] == [
+        {"reason": reason, "verdict": v, "masked": masked, "verifier": c} for v, c in zip(verdicts, checks, strict=True)
+    ]
     assert [m["ground_truth"] for m in result.metadata] == ["42"] * 6  # the caller's keys are kept
 
     metrics = env.last_metrics()
     assert metrics[f"genrm/count/{reason}"] == 6 and metrics[f"genrm/rate/{reason}"] == 1.0
     assert metrics["genrm/masked"] == (6 if masked else 0)
+    assert metrics["genrm/verifier/equal"] == 4 and metrics["genrm/verifier/different"] == 2
+    assert metrics["genrm/verifier/vetoes"] == (2 if name == "1" else 0)
     # The same decision, typed: what the driver reads instead of the dict.
     why = "no_label" if reason == "parse_failure" else None  # "maybe" is no label of the strict parser
-    typed = SampleResult(reason, reward=reward, verdict=None if reason != "judged" else int(reward), masked=masked, why=why)
-    assert sample_results(result.metadata, 6) == [typed] * 6
+    assert sample_results(result.metadata, 6) == [
+        SampleResult(reason, reward=r, verdict=v, masked=masked, why=why, info={"verifier": c})
+        for r, v, c in zip(rewards, verdicts, checks, strict=True)
+    ]
     assert metrics.get("genrm/parse_failure/no_label", 0.0) == (6 if why else 0)
     # mask: the failures leave the mean (no sample counts -> nan); zero: they count as 0.
-    assert math.isnan(metrics["genrm/mean_reward"]) if masked else metrics["genrm/mean_reward"] == reward
+    assert math.isnan(metrics["genrm/mean_reward"]) if masked else metrics["genrm/mean_reward"] == sum(rewards) / 6
     assert metrics["genrm/parse_failure_rate"] == (1.0 if reason == "parse_failure" else 0.0)
 
 
@@ -96,8 +107,8 @@ def test_the_typed_result_survives_pickling_and_json(judges):
     metadata = env.step([_sample("42"), _sample("")], [{"ground_truth": "42"}, None]).metadata
     back = pickle.loads(pickle.dumps(metadata))
     assert back == metadata and back[1] is None  # metadata that is not a dict comes back as given
-    assert sample_results(back, 2) == [SampleResult("judged", reward=1.0, verdict=1), None]
-    assert json.loads(json.dumps(back[0]["genrm"])) == {"reason": "judged", "verdict": 1, "masked": False}
+    assert sample_results(back, 2) == [SampleResult("judged", reward=1.0, verdict=1, info={"verifier": "equal"}), None]
+    assert json.loads(json.dumps(back[0]["genrm"])) == {"reason": "judged", "verdict": 1, "masked": False, "verifier": "equal"}
     # Another environment's plain dicts carry no typed result.
     assert sample_results([{"genrm": {"reason": "judged", "masked": True}}], 1) == [None]
 
@@ -158,7 +169,7 @@ def test_fuzzed_bad_inputs_keep_length_order_and_reasons(judges):
     rng = random.Random(1234)
     kinds = [rng.choice(FUZZ_KINDS) for _ in range(512)]
     cases = [_fuzz_case(k, rng) for k in kinds]
-    env = _env(judges, "1")
+    env = _env(judges, "1", reward={"verifier": "none"})  # the judge alone: every judged sample gets its 1
     result = env.step([c[0] for c in cases], [c[1] for c in cases])
 
     expected = [c[2] for c in cases]
@@ -208,8 +219,9 @@ def test_duplicates_are_judged_once(judges, dedup):
 
 # ------------------------------------------------------------------------------ probability
 def test_probability_reward_and_binary_argmax(judges):
-    logprobs = {"judge": {"verdict_from": "logprobs"}}
-    prob_env = _env(judges, "random", reward={"kind": "probability"}, **logprobs)
+    # The judge's probabilities alone (no verifier lowering the answers that are not 14).
+    logprobs = {"judge": {"verdict_from": "logprobs"}, "reward": {"verifier": "none"}}
+    prob_env = _env(judges, "random", **{**logprobs, "reward": {"kind": "probability", "verifier": "none"}})
     binary_env = _env(judges, "random", **logprobs)
     logs = [_sample(str(i * 7)) for i in range(8)]
     meta = [{"ground_truth": "14"}] * 8
@@ -219,7 +231,7 @@ def test_probability_reward_and_binary_argmax(judges):
     # Two labels renormalised: the positive label wins the argmax exactly when P(positive) > 0.5.
     assert binary.tolist() == [float(p > 0.5) for p in probs.tolist()]
     # The fixed "1" judge puts (almost) all mass on the positive label.
-    sure = _env(judges, "1", reward={"kind": "probability"}, **logprobs).step(logs, meta).rewards
+    sure = _env(judges, "1", **{**logprobs, "reward": {"kind": "probability", "verifier": "none"}}).step(logs, meta).rewards
     assert (sure > 0.999).all()
 
 
@@ -237,14 +249,18 @@ def test_metrics_keys_and_global_aggregation(judges):
         "genrm/judge_latency_s", "genrm/judge_latency_s/p50",
         "genrm/judge_latency_s/p95", "genrm/step_time_s", "genrm/wake_s", "genrm/sleep_s",
         *(f"genrm/{kind}/{r}" for kind in ("count", "rate") for r in REASONS),
+        # reward.verifier: both (the default)
+        *(f"genrm/verifier/{name}" for name in ("checked", "equal", "different", "undecided", "undecided/reference",
+                                                 "undecided/answer", "disagreements", "vetoes", "undecided_rate")),
     }
     assert set(last) == expected
-    assert last["genrm/num_samples"] == 2 and last["genrm/mean_reward"] == 0.5
+    # The judge says 1 to "2" against the reference 1; the verifier finds 2 different: reward 0.
+    assert last["genrm/num_samples"] == 2 and last["genrm/mean_reward"] == 0.0 and last["genrm/verifier/vetoes"] == 1
     assert last["genrm/prompt_tokens"] > 0 and last["genrm/output_tokens"] == 2  # "1" + EOS
     batch = {"rewards": torch.ones(4)}
     same, total = env.global_post_process_and_metrics(batch)
     assert same is batch
-    assert total["genrm/num_samples"] == 4 and total["genrm/mean_reward"] == 0.75
+    assert total["genrm/num_samples"] == 4 and total["genrm/mean_reward"] == 0.5
     assert total["genrm/judge_prompts"] == 2 and total["genrm/dedup_hits"] == 1
     assert 0 < total["genrm/judge_latency_s/p50"] <= total["genrm/judge_latency_s/p95"]
     assert env.global_post_process_and_metrics(batch)[1]["genrm/num_samples"] == 0  # reset after reading

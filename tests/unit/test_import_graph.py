@@ -171,6 +171,7 @@ ROOT_MODULES = ("errors", "dtypes", "ray_env", "console")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("files", ()),
     ("guard", ()),
+    ("verifier", ("guard",)),
     ("verdicts", ("guard",)),
     ("prompts", ("guard", "verdicts")),
     ("tasks", ("prompts",)),
@@ -178,7 +179,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("judges", ("guard", "verdicts", "prompts", "config")),
     ("testing", ("guard", "verdicts", "prompts", "config", "judges")),
     ("samples", ("guard", "verdicts", "prompts", "config", "judges")),
-    ("modes", ("guard", "verdicts", "prompts", "config", "judges", "samples")),
+    ("modes", ("guard", "verifier", "verdicts", "prompts", "config", "judges", "samples")),
     ("env", ("guard", "verdicts", "prompts", "config", "judges", "samples", "modes")),
     ("environment", ("env",)),
     ("integrations", ("verdicts", "prompts", "config", "judges", "samples", "modes", "env")),

@@ -21,3 +21,23 @@ def test_judgements_carry_each_samples_reason_and_verdict():
         Judgement(0.0, "no_answer", None, None),  # a marker followed by nothing is not sent
     ]
     assert [j.reward_or_none for j in out] == [1.0, 0.0, 0.0]
+
+
+def test_reward_verifier_reaches_the_drop_ins_through_their_config(tmp_path):
+    # TRL, verl and NeMo Gym build JudgeReward from a YAML path (with overrides) or a mapping: the
+    # verifier is one more key of env.genrm.reward there. A judge that says 1 to everything shows it.
+    path = tmp_path / "genrm.yaml"
+    path.write_text(
+        "env:\n  genrm:\n    judge: {model_name: stand-in, backend: http, http: {base_url: 'http://stand-in/v1'}}\n"
+        "    resources: {gpus_per_replica: 0}\n"
+    )
+    answers, references, questions = ["Answer: 41", "Answer: 42"], ["42", "42"], ["Q?", "Q?"]
+    with JudgeReward(str(path), judge=RuleJudge(lambda text: "1")) as default:  # both: 41 is not 42
+        assert [j.reward for j in default.judge(answers, references, questions)] == [0.0, 1.0]
+    overrides = ["+env.genrm.reward.verifier=none"]  # NeMo-RL semantics: a key the YAML lacks takes a +
+    with JudgeReward(str(path), judge=RuleJudge(lambda text: "1"), overrides=overrides) as alone:
+        assert [j.reward for j in alone.judge(answers, references, questions)] == [1.0, 1.0]
+    judge = RuleJudge(lambda text: "1")
+    with JudgeReward({**CONFIG, "reward": {"verifier": "rule_first"}}, judge=judge) as rule_first:
+        assert [j.reward for j in rule_first.judge(answers, references, questions)] == [0.0, 1.0]
+    assert judge.seen == []  # both values decided without the judge

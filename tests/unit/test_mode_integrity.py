@@ -192,7 +192,8 @@ def test_votes_that_cannot_differ_are_refused_with_what_to_set(judge, member):
 def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     """64 concurrent async callers on a loop whose default pool has 4 threads: one judge call."""
     judge = RuleJudge(lambda text: "1")
-    env = GenRMEnvironmentImpl(_cfg({}, coalesce={"max_wait_ms": 300}), judge=judge)
+    # The judge alone (no verifier): 64 distinct answers, 64 prompts, every reward the judge's 1.
+    env = GenRMEnvironmentImpl(_cfg({"verifier": "none"}, coalesce={"max_wait_ms": 300}), judge=judge)
 
     async def go():
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4))

@@ -12,6 +12,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.modes.reference import ReferenceMode
 from nemo_genrm.samples.types import SampleResult, sample_results
 from nemo_genrm.testing.rule_judges import (
     RuleJudge,
@@ -169,7 +170,7 @@ def test_pairwise_incomplete_group_is_masked_in_full_after_the_deadline():
 
 
 # --------------------------------------------------------------------------------- votes
-def test_votes_of_several_judges_take_the_majority_and_ties_draw():
+def test_votes_of_several_judges_take_the_majority_and_ties_are_undecided():
     reward = {"mode": "pairwise_group", "judges": [_member(), _member()]}
     env = GenRMEnvironmentImpl(
         _cfg(reward), judge=RuleJudge(larger_wins), judges=[RuleJudge(larger_wins), RuleJudge(position_biased)]
@@ -185,9 +186,12 @@ def test_votes_of_several_judges_take_the_majority_and_ties_draw():
         _cfg({"mode": "pairwise_group", "judges": [_member()]}),
         judge=RuleJudge(larger_wins), judges=[RuleJudge(position_biased)],
     )  # fmt: skip
-    # Two judges: where they split, the order is a tie; the other order is decided -> a draw.
-    assert _step(tied, [1, 2]).rewards.tolist() == [0.5, 0.5]
-    assert tied.last_metrics()["genrm/votes/tie_rate"] == 0.5
+    # Two judges: where they split, the order is a tie, undecided, and the pair is left out (never
+    # a draw the group trains on); with no other pair judged, both responses are masked.
+    result = _step(tied, [1, 2])
+    assert result.rewards.tolist() == [0.0, 0.0]
+    assert [(m["genrm"]["masked"], m["genrm"]["opponents"]) for m in result.metadata] == [(True, 0)] * 2
+    assert tied.last_metrics()["genrm/votes/tie_rate"] == 0.5 and tied.last_metrics()["genrm/masked"] == 2
 
 
 def test_votes_sample_one_judge_several_times():
@@ -205,16 +209,19 @@ def test_votes_keep_why_no_verdict_could_be_read():
     # Three votes, none with a label: the sample is a parse failure whose sub-reason is kept.
     env = GenRMEnvironmentImpl(_cfg({"votes": 3}, temperature=0.7), judge=RuleJudge(lambda text: "maybe"))
     result = env.step([_log(4)], [{"ground_truth": "ans-4"}])
-    assert sample_results(result.metadata, 1) == [SampleResult("parse_failure", why="no_label")]
+    # ans-4 is no value the verifier reads (reward.verifier: both): undecided, the judge's result stands.
+    assert sample_results(result.metadata, 1) == [
+        SampleResult("parse_failure", why="no_label", info={"verifier": "undecided"})
+    ]
     assert env.last_metrics()["genrm/parse_failure/no_label"] == 1
 
 
-def test_reference_mode_without_options_keeps_its_own_path():
+def test_plain_reference_mode_is_the_reference_mode_with_one_vote():
     env = GenRMEnvironmentImpl(_cfg({}), judge=RuleJudge(same_value))
-    assert env._mode is None
+    assert isinstance(env._mode, ReferenceMode) and not env._mode._panel.polls and not env._mode._swap
     result = env.step([_log(4), _log(5)], [{"ground_truth": "ans-4"}] * 2)
     assert result.rewards.tolist() == [1.0, 0.0]
-    assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False}
+    assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False, "verifier": "undecided"}
 
 
 # ---------------------------------------------------------------------------------- swap

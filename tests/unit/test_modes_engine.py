@@ -59,5 +59,8 @@ def test_fixed_yes_judge_meets_every_rubric_item_and_agrees_with_itself_swapped(
     assert result.rewards.tolist() == [1.0]
     assert [item["met"] for item in result.metadata[0]["genrm"]["rubric"]] == [True, True]
     result = swap.step([_log("5"), _log("7")], [{"ground_truth": "5"}] * 2)
-    assert result.rewards.tolist() == [1.0, 1.0]
+    # The judge says 1 in both orders; the verifier (reward.verifier: both, the default) finds 7
+    # different from 5 and lowers that reward to 0.
+    assert result.rewards.tolist() == [1.0, 0.0]
     assert swap.last_metrics()["genrm/swap/disagreement_rate"] == 0.0
+    assert swap.last_metrics()["genrm/verifier/vetoes"] == 1

@@ -14,6 +14,7 @@ from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats
+from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, same_value
 
 _ANSWER = re.compile(r"ans(\d+)x")
 
@@ -194,3 +195,94 @@ def test_coalescer_runs_one_batch_at_a_time_and_never_splits_a_call():
     assert [7] in seen
     assert all(len(batch) <= 4 for batch in seen)
     assert sorted(i for batch in seen for i in batch) == list(range(20))
+
+
+# ------------------------------------------------------- one caller's bad request, every mode
+class _ChokingRuleJudge(RuleJudge):
+    """A :class:`RuleJudge` whose whole batch raises when any prompt in it shows ``poison``."""
+
+    def __init__(self, rule):
+        super().__init__(rule)
+        self.raised = 0
+
+    def generate(self, batch):
+        replies = super().generate(batch)
+        if any("poison" in text for text in self.seen[-len(batch) :]):
+            self.raised += 1
+            raise RuntimeError("engine choked on a prompt")
+        return replies
+
+
+_STAND_IN = {"model_name": "stand-in", "backend": "http", "http": {"base_url": "http://stand-in/v1"}}
+
+
+def _reference_calls(question: str = "Pick a number.") -> list[tuple[list[str], list[dict]]]:
+    meta = {"ground_truth": "ans-4", "question": question}
+    return [(["ans-4"], [meta]), (["ans-5"], [meta]), (["poison ans-4"], [meta])]
+
+
+# Per case: reward section, extra voting judges, the step calls (answers, metadata), and per call
+# the rewards and reasons computed by hand: same_value gives 1 to ans-4 against ans-4 and 0 to ans-5
+# in each order and vote; larger_wins ranks a group by value (win rate: wins + draws/2 over the
+# others); keyword_met meets kw:alpha when the response says alpha. The poisoned caller's samples
+# alone get judge_error.
+_ISOLATION_CASES = {
+    "plain": ({}, 0, same_value, _reference_calls(), [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
+    "votes": ({"votes": 3}, 0, same_value, _reference_calls(),
+              [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
+    "swap": ({"swap": True}, 0, same_value, _reference_calls(),
+             [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
+    "two_judges": ({}, 1, same_value, _reference_calls(),
+                   [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
+    "pairwise": (
+        {"mode": "pairwise_group"}, 0, larger_wins,
+        [(["ans-1", "ans-3"], [{}, {}]), (["ans-2", "ans-6", "ans-4"], [{}, {}, {}]),
+         (["ans-7 poison", "ans-8"], [{}, {}])],
+        [([0.0, 1.0], "judged"), ([0.0, 1.0, 0.5], "judged"), ([0.0, 0.0], "judge_error")],
+    ),
+    "pairwise_gathered": (
+        {"mode": "pairwise_group", "pairwise_group": {"group_size": 2, "group_wait_ms": 20_000}}, 0, larger_wins,
+        [(["ans-1"], [{"group_id": 0}]), (["ans-3"], [{"group_id": 0}]),
+         (["ans-7 poison"], [{"group_id": 1}]), (["ans-8"], [{"group_id": 1}])],
+        [([0.0], "judged"), ([1.0], "judged"), ([0.0], "judge_error"), ([0.0], "judge_error")],
+    ),
+    "rubric": (
+        {"mode": "rubric"}, 0, keyword_met,
+        [(["alpha"], [{"rubric": ["kw:alpha"]}]), (["beta"], [{"rubric": ["kw:alpha"]}]),
+         (["poison alpha"], [{"rubric": ["kw:alpha"]}])],
+        [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ISOLATION_CASES))
+def test_one_callers_bad_request_costs_only_that_caller_in_every_mode(case):
+    reward, extra, rule, calls, expected = _ISOLATION_CASES[case]
+    temperature = 0.7 if reward.get("votes", 1) > 1 else 0.0
+    judge = {**_STAND_IN, "sampling": {"temperature": temperature}}
+    members = [_ChokingRuleJudge(rule) for _ in range(extra)]
+    cfg = {
+        "judge": judge, "resources": {"gpus_per_replica": 0},
+        "reward": {**reward, "judges": [{**judge, "model_name": f"member-{i}"} for i in range(extra)]},
+        # Every call joins one shared judge call: it closes when all samples are in.
+        "coalesce": {"max_wait_ms": 20_000, "max_samples": sum(len(answers) for answers, _ in calls)},
+    }
+    first = _ChokingRuleJudge(rule)
+    env = GenRMEnvironmentImpl(cfg, judge=first, judges=members)
+
+    def run(answers, metas):
+        logs = [[{"role": "user", "content": "Pick a number."}, {"role": "assistant", "content": f"Answer: {a}"}]
+                for a in answers]
+        return env.step(logs, metas)
+
+    results = _run_concurrently(run, calls)
+    for result, (rewards, reason) in zip(results, expected, strict=True):
+        assert not isinstance(result, Exception), result
+        assert result.rewards.tolist() == pytest.approx(rewards)
+        assert [m["genrm"]["reason"] for m in result.metadata] == [reason] * len(rewards)
+    # The shared call raised once; then each unit was judged alone and only the poisoned one raised.
+    assert first.raised == 2 and all(m.raised <= 2 for m in members)
+    _, metrics = env.global_post_process_and_metrics({})
+    poisoned = sum(len(r) for r, reason in expected if reason == "judge_error")
+    assert metrics["genrm/count/judge_error"] == poisoned
+    assert metrics["genrm/count/judged"] == sum(len(r) for r, _ in expected) - poisoned

@@ -1,0 +1,114 @@
+"""Whether an answer's value equals the reference's: equal, different, or not decided.
+
+math-verify's ``verify`` returns ``False`` both for two values that differ and for a side it could
+not parse, so it cannot say "I do not know". :class:`ValueVerifier` keeps the three apart: each
+side is first written as one LaTeX value (:func:`~nemo_genrm.verifier.notation.as_latex`) and
+parsed by math-verify; a side that is not a value alone, or that math-verify cannot parse to a
+sympy expression, leaves the pair :attr:`Decision.UNDECIDED` (the reference first: ``Paris`` is
+never a value, so nothing is rejected for it), and only two parsed values are compared
+(``verify`` with its errors raised, an error again undecided).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nemo_genrm.verifier.notation import as_latex
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Check", "Decision", "ValueVerifier"]
+
+_INTEGER = re.compile(r"^\$([+-]?\d+)\$$")
+
+
+class Decision(str, enum.Enum):
+    """What the verifier decided about one (reference, value) pair."""
+
+    EQUAL = "equal"
+    DIFFERENT = "different"
+    UNDECIDED = "undecided"
+
+
+UNDECIDED_WHYS = ("reference", "answer")
+"""Why a pair was not decided: the reference is not a value (``Paris``), or the answer is not
+(words, a relation, a hedge spelled out, an expression math-verify cannot parse)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verifier's decision and, when undecided, which side it could not read.
+
+    Attributes:
+        decision: Equal, different or undecided.
+        why: For an undecided pair, ``reference`` or ``answer`` (:data:`UNDECIDED_WHYS`).
+    """
+
+    decision: Decision
+    why: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        """Whether the verifier decided (equal or different)."""
+        return self.decision is not Decision.UNDECIDED
+
+
+class ValueVerifier:
+    """Compares values with math-verify (see the module docstring). Results are cached per
+    distinct text and pair, so a step's repeated references cost one parse."""
+
+    def check(self, reference: str, value: str | None) -> Check:
+        """The decision for one answer value against its reference.
+
+        Args:
+            reference: The reference answer (``ground_truth``).
+            value: The bare final value the response states (``PreparedSample.value``).
+
+        Returns:
+            The :class:`Check`.
+        """
+        return _check(reference, value)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _check(reference: str, value: str | None) -> Check:
+    reference_latex, value_latex = as_latex(reference), as_latex(value, foreign_words=True)
+    if reference_latex is not None and value_latex is not None:
+        integers = _INTEGER.match(reference_latex), _INTEGER.match(value_latex)
+        if integers[0] and integers[1]:  # the common case, without ANTLR's parse (milliseconds each)
+            same = int(integers[0].group(1)) == int(integers[1].group(1))
+            return Check(Decision.EQUAL if same else Decision.DIFFERENT)
+    gold = _parsed(reference_latex)
+    if gold is None:
+        return Check(Decision.UNDECIDED, "reference")
+    target = _parsed(value_latex)
+    if target is None:
+        return Check(Decision.UNDECIDED, "answer")
+    from math_verify import verify
+
+    try:
+        # Signal-based timeouts work on the main thread only; as_latex refused what could run long.
+        same = verify(gold, target, timeout_seconds=None, raise_on_error=True)
+    except Exception:  # noqa: BLE001 - sympy's errors are many; an error decides nothing
+        logger.debug("math-verify could not compare %r with %r", value, reference, exc_info=True)
+        return Check(Decision.UNDECIDED, "answer")
+    return Check(Decision.EQUAL if same else Decision.DIFFERENT)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _parsed(latex: str | None) -> list[Any] | None:
+    """math-verify's parse of one LaTeX value; ``None`` unless it is a sympy expression."""
+    if latex is None:
+        return None
+    from math_verify import LatexExtractionConfig, parse
+    from sympy import Basic, MatrixBase
+
+    parsed = parse(latex, [LatexExtractionConfig()], parsing_timeout=None)
+    if not parsed or not isinstance(parsed[0], (Basic, MatrixBase)):
+        return None  # nothing, or only the text it matched: not a value it read
+    return parsed

@@ -1,0 +1,198 @@
+"""A stated value written as one LaTeX expression, or ``None`` when it is not a value alone.
+
+math-verify's own ``parse`` extracts a number from anywhere in a text: ``not 42``, ``42 thousand``,
+``4.2 \\times 10^{1}`` (as 10) and ``±42`` (as 42) all come out as a single number, ``42%`` and
+``42`` compare equal, and ``٤٢`` or ``forty-two`` are not read at all. A value verifier that
+gives rewards cannot read text that way, so :func:`as_latex` first writes what a reader takes
+for the value in plain LaTeX, and refuses (``None``) whatever is more than a value:
+
+- digits of every script (category Nd) are ASCII digits; superscript digits an exponent
+  (``4²`` is ``4^{2}``, never ``42``); the minus sign and dashes before a digit a minus;
+  ``±``/``∓``, ``×``/``·``/``÷``, ``√``, ``π``, ``∞`` and vulgar fractions (``3½``) their LaTeX;
+- a percent is a hundredth (``42%`` is ``\\frac{42}{100}``, so it equals ``0.42``, not ``42``);
+  a scale word multiplies (``42 thousand`` is ``42\\times10^{3}``); ``4.2e1`` is ``4.2\\times10^{1}``;
+- number words are numbers: English within a value (``minus forty-two point five``,
+  text2num's ``alpha2digit``), and, for an answer, a whole value in one of text2num's other
+  languages (``quarante-deux``, ``zweiundvierzig``);
+- digit groups split by commas, spaces or ``\\,`` are one number (``1 000``, ``42\\,000``);
+- a leading one-letter assignment is dropped (``x = 42``).
+
+Whatever still holds a word, a relation (``=``, ``<``), a digit run split by a space (``3 1/2``,
+a mixed number or a product), a factorial or an exponent tower is not a value: the verifier
+decides nothing about it and the judge is asked. Expressions are kept short (at most
+:data:`MAX_CHARS` characters, exponents of at most three digits) because math-verify's own
+timeout uses ``signal.alarm``, which only works on the main thread; the environment verifies
+on worker threads, so what could keep sympy busy is refused before it is parsed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from fractions import Fraction
+
+from text_to_num import alpha2digit, text2num
+
+from nemo_genrm.guard.folding import is_invisible
+
+__all__ = ["MAX_CHARS", "as_latex"]
+
+MAX_CHARS = 96
+"""Longest value (after normalisation) the verifier parses; longer ones are not decided."""
+
+FOREIGN_LANGUAGES = ("fr", "es", "de", "it", "pt", "nl", "da")
+"""text2num's languages besides English, read for a whole answer value (``quarante-deux``)."""
+
+_SYMBOLS = {
+    "\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "-", "\uff0d": "-",  # minus and dashes
+    "\u00b1": r"\pm ", "\u2213": r"\mp ",
+    "\u00d7": r"\times ", "\u2715": r"\times ", "\u2a2f": r"\times ",
+    "\u00b7": r"\cdot ", "\u22c5": r"\cdot ", "\u2219": r"\cdot ", "\u00f7": r"\div ",
+    "\u2215": "/", "\u2044": "/",  # division and fraction slashes
+    "\u221a": r"\sqrt ", "\u03c0": r"\pi ", "\u221e": r"\infty ",
+    "\u066b": ".", "\u066c": ",",  # Arabic decimal and thousands separators
+}
+_SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+_SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in _SUPERSCRIPT_DIGITS}}
+# LaTeX a value may hold; anything else with a backslash is not a value alone.
+_COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty")
+_SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|~")
+_WRAPPERS = (
+    re.compile(r"^\$+(.*?)\$+$", re.S), re.compile(r"^\\\((.*)\\\)$", re.S), re.compile(r"^\\\[(.*)\\\]$", re.S),
+    re.compile(r"^\\(?:boxed|fbox)\{(.*)\}$", re.S),
+)
+_SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
+_SCALE = re.compile(rf"({_NUMBER})\s*({'|'.join(_SCALES)})\b", re.I)
+_PERCENT = re.compile(rf"({_NUMBER})\s*(?:\\?%|\bper\s?cent\b)", re.I)
+_EXPONENT_E = re.compile(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b")
+_SIGN_WORD = re.compile(r"^(?:minus|negative)\s+(?=[\d.])", re.I)
+_PLUS_MINUS_WORD = re.compile(r"^plus\s+or\s+minus\s+(?=[\d.])", re.I)
+_ASSIGNMENT = re.compile(r"^[A-Za-z]\s*=\s*(?=\S)")
+_GROUPED = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\s)\d{3})+(?![\d.])")
+_ALLOWED = re.compile(r"^[0-9+\-*/^(){}\[\].,\s]*$")
+_EXPONENT = re.compile(r"\^(?:\{\s*-?\d{1,3}\s*\}|-?\d{1,3}(?!\d))")
+
+
+@functools.lru_cache(maxsize=65_536)
+def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
+    """The value ``text`` states, as ``$...$`` LaTeX math-verify parses whole, or ``None``.
+
+    Args:
+        text: A final answer or a reference, as written.
+        foreign_words: Also read a whole value written in words in one of text2num's other
+            languages (for answers; a reference such as ``elf`` is more likely a word than 11).
+
+    Returns:
+        The value in LaTeX between ``$`` signs, or ``None`` when ``text`` is not a value alone
+        (see the module docstring).
+    """
+    if text is None:
+        return None
+    value = _unwrap(_characters(text))
+    value = _EXPONENT_E.sub(r"\1\\times10^{\2}", value)
+    if re.search(r"[A-Za-z]{2}", _SPACING.sub(" ", re.sub(r"\\[A-Za-z]+", " ", value))):
+        value = _words(value, foreign_words)
+        if value is None:
+            return None
+    value = _PERCENT.sub(r"\\frac{\1}{100}", value)
+    value = _scaled(value)
+    value = _ASSIGNMENT.sub("", value)
+    value = _GROUPED.sub(lambda m: re.sub(r"[,\s]", "", m.group(0)), _SPACING.sub(" ", value)).strip()
+    return f"${value}$" if _is_plain_value(value) else None
+
+
+def _characters(text: str) -> str:
+    """Every character as a reader takes it (see the module docstring), outer space stripped."""
+    out: list[str] = []
+    superscript: list[str] = []
+    for char in text:
+        if char in _SUPERSCRIPTS:
+            superscript.append(_SUPERSCRIPTS[char])
+            continue
+        if superscript:
+            out.append("^{" + "".join(superscript) + "}")
+            superscript = []
+        if is_invisible(char):
+            continue
+        if char.isascii():
+            out.append(char)
+        elif unicodedata.category(char) == "Nd":
+            out.append(str(unicodedata.decimal(char)))
+        elif unicodedata.category(char) == "Zs":
+            out.append(" ")
+        elif char in _SYMBOLS:
+            out.append(_SYMBOLS[char])
+        elif unicodedata.category(char) == "No" and unicodedata.numeric(char, None) is not None:
+            out.append(_vulgar(char, bool(out) and out[-1][-1:].isdigit()))
+        elif "\uff01" <= char <= "\uff5e":  # fullwidth ASCII
+            out.append(unicodedata.normalize("NFKC", char))
+        else:
+            out.append(char)
+    if superscript:
+        out.append("^{" + "".join(superscript) + "}")
+    return "".join(out).strip()
+
+
+def _vulgar(char: str, after_digit: bool) -> str:
+    """A vulgar fraction (``½``) in LaTeX; after a digit it adds to it (``3½`` is 3.5)."""
+    fraction = Fraction(unicodedata.numeric(char)).limit_denominator(1000)
+    latex = rf"\frac{{{fraction.numerator}}}{{{fraction.denominator}}}"
+    return "+" + latex if after_digit else latex
+
+
+def _unwrap(value: str) -> str:
+    """``value`` without math delimiters, a box around all of it and final punctuation."""
+    while True:
+        stripped = value.strip().rstrip(".;,").strip()  # never "!" (a factorial) or "?" (a doubt)
+        for wrapper in _WRAPPERS:
+            match = wrapper.match(stripped)
+            if match:
+                stripped = match.group(1)
+        if stripped == value:
+            return value
+        value = stripped
+
+
+def _words(value: str, foreign_words: bool) -> str | None:
+    """``value`` with its number, scale, sign and percent words read, or ``None`` when other
+    words remain."""
+    if "\\" in value:  # LaTeX with words in it (\text{...}, \mathrm{cm}): not a value alone
+        return None
+    if foreign_words:
+        whole = _foreign_number(value)
+        if whole is not None:
+            return whole
+    # Scale words after digits first: alpha2digit would read "42 thousand" as "42 1000".
+    read = alpha2digit(_scaled(value), "en", threshold=0).strip()
+    read = _PLUS_MINUS_WORD.sub(r"\\pm ", _SIGN_WORD.sub("-", read))
+    rest = re.sub(r"\\[A-Za-z]+", " ", _PERCENT.sub(" ", read))
+    return None if re.search(r"[A-Za-z]{2}", rest) else read
+
+
+def _scaled(value: str) -> str:
+    """``value`` with each number followed by a scale word multiplied out (``42\\times10^{3}``)."""
+    return _SCALE.sub(lambda m: rf"{m.group(1)}\times10^{{{_SCALES[m.group(2).lower()]}}}", value)
+
+
+def _foreign_number(value: str) -> str | None:
+    """A whole value in number words of one of :data:`FOREIGN_LANGUAGES`, as digits."""
+    for language in FOREIGN_LANGUAGES:
+        try:
+            return str(text2num(value.strip(), language))
+        except ValueError:
+            continue
+    return None
+
+
+def _is_plain_value(value: str) -> bool:
+    """Whether ``value`` is short, arithmetic only, and nothing math-verify could read in part."""
+    if not value or len(value) > MAX_CHARS or not re.search(r"\d|\\pi|\\infty", value):
+        return False
+    bare = re.sub(r"\\(?:" + "|".join(_COMMANDS) + r")(?![A-Za-z])|\\[{}]", " ", value)
+    if not _ALLOWED.match(bare) or re.search(r"\d\s+\d", value):
+        return False
+    # At most two exponents, each a plain integer of up to three digits (no towers).
+    carets = value.count("^")
+    return carets <= 2 and len(_EXPONENT.findall(value)) == carets

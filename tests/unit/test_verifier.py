@@ -1,0 +1,201 @@
+"""The value-level verifier (``reward.verifier``): values compared as values, through the real
+environment with stand-in judges whose verdict is a known function of what they are shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nemo_genrm.config import ConfigError
+from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.samples.types import sample_results
+from nemo_genrm.testing.gullible import GullibleJudge
+from nemo_genrm.testing.rule_judges import RuleJudge
+from nemo_genrm.verifier import Decision, ValueVerifier, as_latex
+
+HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1", "supports_logprobs": True}}
+EQUAL, DIFFERENT, UNDECIDED = Decision.EQUAL, Decision.DIFFERENT, Decision.UNDECIDED
+
+# (reference, answer value, decision): each case says why.
+DECISIONS = [
+    # The issue's attacks: another value ending in the reference's digits.
+    ("42", "-42", DIFFERENT),  # a sign
+    ("42", "42%", DIFFERENT),  # a percent is a hundredth: 0.42
+    ("42", "0.42", DIFFERENT),  # a decimal
+    ("42", "1/42", DIFFERENT),  # a fraction
+    ("42", "±42", DIFFERENT),  # the set {-42, 42}
+    ("42", "42 thousand", DIFFERENT),  # a scale word: 42000
+    ("42", "42²", DIFFERENT),  # a superscript is a power (1764), never the digits "422"
+    ("42", "42e3", DIFFERENT),  # scientific notation
+    ("42", "minus forty-two", DIFFERENT),  # sign words
+    ("42", "41, 42", DIFFERENT),  # two values are not one
+    # Their honest twins: the reference's value in another notation.
+    ("42", "42.0", EQUAL),
+    ("42", "84/2", EQUAL),
+    ("42", "\\frac{84}{2}", EQUAL),
+    ("42", "٤٢", EQUAL),  # Arabic-Indic digits
+    ("42", "४२", EQUAL),  # Devanagari digits
+    ("42", "４２", EQUAL),  # fullwidth digits
+    ("42", "forty-two", EQUAL),  # English number words
+    ("42", "quarante-deux", EQUAL),  # French
+    ("42", "zweiundvierzig", EQUAL),  # German
+    ("42", "4.2 \\times 10^{1}", EQUAL),
+    ("42", "x = 42", EQUAL),
+    ("42", "\\boxed{42}.", EQUAL),
+    ("1250", "1,250", EQUAL),  # digit groups
+    ("1250", "1 250", EQUAL),
+    ("0.42", "42%", EQUAL),  # a percent against a decimal
+    ("42%", "42\\%", EQUAL),
+    ("\\frac{1}{2}", "0.5", EQUAL),
+    # Not values: the verifier decides nothing and never rejects.
+    ("Paris", "Paris", UNDECIDED),
+    ("Paris", "42", UNDECIDED),
+    ("42", "not 42", UNDECIDED),  # words around the value
+    ("42", "42 apples", UNDECIDED),
+    ("42", "5!", UNDECIDED),  # a factorial is not read
+    ("42", "41 = 42", UNDECIDED),  # a relation
+    ("42", "3 1/2", UNDECIDED),  # a mixed number or a product
+    ("42", "9^{9^{9}}", UNDECIDED),  # a tower sympy could spend minutes on
+    ("42", "\\text{42}", UNDECIDED),
+    ("42", "", UNDECIDED),
+    ("elf", "11", UNDECIDED),  # a reference is read in English only: "elf" is a word there
+]
+
+
+@pytest.mark.parametrize(("reference", "value", "decision"), DECISIONS)
+def test_values_are_compared_as_values(reference, value, decision):
+    check = ValueVerifier().check(reference, value)
+    assert check.decision is decision, (reference, value, as_latex(value, foreign_words=True))
+    if decision is UNDECIDED:
+        assert check.why == ("reference" if as_latex(reference) is None else "answer")
+
+
+def test_a_value_the_verifier_cannot_parse_is_undecided_not_rejected():
+    # math-verify's verify() is False both for a mismatch and for text it cannot parse.
+    from math_verify import parse, verify
+
+    assert verify(parse("$42$"), parse("Paris")) is False
+    assert ValueVerifier().check("42", "Paris").decision is UNDECIDED
+    assert ValueVerifier().check("Paris", "London").decision is UNDECIDED
+
+
+def test_hydra_and_omegaconf_keep_their_antlr_runtime_beside_math_verify():
+    # math-verify's antlr4_9_3 extra keeps the ANTLR 4.9 runtime OmegaConf's grammar was built with.
+    from importlib.metadata import version
+
+    import hydra  # noqa: F401
+    from omegaconf import OmegaConf
+
+    assert version("antlr4-python3-runtime").startswith("4.9.")
+    assert OmegaConf.create({"a": "${b}", "b": 2}).a == 2  # interpolation goes through ANTLR
+    assert ValueVerifier().check("\\frac{1}{2}", "\\dfrac{2}{4}").decision is EQUAL  # so does LaTeX
+
+
+# ------------------------------------------------------------------- through the environment
+ATTACKS = ["-42", "42%", "0.42", "1/42", "±42", "42 thousand"]
+TWINS = ["42.0", "84/2", "٤٢", "forty-two", "42"]
+
+
+def _env(stand_in: Any, verifier: str | None, judge: dict | None = None, **reward: Any) -> GenRMEnvironmentImpl:
+    section = {**reward, **({"verifier": verifier} if verifier else {})}
+    cfg = {"judge": {"model_name": "stand-in", **HTTP, **(judge or {})}, "resources": {"gpus_per_replica": 0},
+           "reward": section}  # fmt: skip
+    return GenRMEnvironmentImpl(cfg, judge=stand_in)
+
+
+def _step(env: GenRMEnvironmentImpl, answers: list[str], reference: str = "42"):
+    logs = [[{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": f"Answer: {a}"}]
+            for a in answers]  # fmt: skip
+    return env.step(logs, [{"ground_truth": reference}] * len(answers))
+
+
+# The last-number reader (GullibleJudge): 1 when the last run of digits inside the fence, folded
+# (other scripts' digits read as ASCII), is 42. So it says 1 to every attack (each ends in 42) and
+# to ٤٢ and 42, 0 to 42.0 (last run 0), 84/2 (2) and forty-two (no digits).
+JUDGE_ALONE = [1.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0]
+EXPECTED = {
+    # verifier setting: (rewards of ATTACKS + TWINS, judge prompts sent)
+    "none": (JUDGE_ALONE, 11),
+    # The verifier decides all eleven (6 different, 5 equal): no judge prompt at all.
+    "rule_first": ([0.0] * 6 + [1.0] * 5, 0),
+    # The lower of the two: every attack 0; a twin keeps the judge's verdict.
+    "both": ([0.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0], 11),
+    None: ([0.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0], 11),  # the default is both
+}
+
+
+@pytest.mark.parametrize("verifier", ["none", "rule_first", "both", None])
+def test_each_setting_against_a_last_number_reader(verifier):
+    judge = GullibleJudge("42")
+    env = _env(judge, verifier)
+    result = _step(env, ATTACKS + TWINS)
+    rewards, prompts = EXPECTED[verifier]
+    assert result.rewards.tolist() == rewards
+    assert len(judge.shown) == prompts
+    assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 11
+    metrics = env.last_metrics()
+    if verifier == "none":
+        assert not any(k.startswith("genrm/verifier/") for k in metrics)
+        assert all("verifier" not in m["genrm"] for m in result.metadata)
+        return
+    assert [m["genrm"]["verifier"] for m in result.metadata] == ["different"] * 6 + ["equal"] * 5
+    assert metrics["genrm/verifier/checked"] == 11
+    assert metrics["genrm/verifier/different"] == 6 and metrics["genrm/verifier/equal"] == 5
+    assert metrics["genrm/verifier/undecided"] == 0 and metrics["genrm/verifier/undecided_rate"] == 0.0
+    assert metrics["genrm/judge_prompts"] == prompts
+    if verifier != "rule_first":
+        # Vetoes: the judge's 1 to the six attacks. Disagreements: those, and its 0 to 42.0, 84/2, forty-two.
+        assert metrics["genrm/verifier/vetoes"] == 6 and metrics["genrm/verifier/disagreements"] == 9
+        # The verdict the reward stands on is the lower one.
+        assert [m["genrm"]["verdict"] for m in result.metadata] == [int(r) for r in rewards]
+
+
+@pytest.mark.parametrize("verifier", ["none", "rule_first", "both"])
+def test_undecided_values_are_left_to_the_judge_in_every_setting(verifier):
+    # A judge that says 1 to everything: whatever the verifier cannot read keeps the judge's 1.
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, verifier)
+    paris = _step(env, ["Paris", "London", "42"], reference="Paris")  # the reference is not a value
+    words = _step(env, ["42 apples", "six times seven"])  # the answers are not values alone
+    assert paris.rewards.tolist() == [1.0, 1.0, 1.0] and words.rewards.tolist() == [1.0, 1.0]
+    assert len(judge.seen) == 5  # every one asked, rule_first included
+    if verifier != "none":
+        assert [m["genrm"]["verifier"] for m in paris.metadata + words.metadata] == ["undecided"] * 5
+        assert env.last_metrics()["genrm/verifier/undecided/answer"] == 2
+
+
+def test_rule_first_asks_the_judge_only_what_the_verifier_cannot_decide():
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, "rule_first")
+    result = _step(env, ["41", "42", "42 apples", "forty-two", "41 or 42"])
+    # 41: different (0, no prompt); 42, forty-two: equal (1, no prompt); the other two: the judge's 1.
+    assert result.rewards.tolist() == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert len(judge.seen) == 2 and env.last_metrics()["genrm/judge_prompts"] == 2
+    assert [r.verdict for r in sample_results(result.metadata, 5)] == [0, 1, 1, 1, 1]
+
+
+def test_probability_rewards_beside_the_verifier():
+    # RuleJudge scores its reply's label 0.9, the other label 0.1: P(positive) = 0.9.
+    reward = {"kind": "probability", "judge": {"verdict_from": "logprobs"}}
+    answers = ["42", "41", "42 apples"]
+    both = _step(_env(RuleJudge(lambda text: "1"), "both", **reward), answers)
+    rule_first = _step(_env(RuleJudge(lambda text: "1"), "rule_first", **reward), answers)
+    assert both.rewards.tolist() == pytest.approx([0.9, 0.0, 0.9])  # equal: the judge's; different: 0
+    assert rule_first.rewards.tolist() == pytest.approx([1.0, 0.0, 0.9])  # decided: 1 or 0; else the judge's
+
+
+def test_a_judge_failure_stays_a_failure_beside_the_verifier():
+    judge = RuleJudge(lambda text: "1", fail_when=lambda text: "41" in text)
+    result = _step(_env(judge, "both"), ["41", "42"])
+    assert [m["genrm"]["reason"] for m in result.metadata] == ["judge_error", "judged"]
+    assert result.metadata[0]["genrm"]["verifier"] == "different"
+
+
+def test_the_verifier_is_refused_where_there_is_no_reference():
+    cfg = {"judge": {"model_name": "stand-in", **HTTP}, "resources": {"gpus_per_replica": 0}}
+    with pytest.raises(ConfigError, match="reward.verifier 'both' compares an answer's value with the reference"):
+        GenRMEnvironmentImpl({**cfg, "reward": {"mode": "rubric", "verifier": "both"}}, judge=RuleJudge(str))
+    # The default applies to reference mode only: the other modes start without it.
+    GenRMEnvironmentImpl({**cfg, "reward": {"mode": "rubric"}}, judge=RuleJudge(str)).shutdown()
+    GenRMEnvironmentImpl({**cfg, "reward": {"mode": "rubric", "verifier": "none"}}, judge=RuleJudge(str)).shutdown()
