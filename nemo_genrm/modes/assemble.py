@@ -9,7 +9,7 @@ import torch
 
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.metrics import StepTally
-from nemo_genrm.samples.types import JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
+from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, EnvironmentReturn, SampleResult
 
 
 def assemble(
@@ -22,8 +22,9 @@ def assemble(
 ) -> EnvironmentReturn:
     """One step call's return, counting its samples into ``tally``.
 
-    The mode's results are settled here (reward 0 unless judged; parse failures masked under
-    ``mask_parse_failures``) and every dict in ``metas`` comes back as a copy whose ``genrm``
+    The mode's results are settled here (reward 0 unless judged; a ``judge_error`` always masked,
+    since its verdict rests on no judge answer and its 0 would train as one; parse failures
+    masked under ``mask_parse_failures``) and every dict in ``metas`` comes back as a copy whose ``genrm``
     entry is the settled result (:class:`~nemo_genrm.samples.types.GenRMInfo`).
 
     Args:
@@ -41,7 +42,11 @@ def assemble(
         result = dataclasses.replace(
             result,
             reward=result.reward if result.reason == JUDGED else 0.0,
-            masked=result.masked or (mask_parse_failures and result.reason == PARSE_FAILURE),
+            masked=(
+                result.masked
+                or result.reason == JUDGE_ERROR
+                or (mask_parse_failures and result.reason == PARSE_FAILURE)
+            ),
         )
         tally.count(result)
         sent = sample.reason is None

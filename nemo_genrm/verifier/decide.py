@@ -27,6 +27,18 @@ __all__ = ["Check", "Decision", "ValueVerifier"]
 _INTEGER = re.compile(r"^\$([+-]?\d+)\$$")
 
 
+def _drop_timeout_warning(record: logging.LogRecord) -> bool:
+    """math-verify warns once per process that its timeouts are off. They are off on purpose:
+    its timeouts use signals, which work on the main thread only (the environment judges in
+    actor threads), and :func:`~nemo_genrm.verifier.notation.as_latex` refuses what could run
+    long before math-verify sees it. The warning would tell a user to do what is done."""
+    return not record.getMessage().startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_drop_timeout_warning)
+
+
 class Decision(str, enum.Enum):
     """What the verifier decided about one (reference, value) pair."""
 

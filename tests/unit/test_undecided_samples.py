@@ -87,8 +87,9 @@ def test_pairwise_group_of_identical_responses_still_draws():
         (["1", "1", None], (1.0, "judged", False), False),
         # 0, 0 and a failed vote: a majority -> judged, 0.
         (["0", "0", None], (0.0, "judged", False), False),
-        # two failed votes outnumber the verdict: the prompt failed (judge_error, as without votes).
-        (["1", None, None], (0.0, "judge_error", False), False),
+        # two failed votes outnumber the verdict: the prompt failed (judge_error, masked as without
+        # votes: no verdict stands on a judge answer).
+        (["1", None, None], (0.0, "judge_error", True), False),
     ],
 )
 def test_a_tied_vote_is_undecided_and_masked(replies, settled, undecided):
