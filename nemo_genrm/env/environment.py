@@ -231,7 +231,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                            response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return StepCall(samples, metas, start, deadline)
+        return StepCall(samples, metas, start, deadline, logs=logs)
 
     def _run_calls(self, calls: list[StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""

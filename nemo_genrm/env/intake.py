@@ -23,6 +23,7 @@ from nemo_genrm.config import CoalesceConfig, PairwiseGroupConfig
 from nemo_genrm.env.coalesce import Coalescer, awaited, running_future
 from nemo_genrm.env.gather import Bundle, GroupGate
 from nemo_genrm.modes.pairwise import GroupTag, call_tags, sample_keys
+from nemo_genrm.samples.groups import GroupKey, group_key
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import EnvironmentReturn
 
@@ -39,6 +40,7 @@ class StepCall:
     start: float
     deadline: float  # time.monotonic() by which this call must be answered
     groups: tuple[GroupTag | None, ...] | None = None  # pairwise with group_size: as gathered
+    logs: list[Any] | None = None  # per sample, its message log (its prompt names its group)
 
     @property
     def size(self) -> int:
@@ -106,9 +108,17 @@ class Intake:
         if self._gate is not None:
             self._gate.close(error)
 
-    def _keys(self, call: StepCall) -> list[Any]:
+    def _keys(self, call: StepCall) -> list[GroupKey | None]:
+        """Per sample, the key of its group (:func:`~nemo_genrm.samples.groups.group_key`), or
+        ``None`` for a sample that cannot be placed in one (the mode's rule)."""
         assert self._pairwise is not None
-        return sample_keys(call.samples, call.metas, self._pairwise.group_key)
+        field = self._pairwise.group_key
+        logs = call.logs if call.logs is not None else [None] * len(call.samples)
+        placed = sample_keys(call.samples, call.metas, field)
+        return [
+            None if where is None else group_key(meta, log, sample.question, field)
+            for where, sample, meta, log in zip(placed, call.samples, call.metas, logs, strict=True)
+        ]
 
     def _release(self, bundle: Bundle) -> concurrent.futures.Future:
         """The calls the gate released together: a future of one outcome per call."""

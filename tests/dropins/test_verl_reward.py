@@ -41,13 +41,19 @@ def _fresh_judges():
     verl_dropin.close_shared_rewards()
 
 
-def _config(tokenizer_path: str, genrm_config) -> OmegaConf:
+# nemo_genrm's reward manager, as docs/integrations.md configures it.
+GENRM_MANAGER = {"source": "importlib", "name": "GenRMRewardManager",
+                 "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}}  # fmt: skip
+NAIVE_MANAGER = {"source": "register", "name": "naive"}
+
+
+def _config(tokenizer_path: str, genrm_config, manager: dict | None = None) -> OmegaConf:
     return OmegaConf.create(
         {
             "actor_rollout_ref": {"model": {"path": tokenizer_path, "tokenizer_path": None}},
             "reward": {
                 "reward_model": {"enable": False},
-                "reward_manager": {"source": "register", "name": "naive"},
+                "reward_manager": manager or NAIVE_MANAGER,
                 "custom_reward_function": {
                     "path": "pkg://nemo_genrm.integrations.verl",
                     "name": "compute_score",
@@ -130,11 +136,13 @@ def test_compute_score_needs_a_judge_config():
 
 
 # ------------------------------------------------------------- modes, groups and masks
-def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4"):
-    """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts)."""
+def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4",
+          uids: list[str] | None = None, prompt_text: str = "Answer the question."):  # fmt: skip
+    """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts),
+    and verl's ``uid`` per row when given."""
     from verl import DataProto
 
-    prompt = tokenizer("Answer the question.", return_tensors="pt").input_ids[0]
+    prompt = tokenizer(prompt_text, return_tensors="pt").input_ids[0]
     rows = [tokenizer(r or " ", add_special_tokens=False).input_ids for r in responses]
     width = max(len(r) for r in rows) + 2
     ids = torch.full((len(rows), width), tokenizer.pad_token_id)
@@ -142,24 +150,27 @@ def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth
     for i, row in enumerate(rows):
         ids[i, : len(row)] = torch.tensor(row)
         mask[i, : len(prompt) + (len(row) if responses[i] else 0)] = 1
+    non_tensors = {
+        "data_source": np.array(["math"] * len(rows), dtype=object),
+        "reward_model": np.array([{"ground_truth": ground_truth} for _ in rows], dtype=object),
+        "extra_info": np.array(extra_infos, dtype=object),
+    }
+    if uids is not None:
+        non_tensors["uid"] = np.array(uids, dtype=object)
     return DataProto.from_dict(
         tensors={"prompts": prompt.unsqueeze(0).repeat(len(rows), 1), "responses": ids, "attention_mask": mask},
-        non_tensors={
-            "data_source": np.array(["math"] * len(rows), dtype=object),
-            "reward_model": np.array([{"ground_truth": ground_truth} for _ in rows], dtype=object),
-            "extra_info": np.array(extra_infos, dtype=object),
-        },
+        non_tensors=non_tensors,
     )
 
 
-def _score_rows(section, tokenizer_path, responses, extra_infos):
+def _score_rows(section, tokenizer_path, responses, extra_infos, uids=None, manager=None):
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
 
     async def go():
-        worker = RewardLoopWorker(_config(tokenizer_path, section), reward_router_address=None)
-        return await worker.compute_score_batch(_rows(tokenizer, responses, extra_infos))
+        worker = RewardLoopWorker(_config(tokenizer_path, section, manager), reward_router_address=None)
+        return await worker.compute_score_batch(_rows(tokenizer, responses, extra_infos, uids=uids))
 
     return asyncio.run(go())
 
@@ -178,16 +189,18 @@ def _pairwise_rule(body: dict) -> str:
 
 @pytest.mark.parametrize("group", [4, 8])
 def test_64_rows_in_groups_keep_every_group_whole_at_the_default_pool_size(group):
-    """verl's reward loop awaits compute_score for all 64 rows at once; groups come by extra_info.index."""
+    """verl's reward loop awaits compute_score for all 64 rows at once; groups come by verl's uid,
+    which nemo_genrm's reward manager passes on."""
     rows = 64
     working_of = [(7 * r + r // group) % group for r in range(rows)]  # distinct within a group
     responses = ["Answer: 7. " + "because " * w for w in working_of]
-    # No question in extra_info (verl's own data has none): the group is the dataset row's index.
-    extra = [{"index": r // group} for r in range(rows)]
+    # No question in extra_info (verl's own data has none); every file numbers its rows from 0.
+    extra = [{"index": 0} for r in range(rows)]
+    uids = [f"uid-{r // group}" for r in range(rows)]
     reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": group}}
     with StandInServer(_pairwise_rule) as server:
         section = {**http_section(server.base_url), "reward": reward}
-        outputs = _score_rows(section, str(cached_tiny_tokenizer()), responses, extra)
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), responses, extra, uids, GENRM_MANAGER)
     expected = []
     for g in range(rows // group):
         expected += _win_rates(working_of[g * group : (g + 1) * group])
@@ -222,7 +235,7 @@ def test_rubric_items_from_extra_info_and_masks():
         reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
         section = {**http_section(server.base_url), "reward": reward}
         masked = _score_rows(section, str(cached_tiny_tokenizer()), ["Answer: 7 because", "", "", ""],
-                             [{"index": 0}] * 4)  # fmt: skip
+                             [{"index": 0}] * 4, ["u"] * 4, GENRM_MANAGER)  # fmt: skip
     infos = [o["reward_extra_info"] for o in masked]
     assert [i["genrm_reason"] for i in infos] == ["incomplete_group", "no_answer", "no_answer", "no_answer"]
     assert [i["genrm_masked"] for i in infos] == [1.0, 0.0, 0.0, 0.0]
