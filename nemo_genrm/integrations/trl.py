@@ -41,6 +41,8 @@ Nothing here imports TRL.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
 import logging
 from collections import Counter
@@ -121,6 +123,25 @@ def trl_num_generations(kwargs: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+class _Published:
+    """The judge's rewards of its recent calls, each a future found by the ``completions`` list
+    TRL passes every reward function of one call (the same object), for :meth:`GenRMReward.masking`."""
+
+    KEPT = 8
+
+    def __init__(self) -> None:
+        self._slots: list[tuple[Sequence[Any], asyncio.Future]] = []
+
+    def slot(self, completions: Sequence[Any]) -> asyncio.Future:
+        """The future of this call's rewards (or its error), made by whichever side asks first."""
+        for seen, future in self._slots:
+            if seen is completions:
+                return future
+        future = asyncio.get_running_loop().create_future()
+        self._slots = [*self._slots[-(self.KEPT - 1) :], (completions, future)]
+        return future
+
+
 class GenRMReward:
     """An async TRL reward function: the judge's verdict on each completion.
 
@@ -168,6 +189,7 @@ class GenRMReward:
         self.config = validate(GenRMConfig, self._section, prefix="env.genrm")  # on every process
         self._judge = judge
         self._calls = itertools.count()  # tells one call's groups from another's
+        self._published = _Published()  # each call's rewards, for the functions it masks
         self._warned_sizes: set[tuple[int, tuple[int, ...]]] = set()
         self._reward: JudgeReward | None = None
         if self.config.reward.mode != "pairwise_group" or launched_rank() in (None, 0):
@@ -215,14 +237,61 @@ class GenRMReward:
             JudgeUnavailableError: The judge has been unreachable past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
-            judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
-        else:
-            reward = self._judging()
-            judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
-            metrics = reward.metrics()
+        published = self._published.slot(completions)
+        try:
+            if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
+                judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
+            else:
+                reward = self._judging()
+                judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
+                metrics = reward.metrics()
+        except BaseException as exc:
+            published.set_result(exc)  # the reward functions it masks raise it too
+            raise
         self._log(judgements, metrics, kwargs.get("log_metric"), kwargs.get("log_extra"))
-        return [j.reward_or_none for j in judgements]
+        rewards = [j.reward_or_none for j in judgements]
+        published.set_result(rewards)
+        return rewards
+
+    def masking(self, other: Callable[..., Any]) -> Callable[..., Any]:
+        """``other`` as a TRL reward function that is ``None`` wherever this judge's reward is.
+
+        TRL sums the reward functions of a completion with ``nansum``: a judge reward that is
+        ``None`` (a failed judge, a masked sample) next to another function's value trains as
+        a judge reward of 0. A completion every function left ``None`` is left out of its
+        group's baseline and gets advantage 0 instead. Pass the other functions through this,
+        beside the judge, and a judge failure masks the whole completion::
+
+            judge = GenRMReward("genrm.yaml")
+            GRPOTrainer(reward_funcs=[judge, judge.masking(format_reward)], ...)
+
+        Args:
+            other: A TRL reward function (sync or async); its name is kept.
+
+        Returns:
+            An async reward function; it waits for this judge's rewards of the same call, so
+            this judge must be one of the trainer's ``reward_funcs`` (checked at the call).
+
+        Raises:
+            ValueError: (at the call) the trainer's ``reward_funcs`` do not include this judge.
+        """
+        judge = self
+
+        async def masked(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any):
+            trainer = getattr(kwargs.get("log_extra"), "__self__", None)
+            funcs = getattr(trainer, "reward_funcs", None)
+            if funcs is not None and not any(f is judge for f in funcs):
+                raise ValueError(f"{masked.__name__}: GenRMReward.masking needs its judge among the trainer's reward_funcs")
+            out = other(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+            if inspect.isawaitable(out):
+                out = await out
+            judged = await judge._published.slot(completions)
+            if isinstance(judged, BaseException):
+                raise judged
+            return [None if j is None else r for r, j in zip(out, judged, strict=True)]
+
+        masked.__name__ = getattr(other, "__name__", type(other).__name__)
+        return masked
 
     def _inputs(self, prompts: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list | None, list, list | None]:
         """References, questions and per-sample metadata of the mode, from TRL's batch."""
