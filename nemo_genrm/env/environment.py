@@ -50,6 +50,7 @@ import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.judges.deadline import step_deadline
+from nemo_genrm.env.coalesce import CarriedResults
 from nemo_genrm.env.intake import Intake, StepCall
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room
@@ -173,6 +174,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._metrics_lock = threading.Lock()
         pairwise = self.cfg.reward.pairwise_group if self.cfg.reward.mode == "pairwise_group" else None
         self._intake = Intake(self._run_calls, self.cfg.coalesce, pairwise)
+        self._carried: CarriedResults[tuple[str, str, str], Vote] = CarriedResults()
 
     def _judge_config(self) -> JudgeConfig:
         """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
@@ -301,20 +303,38 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         again on their own, so a prompt that breaks the engine only costs its own caller.
         """
         merged = [sample for call in calls for sample in call.samples]
+        arrived = [call.start for call in calls for _ in call.samples]
         try:
-            outcomes = self._judge_samples(merged, tally, isolate=len(calls) > 1)
+            outcomes = self._judge_samples(merged, tally, isolate=len(calls) > 1, arrived=arrived)
         except _SharedCallFailed:
             logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
-            return [self._judge_samples(call.samples, tally, isolate=False) for call in calls]
+            return [
+                self._judge_samples(call.samples, tally, isolate=False, arrived=[call.start] * len(call.samples))
+                for call in calls
+            ]
         per_call, offset = [], 0
         for call in calls:
             per_call.append(outcomes[offset : offset + len(call.samples)])
             offset += len(call.samples)
         return per_call
 
-    def _judge_samples(self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool) -> list[Vote]:
+    def _judge_samples(
+        self, samples: list[PreparedSample], tally: StepTally, *, isolate: bool, arrived: list[float]
+    ) -> list[Vote]:
         slot, requests = self._requests(samples)
-        votes = self._judge_all(requests, tally, isolate=isolate)
+        # With dedup, a prompt the previous judge call answered while these calls waited for it
+        # is shared, not asked again (coalesce.CarriedResults; counted as dedup hits).
+        keys: list[Any] = [None] * len(requests)
+        first: list[float] = [float("inf")] * len(requests)
+        for sample, r, when in zip(samples, slot, arrived, strict=True):
+            if r is not None:
+                keys[r], first[r] = sample.key, min(first[r], when)
+        carried = self._carried.take(keys, first) if self.cfg.reward.dedup else {}
+        fresh = [r for r in range(len(requests)) if r not in carried]
+        judged = self._judge_all([requests[r] for r in fresh], tally, isolate=isolate)
+        votes = {**carried, **dict(zip(fresh, judged, strict=True))}
+        if self.cfg.reward.dedup:
+            self._carried.keep({keys[r]: votes[r] for r in fresh if votes[r].reason == JUDGED})
         return [
             votes[s] if s is not None else Vote(sample.reason or JUDGE_ERROR)
             for s, sample in zip(slot, samples, strict=True)
