@@ -51,7 +51,7 @@ import ray
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.coalesce import CarriedResults
-from nemo_genrm.env.intake import Intake, StepCall
+from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room
 from nemo_genrm.samples.inputs import (
@@ -498,6 +498,12 @@ class GenRMEnvironmentActor(GenRMEnvironmentImpl):
     """The body of the ``GenRMEnvironment`` Ray actor: :class:`GenRMEnvironmentImpl`, with a
     start-up error kept and raised from every call instead of killing the actor
     (:func:`~nemo_genrm.env.launch.keep_start_error`), and ``ready()``."""
+
+    def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
+        """:meth:`GenRMEnvironmentImpl.step`; a pairwise call of one response (NeMo-RL's per-sample
+        rollout path) is refused (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`)."""
+        refuse_lone_pairwise_call(self.cfg, len(message_log_batch))
+        return super().step(message_log_batch, metadata)
 
 
 GenRMEnvironment = EnvironmentLauncher(
