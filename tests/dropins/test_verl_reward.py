@@ -299,3 +299,58 @@ def test_exclude_unmeasured_keeps_flagged_rows_out_of_verls_grpo_update():
     expected = [up, down, 0.0, up, up, 0.0, down, up]
     assert out.batch["advantages"][:, -1].tolist() == pytest.approx(expected, abs=1e-5)
     assert out.batch["response_mask"][[2, 5]].sum() == 0  # none of their tokens enters the loss
+
+
+def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
+    """verl's legacy trainer path after the reward: compute_advantage, then what _update_actor
+    hands the actor (left_right_2_no_padding), then verl's own ppo_loss at ActorConfig's defaults.
+
+    One group of 4 scored 1, 0, 0, 1 whose third row is a judge failure. verl's GRPO (unbiased
+    std): mean 1/2, std sqrt(1/3), advantages +-(1/2)/sqrt(1/3) = +-0.866: the failure trains
+    as a wrong answer, its log-probs get a gradient. Excluded, the group is 1, 0, 1 (advantages
+    1/sqrt(3), -2/sqrt(3), as above), the failed row's advantage is 0 and its tokens leave the
+    loss: no gradient, and the token mean is over the 6 tokens of the 3 others (the loss's own
+    input ``response_mask``).
+    """
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import ActorConfig
+    from verl.workers.utils.losses import ppo_loss
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    rows, prompt_len, response_len = 4, 3, 2
+    rewards = torch.zeros(rows, response_len)  # [B, R]: the score on the last token
+    rewards[:, -1] = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    gradients = {}
+    for exclude in (False, True):
+        prompts = torch.arange(10, 10 + rows * prompt_len).view(rows, prompt_len)  # [B, P]
+        responses = torch.arange(50, 50 + rows * response_len).view(rows, response_len)  # [B, R]
+        data = DataProto.from_dict(
+            tensors={
+                "prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
+                "attention_mask": torch.ones(rows, prompt_len + response_len, dtype=torch.long),
+                "position_ids": torch.arange(prompt_len + response_len).repeat(rows, 1),
+                "response_mask": torch.ones(rows, response_len, dtype=torch.long),
+                "token_level_rewards": rewards.clone(), "old_log_probs": torch.zeros(rows, response_len),
+            },
+            non_tensors={"uid": np.array(["g"] * rows, dtype=object),
+                         "genrm_judge_failed": np.array([0.0, 0.0, 1.0, 0.0])},
+        )  # fmt: skip
+        if exclude:
+            assert verl_dropin.exclude_unmeasured(data) == 1
+        data = compute_advantage(data, adv_estimator="grpo", num_repeat=rows)
+        up, down = (1 / 3**0.5, -2 / 3**0.5) if exclude else (0.5 * 3**0.5, -0.5 * 3**0.5)
+        want = [up, down, 0.0 if exclude else down, up]
+        assert data.batch["advantages"][:, -1].tolist() == pytest.approx(want, abs=1e-4)
+        batch = left_right_2_no_padding(data.to_tensordict())  # as RayPPOTrainer._update_actor does
+        tu.assign_non_tensor(batch, dp_size=1, batch_num_tokens=int(batch["response_mask"].sum()), global_batch_size=rows)
+        log_probs = torch.zeros(rows * (prompt_len + response_len), requires_grad=True)  # the policy's, unpadded
+        nested = torch.nested.nested_tensor_from_jagged(log_probs, offsets=torch.arange(0, log_probs.numel() + 1, prompt_len + response_len))
+        config = ActorConfig(strategy="fsdp", ppo_mini_batch_size=rows, ppo_micro_batch_size_per_gpu=rows, rollout_n=rows)
+        loss, _ = ppo_loss(config, {"log_probs": nested}, batch)
+        loss.backward()
+        gradients[exclude] = log_probs.grad.view(rows, -1).abs().sum(1).tolist()  # per row
+    # Token mean of -A * ratio: each token's gradient is |A| / (tokens in the loss).
+    assert gradients[False] == pytest.approx([0.5 * 3**0.5 * 2 / 8] * 4, abs=1e-4)
+    assert gradients[True] == pytest.approx([2 / 3**0.5 / 6, 4 / 3**0.5 / 6, 0.0, 2 / 3**0.5 / 6], abs=1e-4)
