@@ -221,12 +221,23 @@ _NO_GROUP = (
 )
 
 
+_BATCH_PATH = (
+    "reward.mode pairwise_group cannot be ranked on verl's batch reward path (reward.reward_model.enable "
+    "without reward.reward_model.enable_resource_pool): verl pads that batch with exact copies of its first "
+    "rows (pad_dataproto_to_divisor), which nothing tells apart from the rows they copy, so a copy could be "
+    "ranked in a row's place. Set reward.reward_model.enable_resource_pool: true (verl then scores each "
+    "trajectory as it finishes), or serve the judge outside verl (judge.backend: http with a base_url, "
+    "reward.reward_model.enable: false)"
+)
+
+
 def _mode_inputs(
     reward: JudgeReward | GatheredReward,
     extra_info: Any,
     data_source: Any,
     group: str | None,
     prompt: Any,
+    batch_path: bool = False,
 ) -> dict[str, Any] | None:
     """The sample's metadata for the mode.
 
@@ -235,14 +246,15 @@ def _mode_inputs(
     passes them; a uid names one group only, so it is gathered once.
 
     Raises:
-        ConfigError: ``pairwise_group`` without a ``uid`` (verl's own reward managers pass none).
+        ConfigError: ``pairwise_group`` without a ``uid`` (verl's own reward managers pass none),
+            or on verl's batch reward path.
     """
     cfg = reward.config.reward
     if cfg.mode == "pairwise_group":
-        if group is None:
+        if group is None or batch_path:
             from nemo_genrm.config import ConfigError
 
-            raise ConfigError([_NO_GROUP])
+            raise ConfigError([_NO_GROUP if group is None else _BATCH_PATH])
         return {
             cfg.pairwise_group.group_key: ["uid", group],
             SOURCE_FIELD: data_source if isinstance(data_source, str) else None,
@@ -275,6 +287,7 @@ async def compute_score(
     genrm_overrides: Sequence[str] = (),
     genrm_group: str | None = None,
     genrm_prompt: Any = None,
+    genrm_batch_path: bool = False,
     **_: Any,
 ) -> dict[str, Any]:
     """Judge one verl response against its reference.
@@ -293,6 +306,8 @@ async def compute_score(
         genrm_group: The row's ``uid`` (verl's GRPO group), from
             :class:`~nemo_genrm.integrations.verl_manager.GenRMRewardManager`.
         genrm_prompt: The row's prompt token ids, from the same manager.
+        genrm_batch_path: From the same manager: verl scores on its batch path, padded with
+            exact copies of real rows.
 
     Returns:
         ``{"score", "acc", "pred", "genrm_reason", "genrm_judge_failed", "genrm_masked"}`` (see
@@ -301,7 +316,8 @@ async def compute_score(
     Raises:
         ValueError: No ``genrm_config`` in ``reward_kwargs``.
         ConfigError: Every problem with the config, at once (on the first call); ``pairwise_group``
-            without ``genrm_group`` (verl's own reward managers pass no ``uid``).
+            without ``genrm_group`` (verl's own reward managers pass no ``uid``), or on verl's
+            batch reward path.
         JudgeUnavailableError: The judge has been unreachable past
             ``fault_tolerance.unavailable_grace_s``.
     """
@@ -315,7 +331,7 @@ async def compute_score(
     if reward is None:  # built once per process, off the event loop
         reward = await asyncio.to_thread(shared_reward, genrm_config, overrides, reward_router_address)
     question = _question(extra_info)
-    extras = _mode_inputs(reward, extra_info, data_source, genrm_group, genrm_prompt)
+    extras = _mode_inputs(reward, extra_info, data_source, genrm_group, genrm_prompt, genrm_batch_path)
     reference = ground_truth if ground_truth is None else str(ground_truth)
     (judgement,) = await reward.ajudge([solution_str], [reference], [question], [extras])
     return result_fields(judgement, reward.mode)

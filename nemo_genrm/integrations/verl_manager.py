@@ -11,7 +11,11 @@ prompt. ``extra_info.index`` is no substitute: verl's preprocessing numbers ever
 response as verl's ``naive`` manager does (the decoded response, the row's fields), and passes
 ``compute_score`` the row's ``uid`` and prompt token ids too (``genrm_group``,
 ``genrm_prompt``). In ``pairwise_group`` mode that is each group's key: one prompt in one step
-or validation batch, gathered once, whose padding copies are recognised. Name it in verl's
+or validation batch, gathered once: rows past its size (the extra trajectories verl's legacy
+validation generates for a padded batch) are masked at once, never opening or owing a group. On
+verl's batch reward path (a reward model colocated with the policy) the padding rows are exact
+copies of real ones, which nothing tells apart from the rows they copy, so a copy could be
+ranked in a row's place: ``compute_score`` refuses ``pairwise_group`` there. Name it in verl's
 config next to the custom reward function::
 
     reward:
@@ -25,7 +29,8 @@ config next to the custom reward function::
         reward_kwargs: {genrm_config: /path/to/genrm.yaml}
 
 The custom reward function must be this package's ``compute_score`` (or a function passing the
-two keywords on to it). Importing this module imports verl.
+two keywords on to it). :func:`exclude_unmeasured_kv` keeps masked rows and judge failures out
+of the V1 trainer's update. Importing this module imports verl.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-__all__ = ["GenRMRewardManager"]
+__all__ = ["GenRMRewardManager", "exclude_unmeasured_kv"]
 
 
 class GenRMRewardManager(RewardManagerBase):
@@ -68,6 +73,10 @@ class GenRMRewardManager(RewardManagerBase):
             )
         self.reward_router_address = reward_router_address
         self.reward_model_tokenizer = reward_model_tokenizer
+        # verl's batch reward path (a reward model colocated with the policy): the trainer scores
+        # the whole batch at once, padded with copies of its first rows (pad_dataproto_to_divisor).
+        rm = config.reward.reward_model
+        self.batch_path = bool(rm.get("enable") and not rm.get("enable_resource_pool"))
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         """Score one response (the last sequence of a multi-sequence row, as verl's managers do).
@@ -98,6 +107,58 @@ class GenRMRewardManager(RewardManagerBase):
             extra_info=dict(fields.get("extra_info") or {}),
             genrm_group=None if uid is None else str(uid),
             genrm_prompt=prompt_ids,
+            genrm_batch_path=self.batch_path,
             **router,
         )
         return {"reward_score": result["score"], "reward_extra_info": dict(result)}
+
+
+def exclude_unmeasured_kv(batch: Any) -> int:
+    """:func:`~nemo_genrm.integrations.verl.exclude_unmeasured` for verl's V1 trainer, whose batch lives in TransferQueue.
+
+    The V1 trainer (verl's default) reads ``uid``, ``response_mask`` and ``rm_scores`` from
+    TransferQueue in ``PPOTrainer._compute_advantage`` and writes back only ``advantages`` and
+    ``returns``; the actor's loss reads ``response_mask`` from TransferQueue. So a flagged
+    trajectory (``genrm_masked`` or ``genrm_judge_failed`` in its ``reward_extra_info``) gets a
+    ``uid`` of its own and a zero ``response_mask`` written to TransferQueue, before the
+    advantages are computed: it leaves its group's baseline (advantage 0) and the loss::
+
+        from verl.trainer.ppo.v1 import register_trainer
+        from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+        @register_trainer("genrm_sync")  # trainer.v1.trainer_mode: genrm_sync
+        class GenRMTrainer(PPOTrainerSync):
+            def _compute_advantage(self, batch, metrics):
+                exclude_unmeasured_kv(batch)
+                return super()._compute_advantage(batch, metrics)
+
+    Args:
+        batch: The step's ``KVBatchMeta`` (keys and partition of its trajectories).
+
+    Returns:
+        The number of trajectories excluded.
+    """
+    import torch
+    import transfer_queue as tq
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    from nemo_genrm.integrations.verl import UNMEASURED_FIELDS
+
+    fields = ["uid", "response_mask", "extra_fields"]
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    uids, masks, extras = list(data["uid"]), data["response_mask"].unbind(), list(data["extra_fields"])
+    rows = [
+        i for i, extra in enumerate(extras)
+        if any(float((extra or {}).get("reward_extra_info", {}).get(f) or 0.0) == 1.0 for f in UNMEASURED_FIELDS)
+    ]  # fmt: skip
+    if rows:
+        excluded = [
+            {"uid": f"{uids[i]}/genrm-excluded-{batch.keys[i]}", "response_mask": torch.zeros_like(masks[i])}  # [R_i]
+            for i in rows
+        ]
+        tq.kv_batch_put(
+            keys=[batch.keys[i] for i in rows],
+            partition_id=batch.partition_id,
+            fields=list_of_dict_to_tensordict(excluded),
+        )
+    return len(rows)

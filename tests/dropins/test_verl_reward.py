@@ -354,3 +354,26 @@ def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
     # Token mean of -A * ratio: each token's gradient is |A| / (tokens in the loss).
     assert gradients[False] == pytest.approx([0.5 * 3**0.5 * 2 / 8] * 4, abs=1e-4)
     assert gradients[True] == pytest.approx([2 / 3**0.5 / 6, 4 / 3**0.5 / 6, 0.0, 2 / 3**0.5 / 6], abs=1e-4)
+
+
+def test_pairwise_is_refused_on_verls_batch_reward_path():
+    """A reward model colocated with the policy (no resource pool of its own): verl scores the whole
+    batch at once, padded with exact copies of its first rows, which nothing tells apart."""
+    from nemo_genrm.config import ConfigError
+
+    tokenizer_path = str(cached_tiny_tokenizer())
+    section = {**http_section("http://127.0.0.1:9/v1"),
+               "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
+    config = _config(tokenizer_path, section, GENRM_MANAGER)
+    config.reward.reward_model.enable = True  # enable_resource_pool left off: the batch path
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    rows = _rows(tokenizer, ["Answer: 7"], [{"index": 0}], uids=["u"])
+
+    async def score():  # verl builds its manager on the loop that awaits it
+        return await load_reward_manager(config, tokenizer).run_single(rows[0:1])
+
+    with pytest.raises(ConfigError, match="enable_resource_pool"):
+        asyncio.run(score())
+    verl_dropin.close_shared_rewards()

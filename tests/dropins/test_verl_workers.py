@@ -150,25 +150,34 @@ def test_streaming_rows_on_random_workers_at_different_times(manager):
     assert {results[n]["reward_extra_info"]["genrm_reason"] for n in results} == {"judged"}
 
 
-def test_padding_copies_never_open_or_owe_a_group(manager):
-    """compute_rm_score pads 9 rows to 10 for 2 workers with a copy of row 0 (pad_dataproto_to_divisor).
+def test_rows_past_a_uids_group_never_open_or_owe_a_group(manager):
+    """verl's legacy validation pads its generation batch to the agent workers with copies of its
+    first rows (pad_dataproto_to_divisor): they are generated too, so the first prompt's uid
+    gets more trajectories than rollout.n, each scored on its own as it finishes.
 
-    The copy carries row 0's uid: its group (3 rows, group_size 3) is whole without it, so it
-    is late: masked at once, no group of its own, no wait for one (30 s by default), no debt.
-    The next step asks the same prompts again (same index, verl's new uids): ranked whole.
+    Here the 3 rows of each group come first (ranked whole), then 2 more trajectories of the
+    first group's uid: each is masked at once as late, opening no group (which would wait
+    group_wait_ms, 30 s by default, for members that never come) and owing nothing: the next
+    step asks the same prompts under verl's new uids and is ranked whole.
     """
     import time
 
+    import ray
+
+    workers = manager.reward_loop_workers
     data, expected = _batch(3, groups=3, first_index=8000)
+    got = ray.get([workers[i % WORKERS].compute_score.remote(data[i : i + 1]) for i in range(len(data))])
+    assert [g["reward_score"] for g in got] == pytest.approx(expected)
+    extra, _ = _batch(3, groups=1, first_index=8000)  # the first group's uid again, other texts
     start = time.monotonic()
-    out = manager.compute_rm_score(data)
-    assert time.monotonic() - start < 10.0  # before: group_wait_ms (30 s) for the copy's phantom group
-    assert out.batch["rm_scores"].sum(-1).tolist() == pytest.approx(expected)  # verl drops the copy's result
-    assert list(out.non_tensor_batch["genrm_reason"]) == ["judged"] * 9
+    late = ray.get([workers[i % WORKERS].compute_score.remote(extra[i + 1 : i + 2]) for i in range(2)])
+    assert time.monotonic() - start < 30.0  # a group of their own would wait group_wait_ms (30 s)
+    assert [g["reward_extra_info"]["genrm_reason"] for g in late] == ["incomplete_group"] * 2
+    assert [g["reward_extra_info"]["genrm_masked"] for g in late] == [1.0] * 2
     data, expected = _batch(3, groups=3, first_index=8000, uid="next-step")
-    out = manager.compute_rm_score(data)
-    assert out.batch["rm_scores"].sum(-1).tolist() == pytest.approx(expected)
-    assert list(out.non_tensor_batch["genrm_masked"]) == [0.0] * 9
+    got = ray.get([workers[i % WORKERS].compute_score.remote(data[i : i + 1]) for i in range(len(data))])
+    assert [g["reward_score"] for g in got] == pytest.approx(expected)
+    assert [g["reward_extra_info"]["genrm_masked"] for g in got] == [0.0] * 9
 
 
 def test_validation_at_n_1_then_training_on_the_same_rows(manager):
