@@ -132,13 +132,18 @@ class _Published:
     def __init__(self) -> None:
         self._slots: list[tuple[Sequence[Any], asyncio.Future]] = []
 
-    def slot(self, completions: Sequence[Any]) -> asyncio.Future:
-        """The future of this call's rewards (or its error), made by whichever side asks first."""
+    def slot(self, completions: Sequence[Any], *, judging: bool = False) -> asyncio.Future:
+        """The future of this call's rewards (or its error), made by whichever side asks first.
+
+        The judge (``judging``) takes a future still waiting, else a new one: a caller may pass
+        the same list in a later call, whose rewards are new.
+        """
+        loop = asyncio.get_running_loop()
         for seen, future in self._slots:
-            if seen is completions:
+            if seen is completions and future.get_loop() is loop and not (judging and future.done()):
                 return future
-        future = asyncio.get_running_loop().create_future()
-        self._slots = [*self._slots[-(self.KEPT - 1) :], (completions, future)]
+        future = loop.create_future()
+        self._slots = [*[s for s in self._slots if s[0] is not completions][-(self.KEPT - 1) :], (completions, future)]
         return future
 
 
@@ -237,7 +242,7 @@ class GenRMReward:
             JudgeUnavailableError: The judge has been unreachable past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        published = self._published.slot(completions)
+        published = self._published.slot(completions, judging=True)
         try:
             if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
                 judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
