@@ -499,7 +499,9 @@ class GenRMEnvironmentActor(GenRMEnvironmentImpl):
     start-up error kept and raised from every call instead of killing the actor
     (:func:`~nemo_genrm.env.launch.keep_start_error`), and ``ready()``."""
 
-    def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, *args: Any, **kwargs: Any) -> EnvironmentReturn:
+    def step(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, *args: Any, **kwargs: Any
+    ) -> EnvironmentReturn:
         """:meth:`GenRMEnvironmentImpl.step` (whatever else it takes is passed on); a pairwise call of
         one response (NeMo-RL's per-sample rollout path) is refused
         (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`)."""

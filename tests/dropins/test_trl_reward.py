@@ -394,7 +394,8 @@ def test_a_failed_judge_beside_another_reward_and_the_masked_combination(tmp_pat
         for (_, completions, judged), advantages in zip(judge.calls, trainer.recorded_advantages, strict=True):
             texts = [c[-1]["content"] for c in completions]
             assert judged == [None if "aa" in t else 1.0 if "e" in t else 0.0 for t in texts], texts
-            others = [None if masked and j is None else float(bool(re.match(r"\s*e", t))) for t, j in zip(texts, judged, strict=True)]
+            others = [None if masked and j is None else float(bool(re.match(r"\s*e", t)))
+                      for t, j in zip(texts, judged, strict=True)]  # fmt: skip
             assert advantages == pytest.approx(_hand_advantages(judged, others, 4), abs=1e-4), texts
             failed += judged.count(None)
     assert failed >= 2, "some completions must make the judge fail for this test to say anything"

@@ -346,7 +346,8 @@ def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
         batch = left_right_2_no_padding(data.to_tensordict())  # as RayPPOTrainer._update_actor does
         tu.assign_non_tensor(batch, dp_size=1, batch_num_tokens=int(batch["response_mask"].sum()), global_batch_size=rows)
         log_probs = torch.zeros(rows * (prompt_len + response_len), requires_grad=True)  # the policy's, unpadded
-        nested = torch.nested.nested_tensor_from_jagged(log_probs, offsets=torch.arange(0, log_probs.numel() + 1, prompt_len + response_len))
+        offsets = torch.arange(0, log_probs.numel() + 1, prompt_len + response_len)
+        nested = torch.nested.nested_tensor_from_jagged(log_probs, offsets=offsets)
         config = ActorConfig(strategy="fsdp", ppo_mini_batch_size=rows, ppo_micro_batch_size_per_gpu=rows, rollout_n=rows)
         loss, _ = ppo_loss(config, {"log_probs": nested}, batch)
         loss.backward()
