@@ -22,7 +22,10 @@ every sample at once (verl's reward loop, NeMo Gym's concurrent ``/verify`` post
 call into one judge call, whatever the size of the loop's thread pool.
 
 The class knows nothing of judges; :class:`nemo_genrm.env.environment.GenRMEnvironmentImpl` uses it
-with one call's prepared samples as the item.
+with one call's prepared samples as the item. Because batches run one at a time, a call that
+arrives while a batch runs waits for the next one even when its work is already under way there:
+:class:`CarriedResults` hands a batch's results to the next, so identical work that arrived in
+that window is shared instead of done twice (the environment shares judge verdicts this way).
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from nemo_genrm.prompts.request import JudgeRequest
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -197,3 +202,43 @@ class Coalescer(Generic[T, R]):
             finally:
                 self.batches_run += 1
                 batch.done.set_result(None)
+
+
+class CarriedResults(Generic[T, R]):
+    """Results of one batch offered to the next: identical work that arrived while it ran is shared.
+
+    Batches run one at a time, and the calls that arrive while one runs wait in the next. Work
+    identical to a piece of the running batch (the same judge prompt, say) that arrived in that
+    window would otherwise be done again, a moment later: the next batch takes what the previous
+    one finished (:meth:`take`) for the work that arrived before it finished, and hands its own
+    results on (:meth:`keep`). Results pass on one batch only, and never to work that arrived
+    after they were known (a later step asking the same again is asked again).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._previous: dict[T, R] = {}
+        self._finished = float("-inf")  # time.perf_counter() when the previous batch's results were kept
+
+    def take(self, keys: Sequence[T], arrived: Sequence[float]) -> dict[int, R]:
+        """Per index of ``keys``, the previous batch's result for it, where it has one and the work
+        arrived (``time.perf_counter()``) before that batch finished."""
+        with self._lock:
+            previous, finished = self._previous, self._finished
+        return {
+            i: previous[key]
+            for i, (key, when) in enumerate(zip(keys, arrived, strict=True))
+            if key in previous and when < finished
+        }
+
+    def keep(self, results: dict[T, R]) -> None:
+        """This batch's own results, for the next batch (they replace the previous batch's)."""
+        with self._lock:
+            self._previous, self._finished = dict(results), time.perf_counter()
+
+
+def carry_key(member: int, request: JudgeRequest) -> Hashable:
+    """What makes two judge requests the same work for :class:`CarriedResults`: the voting judge
+    asked, the conversation, and which vote of it the request is (its sampling seed)."""
+    messages = tuple(tuple(sorted(message.items())) for message in request.messages)
+    return (member, messages, request.shrinkable, request.span, request.vote)

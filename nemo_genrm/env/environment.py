@@ -48,7 +48,8 @@ import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
 from nemo_genrm.judges.deadline import step_deadline
-from nemo_genrm.env.intake import Intake, StepCall
+from nemo_genrm.env.coalesce import CarriedResults, carry_key
+from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
 from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
@@ -61,7 +62,7 @@ from nemo_genrm.env.support import (
     tokenizer_special_tokens,
     warn_unknown_special_tokens,
 )
-from nemo_genrm.samples.types import JUDGE_ERROR, EnvironmentInterface, EnvironmentReturn, SampleResult
+from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.results import CallCounter
@@ -173,6 +174,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._metrics_lock = threading.Lock()
         pairwise = self.cfg.reward.pairwise_group if self.cfg.reward.mode == "pairwise_group" else None
         self._intake = Intake(self._run_calls, self.cfg.coalesce, pairwise)
+        self._carried: CarriedResults[Hashable, Vote] = CarriedResults()
 
     def _judge_config(self) -> JudgeConfig:
         """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
@@ -231,13 +233,16 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                            response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return StepCall(samples, metas, start, deadline)
+        return StepCall(samples, metas, start, deadline, logs=logs)
 
     def _run_calls(self, calls: list[StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
         batch = StepTally()
+        answered: dict[Hashable, Vote] = {}  # this judge call's verdicts, offered to the next one
         with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
-            per_call = self._judge_calls(calls, batch)
+            per_call = self._judge_calls(calls, batch, answered)
+        if self.cfg.reward.dedup:
+            self._carried.keep(answered)
         logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), batch.judge_prompts)
         out: list[EnvironmentReturn | BaseException] = []
         for call, results in zip(calls, per_call, strict=True):
@@ -259,7 +264,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._too_long.observe(batch, [s for call in calls for s in call.samples])
         return out
 
-    def _judge_calls(self, calls: list[StepCall], tally: StepTally) -> list[list[SampleResult]]:
+    def _judge_calls(
+        self, calls: list[StepCall], tally: StepTally, answered: dict[Hashable, Vote]
+    ) -> list[list[SampleResult]]:
         """Per call, the mode's results, the calls judged together.
 
         When the shared engine call raises (a non-fatal error), each unit of calls (a call, or
@@ -268,17 +275,19 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         """
         units = _units(calls)
         try:
-            return self._mode_results(calls, tally, isolate=len(units) > 1)
+            return self._mode_results(calls, tally, answered, isolate=len(units) > 1)
         except _SharedCallFailed:
             logger.warning("a judge call shared by %d step calls failed; judging each alone", len(calls))
         per_call: list[list[SampleResult]] = [[] for _ in calls]
         for unit in units:
-            alone = self._mode_results([calls[i] for i in unit], tally, isolate=False)
+            alone = self._mode_results([calls[i] for i in unit], tally, answered, isolate=False)
             for index, results in zip(unit, alone, strict=True):
                 per_call[index] = results
         return per_call
 
-    def _mode_results(self, calls: list[StepCall], tally: StepTally, *, isolate: bool) -> list[list[SampleResult]]:
+    def _mode_results(
+        self, calls: list[StepCall], tally: StepTally, answered: dict[Hashable, Vote], *, isolate: bool
+    ) -> list[list[SampleResult]]:
         """Per call, the reward mode's results (:mod:`nemo_genrm.modes`): the mode judges the
         samples of all calls together (a gathered GRPO group may span calls; without
         ``group_size`` a group is one call's); an engine failure gives the prompts it held
@@ -287,7 +296,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         samples = [s for call in calls for s in call.samples]
         metas = [m for call in calls for m in call.metas]
         counters = Counters()
-        results = self._mode.judge(samples, metas, self._asker(tally, isolate), counters, self._intake.groups(calls))
+        ask = self._asker(tally, isolate, max(call.start for call in calls), answered)
+        results = self._mode.judge(samples, metas, ask, counters, self._intake.groups(calls))
         for name, value in counters.items():
             tally.modes[name] = tally.modes.get(name, 0.0) + value
         per_call, offset = [], 0
@@ -296,8 +306,14 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             offset += len(call.samples)
         return per_call
 
-    def _asker(self, tally: StepTally, isolate: bool) -> Ask:
-        """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back."""
+    def _asker(self, tally: StepTally, isolate: bool, arrived: float, answered: dict[Hashable, Vote]) -> Ask:
+        """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back.
+
+        With ``reward.dedup``, a prompt the previous judge call answered while these step calls
+        (the last of them arriving at ``arrived``) waited for it is shared, not asked again
+        (:class:`~nemo_genrm.env.coalesce.CarriedResults`; counted as dedup hits), and this
+        call's own verdicts are put in ``answered`` for the next one.
+        """
         judges = [self._require_judge(), *self._members]
         configs = [self.cfg.judge, *self.cfg.reward.judges]
         verdict_from = [c.verdict_from for c in configs]
@@ -307,7 +323,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
                 return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
 
-            return self._judge_all(requests, tally, judges[member], call, isolate=isolate)
+            if not self.cfg.reward.dedup:
+                return self._judge_all(requests, tally, judges[member], call, isolate=isolate)
+            keys = [carry_key(member, request) for request in requests]
+            votes = self._carried.take(keys, [arrived] * len(keys))
+            fresh = [i for i in range(len(requests)) if i not in votes]
+            judged = self._judge_all([requests[i] for i in fresh], tally, judges[member], call, isolate=isolate)
+            votes.update(zip(fresh, judged, strict=True))
+            answered.update({keys[i]: votes[i] for i in fresh if votes[i].reason == JUDGED})
+            return [votes[i] for i in range(len(requests))]
 
         return ask
 
@@ -426,6 +450,15 @@ class GenRMEnvironmentActor(GenRMEnvironmentImpl):
     """The body of the ``GenRMEnvironment`` Ray actor: :class:`GenRMEnvironmentImpl`, with a
     start-up error kept and raised from every call instead of killing the actor
     (:func:`~nemo_genrm.env.launch.keep_start_error`), and ``ready()``."""
+
+    def step(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, *args: Any, **kwargs: Any
+    ) -> EnvironmentReturn:
+        """:meth:`GenRMEnvironmentImpl.step` (whatever else it takes is passed on); a pairwise call of
+        one response (NeMo-RL's per-sample rollout path) is refused
+        (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`)."""
+        refuse_lone_pairwise_call(self.cfg, len(message_log_batch))
+        return super().step(message_log_batch, metadata, *args, **kwargs)
 
 
 GenRMEnvironment = EnvironmentLauncher(

@@ -21,6 +21,13 @@ group it touches is *settled*, then hands the settled calls on together:
   group opened within ``wait_s`` of its key's debt being paid owes nothing when it is settled
   short: one lost response costs at most its own group and the next one of its key, never every
   later group of that key;
+- a key that names one group only (``GroupKey.unique``: verl's ``uid``, drawn afresh for every
+  prompt of every step and every validation batch) is gathered once: once its group is settled,
+  whole or short, a later response with that key (verl's padding copies of a row, which carry
+  its ``uid``; a straggler) is tagged late and released at once, never opening a group of its
+  own and never waiting; such a key leaves no debt on any other key, and its memory ends with
+  ``memory_s`` like a debt's. With such keys a short group can cost nothing beyond itself, and
+  no step or phase (validation, training) can mask another's groups;
 - calls are released as soon as every group they touch is settled, together with every other
   call holding a response of those groups (a *component*), so a whole group goes on in one
   piece, and never waits for a short group unless one of its calls also holds a response of it.
@@ -116,6 +123,8 @@ class GroupGate(Generic[T]):
         self._open: dict[Hashable, _Group] = {}
         self._owed: OrderedDict[Hashable, _Owed] = OrderedDict()  # settled order = expiry order
         self._paid: OrderedDict[Hashable, float] = OrderedDict()  # key -> when its debt was paid
+        # Keys that name one group only, settled: key -> (late tag, expiry), in expiry order.
+        self._settled: OrderedDict[Hashable, tuple[GroupTag, float]] = OrderedDict()
         self._deadlines: list[tuple[float, int, _Group]] = []
         self._held: set[_Held] = set()
         self._serial = itertools.count()
@@ -170,6 +179,9 @@ class GroupGate(Generic[T]):
         """The group a response with ``key`` joins (or its late tag); under the lock."""
         if key is None:
             return None
+        settled = self._settled.get(key)
+        if settled is not None:  # a key gathered once, already settled: a copy or a straggler
+            return settled[0]
         owed = self._owed.get(key)
         if owed is not None:  # a straggler of a group settled short
             owed.count -= 1
@@ -189,15 +201,26 @@ class GroupGate(Generic[T]):
         if group.arrived >= self._size:
             group.whole = True
             del self._open[key]
+            self._remember_settled(group, now)
         return group
 
+    def _remember_settled(self, group: _Group, now: float) -> None:
+        """Under the lock: a settled group whose key names it alone turns later arrivals late."""
+        if not _unique(group.key):
+            return
+        tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)
+        self._settled.pop(group.key, None)
+        self._settled[group.key] = (tag, now + self._memory_s)
+
     def _forget(self, now: float) -> None:
-        """Drop the owed keys past ``memory_s`` (they are in expiry order) and past ``max_owed``,
-        and the paid debts older than ``wait_s``."""
+        """Drop the owed keys and the settled one-group keys past ``memory_s`` (each in expiry
+        order) and past ``max_owed``, and the paid debts older than ``wait_s``."""
         while self._owed and (next(iter(self._owed.values())).expires <= now or len(self._owed) > self._max_owed):
             self._owed.popitem(last=False)
         while self._paid and (next(iter(self._paid.values())) < now - self._wait_s or len(self._paid) > self._max_owed):
             self._paid.popitem(last=False)
+        while self._settled and (next(iter(self._settled.values()))[1] <= now or len(self._settled) > self._max_owed):
+            self._settled.popitem(last=False)
 
     def _settle_due(self, now: float) -> list[_Held]:
         """Settle as short every open group past its deadline; the calls they hold."""
@@ -208,7 +231,9 @@ class GroupGate(Generic[T]):
                 continue
             group.whole = False
             del self._open[group.key]
-            if not group.owes_nothing:
+            if _unique(group.key):
+                self._remember_settled(group, now)
+            elif not group.owes_nothing:
                 missing = self._size - group.arrived
                 tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)
                 self._owed.pop(group.key, None)
@@ -317,6 +342,11 @@ def _warn_short(arrived: int, size: int, wait_s: float, held: int) -> None:
         "incomplete_groups counts them; this warning repeats at most once a minute)",
         arrived, size, wait_s * 1000.0, held,
     )
+
+
+def _unique(key: Hashable) -> bool:
+    """Whether ``key`` names one group only (a :class:`~nemo_genrm.samples.groups.GroupKey` saying so)."""
+    return bool(getattr(key, "unique", False))
 
 
 def _tag(slot: _Group | GroupTag | None) -> GroupTag | None:

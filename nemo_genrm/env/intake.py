@@ -15,14 +15,15 @@ or, without ``group_size``, the groups of the sample's own step call.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nemo_genrm.config import CoalesceConfig, PairwiseGroupConfig
+from nemo_genrm.config import CoalesceConfig, ConfigError, GenRMConfig, PairwiseGroupConfig
 from nemo_genrm.env.coalesce import Coalescer, awaited, running_future
 from nemo_genrm.env.gather import Bundle, GroupGate
 from nemo_genrm.modes.pairwise import GroupTag, call_tags, sample_keys
+from nemo_genrm.samples.groups import GroupKey, group_key
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import EnvironmentReturn
 
@@ -39,6 +40,7 @@ class StepCall:
     start: float
     deadline: float  # time.monotonic() by which this call must be answered
     groups: tuple[GroupTag | None, ...] | None = None  # pairwise with group_size: as gathered
+    logs: list[Any] | None = None  # per sample, its message log (its prompt names its group)
 
     @property
     def size(self) -> int:
@@ -106,9 +108,17 @@ class Intake:
         if self._gate is not None:
             self._gate.close(error)
 
-    def _keys(self, call: StepCall) -> list[Any]:
+    def _keys(self, call: StepCall) -> list[GroupKey | None]:
+        """Per sample, the key of its group (:func:`~nemo_genrm.samples.groups.group_key`), or
+        ``None`` for a sample that cannot be placed in one (the mode's rule)."""
         assert self._pairwise is not None
-        return sample_keys(call.samples, call.metas, self._pairwise.group_key)
+        field = self._pairwise.group_key
+        logs = call.logs if call.logs is not None else [None] * len(call.samples)
+        placed = sample_keys(call.samples, call.metas, field)
+        return [
+            None if where is None else group_key(meta, log, sample.question, field)
+            for where, sample, meta, log in zip(placed, call.samples, call.metas, logs, strict=True)
+        ]
 
     def _release(self, bundle: Bundle) -> concurrent.futures.Future:
         """The calls the gate released together: a future of one outcome per call."""
@@ -144,3 +154,91 @@ def _only(outcomes: list[Outcome]) -> EnvironmentReturn:
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
+
+
+# ------------------------------------------------------------- NeMo-RL's per-sample rollout path
+_PER_SAMPLE_PATH = (
+    "env.genrm.reward.mode pairwise_group cannot rank whole groups on NeMo-RL's asynchronous rollout path "
+    "({settings}): it sends each response in its own step call, from a bounded pool of worker threads that "
+    "each wait for their response's reward, so responses held for their groups keep the threads the rest "
+    "of those groups need, and every group would be masked. Use synchronous rollouts "
+    "(policy.generation.vllm_cfg.async_engine=false, grpo.async_grpo.enabled=false: each step's batch in one "
+    "call), or the reference or rubric mode"
+)
+
+
+def _field(section: Any, name: str) -> Any:
+    """``section[name]`` of a mapping or an attribute of a config object; ``None`` when absent."""
+    if isinstance(section, Mapping):
+        return section.get(name)
+    return getattr(section, name, None)
+
+
+def _streaming_setting(generation: Any) -> str | None:
+    """The ``policy.generation`` setting that sends NeMo-RL down its per-sample rollout path, if any
+    (NeMo-RL's own ``should_use_async_rollouts`` decides where it is importable)."""
+    if generation is None:
+        return None
+    backend = _field(generation, "backend")
+    try:
+        from nemo_rl.models.generation.interfaces import should_use_async_rollouts
+
+        streams = bool(should_use_async_rollouts(generation))
+    except ImportError:
+        streams = bool(_field(_field(generation, "vllm_cfg") or {}, "async_engine"))
+    except AssertionError:  # NeMo-RL refuses the backend's settings; those backends always stream
+        streams = True
+    if not streams:
+        return None
+    if backend == "vllm":
+        return "policy.generation.vllm_cfg.async_engine"
+    if backend == "sglang":
+        return "policy.generation.use_async_rollouts"
+    return f"policy.generation.backend: {backend}, always asynchronous"
+
+
+def check_pairwise_rollouts(genrm: GenRMConfig, generation: Any, grpo: Any) -> None:
+    """Refuse ``pairwise_group`` where NeMo-RL will call ``step`` once per sample.
+
+    NeMo-RL's ``grpo_train`` takes ``run_async_multi_turn_rollout`` whenever its generation
+    backend streams (``policy.generation.vllm_cfg.async_engine``, sync GRPO included), and async
+    GRPO always does. Call this wherever NeMo-RL's config is known, before any environment starts
+    (``--engine nemo_rl``; a NeMo-RL script that holds its ``MasterConfig``).
+
+    Args:
+        genrm: The validated ``env.genrm`` section.
+        generation: NeMo-RL's ``policy.generation`` (a mapping or its config object).
+        grpo: NeMo-RL's ``grpo`` section.
+
+    Raises:
+        ConfigError: ``pairwise_group`` with a per-sample rollout path; the message names the setting.
+    """
+    if genrm.reward.mode != "pairwise_group":
+        return
+    settings = []
+    if _field(_field(grpo, "async_grpo"), "enabled"):
+        settings.append("grpo.async_grpo.enabled")
+    streaming = _streaming_setting(generation)
+    if streaming is not None:
+        settings.append(streaming)
+    if settings:
+        raise ConfigError([_PER_SAMPLE_PATH.format(settings=" and ".join(settings))])
+
+
+def refuse_lone_pairwise_call(genrm: GenRMConfig, size: int) -> None:
+    """Refuse a ``pairwise_group`` step call of one response from a caller that blocks on it.
+
+    The environment actor's callers send a step's batch in one call; a call of one response is
+    NeMo-RL's per-sample rollout path, where whole groups cannot be promised (see
+    :func:`check_pairwise_rollouts`), and where every group was masked. Refused at its first
+    call, whatever NeMo-RL's config said, so a run is never masked silently.
+
+    Raises:
+        ConfigError: ``pairwise_group`` and a call holding one response.
+    """
+    if genrm.reward.mode == "pairwise_group" and size == 1:
+        settings = (
+            "policy.generation.vllm_cfg.async_engine, a generation backend that always streams, or "
+            "grpo.async_grpo.enabled; a synchronous batch of one response cannot form a group either"
+        )
+        raise ConfigError([_PER_SAMPLE_PATH.format(settings=settings)])

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from nemo_genrm.config import ConfigError, GenRMConfig, load_config, to_container, validate
+from nemo_genrm.env.intake import check_pairwise_rollouts
 from nemo_genrm.grpo.config import DataConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, QAExample, load_splits
 from nemo_genrm.grpo.models import resolve_model_name
@@ -104,27 +105,17 @@ def _free_form(name: str, **sections: Any) -> type[BaseModel]:
 _OVERRIDE_SCHEMA = _free_form("NemoRLConfigKeys", env=(_free_form("NemoRLEnvKeys", genrm=(GenRMConfig, ...)), ...))
 
 
-def check_rollouts_fit_mode(genrm: GenRMConfig, grpo: Any) -> None:
-    """Refuse ``pairwise_group`` under NeMo-RL's asynchronous GRPO, which cannot gather groups.
-
-    Its rollouts call the environment once per sample, each from a thread of a pool of
-    ``min(32, cpus + 4)`` threads that waits for that sample's reward; a response held until its
-    group is whole keeps its thread, so with more responses in flight than threads the rest of
-    their groups queue behind them and every group is masked short. Synchronous GRPO sends each
-    step's whole batch in one call, where every group is whole.
+def check_rollouts_fit_mode(genrm: GenRMConfig, raw: dict[str, Any]) -> None:
+    """Refuse ``pairwise_group`` where NeMo-RL calls the environment once per sample (async GRPO,
+    or a generation backend that streams, sync GRPO included):
+    :func:`nemo_genrm.env.intake.check_pairwise_rollouts`.
 
     Raises:
-        ConfigError: ``pairwise_group`` with ``grpo.async_grpo.enabled``.
+        ConfigError: ``pairwise_group`` with ``grpo.async_grpo.enabled`` or
+            ``policy.generation.vllm_cfg.async_engine`` (or another streaming backend).
     """
-    async_grpo = grpo.get("async_grpo") if isinstance(grpo, dict) else None
-    if genrm.reward.mode == "pairwise_group" and isinstance(async_grpo, dict) and async_grpo.get("enabled"):
-        raise ConfigError([
-            "env.genrm.reward.mode pairwise_group cannot rank whole groups under NeMo-RL's asynchronous "
-            "GRPO (grpo.async_grpo.enabled): it asks for each sample's reward from a bounded thread pool, "
-            "so responses held for their groups keep the threads the rest of those groups need. Use "
-            "synchronous GRPO (grpo.async_grpo.enabled=false: each step's batch in one call) or the "
-            "reference or rubric mode"
-        ])  # fmt: skip
+    policy = raw.get("policy") if isinstance(raw.get("policy"), dict) else {}
+    check_pairwise_rollouts(genrm, policy.get("generation"), raw.get("grpo"))
 
 
 def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
@@ -139,7 +130,7 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
     if genrm_raw is None:
         raise ConfigError(["env.genrm: required; add the GenRM environment section"])
     genrm = validate(GenRMConfig, genrm_raw, prefix="env.genrm")
-    check_rollouts_fit_mode(genrm, raw.get("grpo"))
+    check_rollouts_fit_mode(genrm, raw)
     if genrm.judge.backend != "http":
         genrm.judge.model_name = resolve_model_name(genrm.judge.model_name)
     missing = [s for s in ("grpo", "loss_fn", "policy", "cluster", "logger", "checkpointing") if s not in raw]

@@ -14,7 +14,7 @@ environment masks (``incomplete_group``, a masked parse failure) is :attr:`Judge
 reported the same way.
 
 Every reward mode is fed here: the reference (reference mode), and per sample extra metadata
-(``group_id`` for pairwise groups, rubric items) from the drop-in. :meth:`JudgeReward.ajudge` is
+(what names a pairwise group, :mod:`nemo_genrm.samples.groups`; rubric items) from the drop-in. :meth:`JudgeReward.ajudge` is
 awaited on the caller's event loop without holding a thread: concurrent calls (verl's reward
 loop, NeMo Gym's ``/verify`` posts) join one judge call, whatever the loop's thread pool.
 """
@@ -186,8 +186,10 @@ class JudgeReward:
             references: The reference answer of each (``None`` or empty:
                 ``missing_ground_truth`` in reference mode; unused by the other modes).
             questions: The question of each, when known (shown to the judge).
-            extras: Further metadata of each sample: ``group_id`` (``reward.pairwise_group.group_key``)
-                for pairwise groups, the rubric items under ``reward.rubric.items_key``.
+            extras: Further metadata of each sample: for pairwise groups what names the group
+                (``group_id`` under ``reward.pairwise_group.group_key``, ``data_source``,
+                ``genrm_prompt``, ``genrm_group_unique``: :mod:`nemo_genrm.samples.groups`), the
+                rubric items under ``reward.rubric.items_key``.
 
         Returns:
             One :class:`Judgement` per answer, in order.

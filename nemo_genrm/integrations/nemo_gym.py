@@ -17,8 +17,9 @@ is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a m
 ``judge_failed`` row whose ``failure_reason`` names the error (routed to Gym's failures file).
 
 Per mode, a request carries: ``expected_answer`` (reference mode), ``group_id`` (pairwise: the
-rollouts of one task share it; ``reward.pairwise_group.group_size`` must be set, since Gym posts
-one ``/verify`` per rollout), ``rubric`` (rubric mode: the task's items, else
+rollouts of one task share it; a group is the rollouts with one ``group_id`` and one request
+input; ``reward.pairwise_group.group_size`` must be set, since Gym posts one ``/verify`` per
+rollout), ``rubric`` (rubric mode: the task's items, else
 ``reward.rubric.file``; a value that is not a list of criteria is ``bad_input``: reward 0, not
 masked, no ``failure_kind``, never judged). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
 for it; an in-process judge engine (``dtensor``, ``vllm``) connects to Gym's cluster, or starts
@@ -56,6 +57,7 @@ from nemo_genrm.samples.types import (
     TOO_LONG,
 )
 from nemo_genrm.errors import JudgeUnavailableError
+from nemo_genrm.samples.groups import PROMPT_FIELD
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
 
 logger = logging.getLogger(__name__)
@@ -152,8 +154,11 @@ def failure_fields(judgement: Judgement) -> dict[str, Any]:
 def mode_extras(reward: JudgeReward, body: GenRMVerifyRequest) -> dict[str, Any] | None:
     """The request's metadata for the reward mode: its group, or its rubric items."""
     cfg = reward.config.reward
-    if cfg.mode == "pairwise_group" and body.group_id is not None:
-        return {cfg.pairwise_group.group_key: body.group_id}
+    if cfg.mode == "pairwise_group":
+        # The group is its group_id and the prompt the policy saw (samples/groups.py): a
+        # group_id numbered per batch or per file never joins two prompts' rollouts.
+        prompt = body.responses_create_params.model_dump(mode="json").get("input")
+        return {cfg.pairwise_group.group_key: body.group_id, PROMPT_FIELD: prompt}
     if cfg.mode == "rubric" and body.rubric is not None:
         return {cfg.rubric.items_key: rubric_items(body.rubric)}
     return None

@@ -21,7 +21,13 @@ process; with several, each process's call holds its slice):
 - ``reference``: the reference column (``reference_column``, required);
 - ``pairwise_group``: no reference; a group is a run of consecutive completions of the same
   prompt (TRL repeats each prompt ``num_generations`` times in a row), cut into runs of
-  ``reward.pairwise_group.group_size`` when set, or the values of ``group_column``. With
+  ``reward.pairwise_group.group_size`` when set, else of TRL's ``num_generations`` (read from
+  the trainer behind ``log_extra``), so two dataset rows with the same prompt next to each
+  other stay two groups; or the values of ``group_column``. A group whose size differs from
+  ``num_generations`` is warned about (``group_size`` or ``group_column`` that do not match
+  TRL's layout, a run cut short). Each call's groups are its own: the key of a group is its
+  prompt and its place in that call (:mod:`nemo_genrm.samples.groups`), never shared with
+  another step's. With
   several processes (accelerate) a group may span slices: the slices are sent to process 0,
   which alone builds a judge and judges the global batch, and each process keeps its own
   results; a failure on any process, before or in the judge call, is raised on every process
@@ -35,7 +41,11 @@ Nothing here imports TRL.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import itertools
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,7 @@ from typing import Any
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
 from nemo_genrm.integrations.processes import Processes, current_processes, launched_rank
 from nemo_genrm.judges.base import Judge
+from nemo_genrm.samples.groups import PROMPT_FIELD, UNIQUE_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +80,20 @@ def _question(prompt: Any) -> str:
     return _text(prompt)
 
 
+def _tag(group: Any) -> Any:
+    """A group value as a key part: an int or a string as it is, anything else by its ``repr``."""
+    return group if isinstance(group, (int, str)) and not isinstance(group, bool) else repr(group)
+
+
+def _prompt(prompt: Any) -> Any:
+    """A prompt as a key part: text as it is, chat messages as ``[role, content]`` pairs."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        return [[m.get("role"), m.get("content")] if isinstance(m, dict) else repr(m) for m in prompt]
+    return repr(prompt)
+
+
 def prompt_runs(prompts: Sequence[Any], size: int | None) -> list[int]:
     """A group number per completion: runs of consecutive equal prompts, cut every ``size``.
 
@@ -85,6 +110,41 @@ def prompt_runs(prompts: Sequence[Any], size: int | None) -> list[int]:
         groups.append(group)
         count += 1
     return groups
+
+
+def trl_num_generations(kwargs: dict[str, Any]) -> int | None:
+    """TRL's completions per prompt for this call, read from the trainer that passed ``log_extra``
+    (``num_generations`` while training, ``num_generations_eval`` while evaluating); ``None``
+    when the caller is not a TRL trainer."""
+    trainer = getattr(kwargs.get("log_extra"), "__self__", None)
+    model = getattr(trainer, "model", None)
+    name = "num_generations" if model is None or getattr(model, "training", True) else "num_generations_eval"
+    value = getattr(trainer, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+class _Published:
+    """The judge's rewards of its recent calls, each a future found by the ``completions`` list
+    TRL passes every reward function of one call (the same object), for :meth:`GenRMReward.masking`."""
+
+    KEPT = 8
+
+    def __init__(self) -> None:
+        self._slots: list[tuple[Sequence[Any], asyncio.Future]] = []
+
+    def slot(self, completions: Sequence[Any], *, judging: bool = False) -> asyncio.Future:
+        """The future of this call's rewards (or its error), made by whichever side asks first.
+
+        The judge (``judging``) takes a future still waiting, else a new one: a caller may pass
+        the same list in a later call, whose rewards are new.
+        """
+        loop = asyncio.get_running_loop()
+        for seen, future in self._slots:
+            if seen is completions and future.get_loop() is loop and not (judging and future.done()):
+                return future
+        future = loop.create_future()
+        self._slots = [*[s for s in self._slots if s[0] is not completions][-(self.KEPT - 1) :], (completions, future)]
+        return future
 
 
 class GenRMReward:
@@ -133,6 +193,9 @@ class GenRMReward:
         self._section = genrm_section(config, overrides)  # a YAML file is read once, here
         self.config = validate(GenRMConfig, self._section, prefix="env.genrm")  # on every process
         self._judge = judge
+        self._calls = itertools.count()  # tells one call's groups from another's
+        self._published = _Published()  # each call's rewards, for the functions it masks
+        self._warned_sizes: set[tuple[int, tuple[int, ...]]] = set()
         self._reward: JudgeReward | None = None
         if self.config.reward.mode != "pairwise_group" or launched_rank() in (None, 0):
             self._reward = JudgeReward(self._section, judge=judge)  # starts the judge: fails here, not mid-run
@@ -179,14 +242,61 @@ class GenRMReward:
             JudgeUnavailableError: The judge has been unreachable past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
-            judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
-        else:
-            reward = self._judging()
-            judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
-            metrics = reward.metrics()
+        published = self._published.slot(completions, judging=True)
+        try:
+            if self.mode == "pairwise_group" and (processes := current_processes()) is not None:
+                judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
+            else:
+                reward = self._judging()
+                judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
+                metrics = reward.metrics()
+        except BaseException as exc:
+            published.set_result(exc)  # the reward functions it masks raise it too
+            raise
         self._log(judgements, metrics, kwargs.get("log_metric"), kwargs.get("log_extra"))
-        return [j.reward_or_none for j in judgements]
+        rewards = [j.reward_or_none for j in judgements]
+        published.set_result(rewards)
+        return rewards
+
+    def masking(self, other: Callable[..., Any]) -> Callable[..., Any]:
+        """``other`` as a TRL reward function that is ``None`` wherever this judge's reward is.
+
+        TRL sums the reward functions of a completion with ``nansum``: a judge reward that is
+        ``None`` (a failed judge, a masked sample) next to another function's value trains as
+        a judge reward of 0. A completion every function left ``None`` is left out of its
+        group's baseline and gets advantage 0 instead. Pass the other functions through this,
+        beside the judge, and a judge failure masks the whole completion::
+
+            judge = GenRMReward("genrm.yaml")
+            GRPOTrainer(reward_funcs=[judge, judge.masking(format_reward)], ...)
+
+        Args:
+            other: A TRL reward function (sync or async); its name is kept.
+
+        Returns:
+            An async reward function; it waits for this judge's rewards of the same call, so
+            this judge must be one of the trainer's ``reward_funcs`` (checked at the call).
+
+        Raises:
+            ValueError: (at the call) the trainer's ``reward_funcs`` do not include this judge.
+        """
+        judge = self
+
+        async def masked(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any):
+            trainer = getattr(kwargs.get("log_extra"), "__self__", None)
+            funcs = getattr(trainer, "reward_funcs", None)
+            if funcs is not None and not any(f is judge for f in funcs):
+                raise ValueError(f"{masked.__name__}: GenRMReward.masking needs its judge among the trainer's reward_funcs")
+            out = other(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+            if inspect.isawaitable(out):
+                out = await out
+            judged = await judge._published.slot(completions)
+            if isinstance(judged, BaseException):
+                raise judged
+            return [None if j is None else r for r, j in zip(out, judged, strict=True)]
+
+        masked.__name__ = getattr(other, "__name__", type(other).__name__)
+        return masked
 
     def _inputs(self, prompts: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list | None, list, list | None]:
         """References, questions and per-sample metadata of the mode, from TRL's batch."""
@@ -222,6 +332,7 @@ class GenRMReward:
         def judge(slices: list[dict[str, Any]]) -> list[tuple[list[Judgement], dict[str, float]]]:
             reward = self._judging()
             whole = {c: [v for part in slices for v in part["columns"][c]] for c in columns}
+            whole["log_extra"] = kwargs.get("log_extra")  # this process's trainer: num_generations
             everyone = [p for part in slices for p in part["prompts"]]
             judged = reward.judge([t for part in slices for t in part["texts"]], *self._inputs(everyone, whole))
             metrics, shares, start = reward.metrics(), [], 0
@@ -246,15 +357,40 @@ class GenRMReward:
         """Per completion, the metadata the mode reads: its group, or its rubric items."""
         reward_cfg = self.config.reward
         if mode == "pairwise_group":
+            generations = trl_num_generations(kwargs)
+            size = reward_cfg.pairwise_group.group_size or generations
             groups = (list(kwargs[self.group_column]) if self.group_column in kwargs
-                      else prompt_runs(prompts, reward_cfg.pairwise_group.group_size))  # fmt: skip
-            return [{reward_cfg.pairwise_group.group_key: group} for group in groups]
+                      else prompt_runs(prompts, size))  # fmt: skip
+            self._check_sizes(groups, generations)
+            call = next(self._calls)
+            return [
+                {reward_cfg.pairwise_group.group_key: [call, _tag(group)], PROMPT_FIELD: _prompt(prompt), UNIQUE_FIELD: True}
+                for group, prompt in zip(groups, prompts, strict=True)
+            ]
         if mode == "rubric":
             if self.rubric_column not in kwargs and reward_cfg.rubric.file:
                 return None  # every row's items come from the rubric file
             items = self._column(kwargs, self.rubric_column, "the rubric items, or set reward.rubric.file")
             return [{reward_cfg.rubric.items_key: rubric_items(value)} for value in items]
         return None
+
+    def _check_sizes(self, groups: Sequence[Any], generations: int | None) -> None:
+        """Warn (once per layout) when a group's size differs from TRL's ``num_generations``."""
+        if generations is None:
+            return
+        sizes = tuple(sorted({n for n in Counter(map(_tag, groups)).values() if n != generations}))
+        if not sizes or (generations, sizes) in self._warned_sizes:
+            return
+        self._warned_sizes.add((generations, sizes))
+        how = f"the column {self.group_column!r}" if self.group_column is not None else (
+            "reward.pairwise_group.group_size" if self.config.reward.pairwise_group.group_size else "runs of one prompt"
+        )
+        logger.warning(
+            "pairwise_group: TRL generates %d completions per prompt (num_generations) but %s made groups of %s: "
+            "each group is ranked as formed; set reward.pairwise_group.group_size to num_generations (or leave it "
+            "unset), or name a group_column whose groups match TRL's",
+            generations, how, ", ".join(map(str, sizes)),
+        )
 
     def _log(
         self, judgements: list[Judgement], metrics: dict[str, float], log_metric: Callable | None, log_extra: Callable | None

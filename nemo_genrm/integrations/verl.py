@@ -6,7 +6,9 @@ pkg://nemo_genrm.integrations.verl``, ``name: compute_score``), adds the section
 response in its reward loop with ``data_source``, ``solution_str`` (the decoded response),
 ``ground_truth`` (``reward_model.ground_truth`` of the row) and ``extra_info`` (the row's
 ``extra_info`` only: verl's ``uid`` stays in the batch); when verl runs a reward model server
-it also passes ``reward_router_address`` and ``reward_model_tokenizer``.
+it also passes ``reward_router_address`` and ``reward_model_tokenizer``. This package's reward
+manager (:class:`~nemo_genrm.integrations.verl_manager.GenRMRewardManager`) adds the row's
+``uid`` and prompt token ids (``genrm_group``, ``genrm_prompt``).
 
 The judge is built once per process from ``reward_kwargs.genrm_config`` (a YAML path or the
 ``env.genrm`` mapping) and shared by every call; concurrent calls are joined into one judge
@@ -22,8 +24,9 @@ which ranks each group whole whichever workers its responses reached; the refere
 modes judge each response on its own, in the worker's process.
 
 What each mode reads from a row: ``reference``: ``ground_truth``; ``pairwise_group``: the group
-is ``extra_info.uid`` when the dataset writes one, else ``extra_info.index`` (the dataset row,
-shared by its rollouts; verl's preprocessing scripts write it), else the question, and
+is the row's ``uid`` (verl's own GRPO group: one prompt in one step or validation batch) with
+its data source and prompt, which only this package's reward manager passes
+(:mod:`nemo_genrm.integrations.verl_manager`; without it the call raises ``ConfigError``), and
 ``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``: the items in
 ``extra_info[reward.rubric.items_key]`` (a list; any other value is ``bad_input``), else
 ``reward.rubric.file``. The question shown is
@@ -45,14 +48,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import numbers
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from nemo_genrm.samples.types import BAD_INPUT
+from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, check_per_sample, genrm_section, rubric_items
 from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
 
@@ -63,7 +65,6 @@ __all__ = ["UNMEASURED_FIELDS", "close_shared_rewards", "compute_score", "exclud
 _REWARDS: dict[str, JudgeReward | GatheredReward] = {}  # by section
 _BY_ARGS: dict[str, JudgeReward | GatheredReward] = {}  # by the arguments verl passes, for a lookup without I/O
 _LOCK = threading.Lock()
-_WARNED: set[str] = set()
 
 
 def _with_router(section: Any, reward_router_address: str | None) -> Any:
@@ -211,49 +212,55 @@ def exclude_unmeasured(data: Any) -> int:
     return int(rows.size)
 
 
-_GROUP_KEYS = ("uid", "index")
-"""The ``extra_info`` keys that name a row's group, in the order they are read."""
+_NO_GROUP = (
+    "reward.mode pairwise_group in verl needs nemo_genrm's reward manager, which passes compute_score "
+    "each row's uid and prompt: set reward.reward_manager to {source: importlib, name: GenRMRewardManager, "
+    "module: {path: pkg://nemo_genrm.integrations.verl_manager}}. verl's own managers pass extra_info alone, "
+    "whose index verl's preprocessing numbers from 0 in every data file: responses to different prompts "
+    "(two files, training and validation, padding copies) would be ranked as one group"
+)
 
 
-def _group(extra_info: Any) -> str | int | None:
-    """A row's GRPO group: ``extra_info.uid`` when the dataset put one there, else ``extra_info.index``.
-
-    A dataset that writes its own ``uid`` into ``extra_info`` means it as the group, so it wins
-    over ``index`` (the dataset row its rollouts share, which verl's preprocessing scripts write).
-    verl's own ``uid`` (its group key) stays in the batch's ``non_tensor_batch``: the reward
-    managers pass ``compute_score`` only ``extra_info``, so it never arrives here.
-    """
-    if not isinstance(extra_info, Mapping):
-        return None
-    for key in _GROUP_KEYS:
-        value = extra_info.get(key)
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return int(value)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _warn_once(message: str) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        logger.warning(message)
+_BATCH_PATH = (
+    "reward.mode pairwise_group cannot be ranked on verl's batch reward path (reward.reward_model.enable "
+    "without reward.reward_model.enable_resource_pool): verl pads that batch with exact copies of its first "
+    "rows (pad_dataproto_to_divisor), which nothing tells apart from the rows they copy, so a copy could be "
+    "ranked in a row's place. Set reward.reward_model.enable_resource_pool: true (verl then scores each "
+    "trajectory as it finishes), or serve the judge outside verl (judge.backend: http with a base_url, "
+    "reward.reward_model.enable: false)"
+)
 
 
 def _mode_inputs(
-    reward: JudgeReward | GatheredReward, extra_info: Any, question: str | None
-) -> dict[str, Any] | None | str:
-    """The sample's metadata for the mode, or the reason it cannot be judged (a string)."""
+    reward: JudgeReward | GatheredReward,
+    extra_info: Any,
+    data_source: Any,
+    group: str | None,
+    prompt: Any,
+    batch_path: bool = False,
+) -> dict[str, Any] | None:
+    """The sample's metadata for the mode.
+
+    In ``pairwise_group`` mode the group is verl's ``uid`` with the row's data source and prompt
+    (:mod:`nemo_genrm.samples.groups`), as :class:`~nemo_genrm.integrations.verl_manager.GenRMRewardManager`
+    passes them; a uid names one group only, so it is gathered once.
+
+    Raises:
+        ConfigError: ``pairwise_group`` without a ``uid`` (verl's own reward managers pass none),
+            or on verl's batch reward path.
+    """
     cfg = reward.config.reward
     if cfg.mode == "pairwise_group":
-        group = _group(extra_info)
-        if group is None and question is None:
-            _warn_once(
-                "pairwise_group: a verl row has neither extra_info.uid, extra_info.index nor a question, so "
-                "its group is unknown: such rows are bad_input (verl's preprocessing scripts write index into extra_info)"
-            )
-            return BAD_INPUT
-        return {cfg.pairwise_group.group_key: group} if group is not None else None
+        if group is None or batch_path:
+            from nemo_genrm.config import ConfigError
+
+            raise ConfigError([_NO_GROUP if group is None else _BATCH_PATH])
+        return {
+            cfg.pairwise_group.group_key: ["uid", group],
+            SOURCE_FIELD: data_source if isinstance(data_source, str) else None,
+            PROMPT_FIELD: prompt,
+            UNIQUE_FIELD: True,
+        }
     if cfg.mode == "rubric" and isinstance(extra_info, Mapping) and extra_info.get(cfg.rubric.items_key) is not None:
         return {cfg.rubric.items_key: rubric_items(extra_info[cfg.rubric.items_key])}
     return None
@@ -278,6 +285,9 @@ async def compute_score(
     *,
     genrm_config: Any = None,
     genrm_overrides: Sequence[str] = (),
+    genrm_group: str | None = None,
+    genrm_prompt: Any = None,
+    genrm_batch_path: bool = False,
     **_: Any,
 ) -> dict[str, Any]:
     """Judge one verl response against its reference.
@@ -293,6 +303,11 @@ async def compute_score(
             applies its own chat template).
         genrm_config: From ``reward_kwargs``: a YAML path or the ``env.genrm`` mapping.
         genrm_overrides: From ``reward_kwargs``: overrides for a YAML ``genrm_config``.
+        genrm_group: The row's ``uid`` (verl's GRPO group), from
+            :class:`~nemo_genrm.integrations.verl_manager.GenRMRewardManager`.
+        genrm_prompt: The row's prompt token ids, from the same manager.
+        genrm_batch_path: From the same manager: verl scores on its batch path, padded with
+            exact copies of real rows.
 
     Returns:
         ``{"score", "acc", "pred", "genrm_reason", "genrm_judge_failed", "genrm_masked"}`` (see
@@ -300,7 +315,9 @@ async def compute_score(
 
     Raises:
         ValueError: No ``genrm_config`` in ``reward_kwargs``.
-        ConfigError: Every problem with the config, at once (on the first call).
+        ConfigError: Every problem with the config, at once (on the first call); ``pairwise_group``
+            without ``genrm_group`` (verl's own reward managers pass no ``uid``), or on verl's
+            batch reward path.
         JudgeUnavailableError: The judge has been unreachable past
             ``fault_tolerance.unavailable_grace_s``.
     """
@@ -314,9 +331,7 @@ async def compute_score(
     if reward is None:  # built once per process, off the event loop
         reward = await asyncio.to_thread(shared_reward, genrm_config, overrides, reward_router_address)
     question = _question(extra_info)
-    extras = _mode_inputs(reward, extra_info, question)
-    if isinstance(extras, str):
-        return result_fields(Judgement(0.0, extras, None, None), reward.mode)
+    extras = _mode_inputs(reward, extra_info, data_source, genrm_group, genrm_prompt, genrm_batch_path)
     reference = ground_truth if ground_truth is None else str(ground_truth)
     (judgement,) = await reward.ajudge([solution_str], [reference], [question], [extras])
     return result_fields(judgement, reward.mode)

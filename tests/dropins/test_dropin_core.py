@@ -178,31 +178,37 @@ def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
     assert asked == 1  # only the well-formed rubric reached the judge
 
 
-def test_verl_pairwise_groups_by_extra_info_uid_before_index():
-    """A dataset's own ``extra_info.uid`` names the group; ``index`` is read only without it.
+def test_verl_pairwise_groups_by_uid_and_prompt_never_by_a_bare_index():
+    """verl's preprocessing numbers every data file from 0, and its MATH script writes no question.
 
-    Rows 0-3 share uid ``a`` and rows 4-7 uid ``b``, while their ``index`` alternates (0, 1, 0,
-    ...), so grouping by index would rank rows 0, 2, 4, 6 together and give other win rates.
+    Two files, each with one prompt at ``index`` 0, four responses each, interleaved: with the uid
+    and prompt that nemo_genrm's reward manager passes, each prompt's four are ranked alone (by
+    ``index`` alone they shared a key and were ranked in arrival quartets across both prompts).
+    Without them (verl's own managers) the call is refused, naming the manager.
     """
     from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
 
-    working = list(range(8))  # distinct: every pair has a winner
-    rows = [{"uid": "ab"[r // 4], "index": r % 2} for r in range(8)]
+    working = [0, 4, 1, 5, 2, 6, 3, 7]  # rows alternate between the two files' prompts
+    sources = ["gsm8k", "math"] * 4
     reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
 
     async def score_all(section):
         return await asyncio.gather(*(
-            verl_dropin.compute_score("math", "Answer: 7. " + "because " * w, None, row, genrm_config=section)
-            for w, row in zip(working, rows, strict=True)
+            verl_dropin.compute_score(source, "Answer: 7. " + "because " * w, None, {"index": 0}, genrm_config=section,
+                                      genrm_group=f"uuid-{source}", genrm_prompt=[101, 7 + len(source)])
+            for w, source in zip(working, sources, strict=True)
         ))  # fmt: skip
 
     with StandInServer(lambda body: more_working_wins(StandInServer.user_text(body))) as server:
+        section = {**http_section(server.base_url), "reward": reward}
         try:
-            got = asyncio.run(score_all({**http_section(server.base_url), "reward": reward}))
+            got = asyncio.run(score_all(section))
+            with pytest.raises(ConfigError, match="GenRMRewardManager"):
+                asyncio.run(verl_dropin.compute_score("math", "Answer: 7", None, {"index": 0}, genrm_config=section))
         finally:
             verl_dropin.close_shared_rewards()
-    # Within each uid group the working is 0..3 (+4 for b): win rates 0, 1/3, 2/3, 1 in both.
-    assert [g["score"] for g in got] == pytest.approx([0, 1 / 3, 2 / 3, 1] * 2)
+    # Within each file's prompt the working is 0..3 (+4 for math): win rates 0, 1/3, 2/3, 1 in both.
+    assert [g["score"] for g in got] == pytest.approx([0, 0, 1 / 3, 1 / 3, 2 / 3, 2 / 3, 1, 1])
     assert {g["genrm_reason"] for g in got} == {"judged"}
 
 

@@ -281,3 +281,121 @@ def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
     assert unsendable[0]["error"] == "TypeError" and "pickle" in unsendable[0]["message"]
     assert unsendable[1]["error"] == "ProcessFailedError" and "process 0" in unsendable[1]["message"]
     assert [g["error"] for g in gone] == ["JudgeUnavailableError"] * 2  # found on process 0, raised on both
+
+
+# ------------------------------------------------------- groups TRL lays out, masks that reach the loss
+class AdvantageRecording:
+    """Mixin for GRPOTrainer: keeps the advantages TRL computed for each batch (its loss's input)."""
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        self.recorded_advantages = getattr(self, "recorded_advantages", [])
+        self.recorded_advantages.append(out["advantages"].tolist())
+        return out
+
+
+def _restricted(tokenizer, tokens: tuple[str, ...]) -> list[int]:
+    allowed = {tokenizer.convert_tokens_to_ids(t) for t in tokens}
+    return [i for i in range(len(tokenizer)) if i not in allowed]
+
+
+def test_two_dataset_rows_with_one_prompt_are_two_groups_of_num_generations(tmp_path, tiny_cache_dir, caplog):
+    """Two rows ask the same prompt; TRL lays out their 4 + 4 completions next to each other.
+
+    Without group_size the runs are cut at TRL's num_generations (4): two groups, each ranked
+    among its own four (one run of eight was one group). A group_size that differs from
+    num_generations is warned about.
+    """
+    import logging
+
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "Write about topic 0."}]}] * 2)
+    args = _args(tmp_path, max_steps=1, per_device_train_batch_size=8, max_completion_length=3, temperature=4.0,
+                 learning_rate=1e-6, generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a", "."))})
+    for group_size, warned in ((None, False), (8, True)):
+        pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": group_size}}
+        reward = Recording({**GENRM_SECTION, "reward": pairwise}, judge=ModeJudge(more_letters_wins("e")), name="pw")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="nemo_genrm.integrations.trl"):
+            GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data).train()
+        (prompts, completions, out), = reward.calls
+        texts = [c[-1]["content"] for c in completions]
+        assert len({p[-1]["content"] for p in prompts}) == 1 and len(texts) == 8
+        assert out == pytest.approx(_expected_pairwise(texts, group_size or 4)), texts
+        assert ("num_generations" in caplog.text and "groups of 8" in caplog.text) is warned
+
+
+def _hand_advantages(judge: list, other: list, size: int) -> list[float]:
+    """TRL's GRPO advantages (sum_then_normalize, scale_rewards 'group'), written out by hand.
+
+    A completion's reward is the sum of its functions' rewards, ``None`` counting 0; a completion
+    with every reward ``None`` is left out of its group's mean and standard deviation (Bessel's
+    correction: divided by count - 1) and gets advantage 0. Others: (r - mean) / (std + 1e-4).
+    """
+    out = []
+    for start in range(0, len(judge), size):
+        rows = list(zip(judge[start : start + size], other[start : start + size], strict=True))
+        scored = [sum(v for v in row if v is not None) for row in rows if any(v is not None for v in row)]
+        if not scored:  # the whole group unscorable: no baseline, every advantage 0
+            out += [0.0] * len(rows)
+            continue
+        mean = sum(scored) / len(scored)
+        std = (sum((r - mean) ** 2 for r in scored) / (len(scored) - 1)) ** 0.5 if len(scored) > 1 else float("nan")
+        for row in rows:
+            if all(v is None for v in row):
+                out.append(0.0)
+            elif std != std:  # one scored completion: no spread, TRL's NaN advantage becomes 0
+                out.append(0.0)
+            else:
+                out.append((sum(v for v in row if v is not None) - mean) / (std + 1e-4))
+    return out
+
+
+def test_a_failed_judge_beside_another_reward_and_the_masked_combination(tmp_path, tiny_cache_dir):
+    """TRL's GRPOTrainer with the judge and a second reward function; TRL's own advantages.
+
+    The stand-in judge fails (no verdict) on completions with "aa" and otherwise says 1 when the
+    completion has an "e". Beside a plain second function, a failed judge's ``None`` counts 0 in
+    TRL's sum: the completion is trained as a wrong answer. Through ``judge.masking``, the second
+    function is ``None`` there too: the completion leaves its group's baseline, advantage 0.
+    """
+    import re
+
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from nemo_genrm.testing.stand_in_judges import shown_responses
+
+    def rule(text: str) -> str:
+        (shown,) = shown_responses(text)
+        return "maybe" if "aa" in shown else "1" if "e" in shown else "0"
+
+    def starts_with_e(prompts, completions, **kwargs):
+        return [1.0 if re.match(r"\s*e", c[-1]["content"]) else 0.0 for c in completions]
+
+    model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Topic {k}?"}], "ground_truth": "e"} for k in range(4)])
+    args = _args(tmp_path, max_steps=2, max_completion_length=3, temperature=4.0, learning_rate=1e-6,
+                 generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a"))})
+    trainer_cls = type("Trainer", (AdvantageRecording, GRPOTrainer), {})
+    failed = 0
+    for masked in (False, True):
+        judge = Recording(GENRM_SECTION, judge=ModeJudge(rule), name="judge")
+        other = judge.masking(starts_with_e) if masked else starts_with_e
+        trainer = trainer_cls(model=model, reward_funcs=[judge, other], args=args, train_dataset=data)
+        trainer.train()
+        for (_, completions, judged), advantages in zip(judge.calls, trainer.recorded_advantages, strict=True):
+            texts = [c[-1]["content"] for c in completions]
+            assert judged == [None if "aa" in t else 1.0 if "e" in t else 0.0 for t in texts], texts
+            others = [None if masked and j is None else float(bool(re.match(r"\s*e", t)))
+                      for t, j in zip(texts, judged, strict=True)]  # fmt: skip
+            assert advantages == pytest.approx(_hand_advantages(judged, others, 4), abs=1e-4), texts
+            failed += judged.count(None)
+    assert failed >= 2, "some completions must make the judge fail for this test to say anything"

@@ -41,13 +41,19 @@ def _fresh_judges():
     verl_dropin.close_shared_rewards()
 
 
-def _config(tokenizer_path: str, genrm_config) -> OmegaConf:
+# nemo_genrm's reward manager, as docs/integrations.md configures it.
+GENRM_MANAGER = {"source": "importlib", "name": "GenRMRewardManager",
+                 "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}}  # fmt: skip
+NAIVE_MANAGER = {"source": "register", "name": "naive"}
+
+
+def _config(tokenizer_path: str, genrm_config, manager: dict | None = None) -> OmegaConf:
     return OmegaConf.create(
         {
             "actor_rollout_ref": {"model": {"path": tokenizer_path, "tokenizer_path": None}},
             "reward": {
                 "reward_model": {"enable": False},
-                "reward_manager": {"source": "register", "name": "naive"},
+                "reward_manager": manager or NAIVE_MANAGER,
                 "custom_reward_function": {
                     "path": "pkg://nemo_genrm.integrations.verl",
                     "name": "compute_score",
@@ -130,11 +136,13 @@ def test_compute_score_needs_a_judge_config():
 
 
 # ------------------------------------------------------------- modes, groups and masks
-def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4"):
-    """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts)."""
+def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4",
+          uids: list[str] | None = None, prompt_text: str = "Answer the question."):  # fmt: skip
+    """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts),
+    and verl's ``uid`` per row when given."""
     from verl import DataProto
 
-    prompt = tokenizer("Answer the question.", return_tensors="pt").input_ids[0]
+    prompt = tokenizer(prompt_text, return_tensors="pt").input_ids[0]
     rows = [tokenizer(r or " ", add_special_tokens=False).input_ids for r in responses]
     width = max(len(r) for r in rows) + 2
     ids = torch.full((len(rows), width), tokenizer.pad_token_id)
@@ -142,24 +150,27 @@ def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth
     for i, row in enumerate(rows):
         ids[i, : len(row)] = torch.tensor(row)
         mask[i, : len(prompt) + (len(row) if responses[i] else 0)] = 1
+    non_tensors = {
+        "data_source": np.array(["math"] * len(rows), dtype=object),
+        "reward_model": np.array([{"ground_truth": ground_truth} for _ in rows], dtype=object),
+        "extra_info": np.array(extra_infos, dtype=object),
+    }
+    if uids is not None:
+        non_tensors["uid"] = np.array(uids, dtype=object)
     return DataProto.from_dict(
         tensors={"prompts": prompt.unsqueeze(0).repeat(len(rows), 1), "responses": ids, "attention_mask": mask},
-        non_tensors={
-            "data_source": np.array(["math"] * len(rows), dtype=object),
-            "reward_model": np.array([{"ground_truth": ground_truth} for _ in rows], dtype=object),
-            "extra_info": np.array(extra_infos, dtype=object),
-        },
+        non_tensors=non_tensors,
     )
 
 
-def _score_rows(section, tokenizer_path, responses, extra_infos):
+def _score_rows(section, tokenizer_path, responses, extra_infos, uids=None, manager=None):
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
 
     async def go():
-        worker = RewardLoopWorker(_config(tokenizer_path, section), reward_router_address=None)
-        return await worker.compute_score_batch(_rows(tokenizer, responses, extra_infos))
+        worker = RewardLoopWorker(_config(tokenizer_path, section, manager), reward_router_address=None)
+        return await worker.compute_score_batch(_rows(tokenizer, responses, extra_infos, uids=uids))
 
     return asyncio.run(go())
 
@@ -178,16 +189,18 @@ def _pairwise_rule(body: dict) -> str:
 
 @pytest.mark.parametrize("group", [4, 8])
 def test_64_rows_in_groups_keep_every_group_whole_at_the_default_pool_size(group):
-    """verl's reward loop awaits compute_score for all 64 rows at once; groups come by extra_info.index."""
+    """verl's reward loop awaits compute_score for all 64 rows at once; groups come by verl's uid,
+    which nemo_genrm's reward manager passes on."""
     rows = 64
     working_of = [(7 * r + r // group) % group for r in range(rows)]  # distinct within a group
     responses = ["Answer: 7. " + "because " * w for w in working_of]
-    # No question in extra_info (verl's own data has none): the group is the dataset row's index.
-    extra = [{"index": r // group} for r in range(rows)]
+    # No question in extra_info (verl's own data has none); every file numbers its rows from 0.
+    extra = [{"index": 0} for r in range(rows)]
+    uids = [f"uid-{r // group}" for r in range(rows)]
     reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": group}}
     with StandInServer(_pairwise_rule) as server:
         section = {**http_section(server.base_url), "reward": reward}
-        outputs = _score_rows(section, str(cached_tiny_tokenizer()), responses, extra)
+        outputs = _score_rows(section, str(cached_tiny_tokenizer()), responses, extra, uids, GENRM_MANAGER)
     expected = []
     for g in range(rows // group):
         expected += _win_rates(working_of[g * group : (g + 1) * group])
@@ -222,7 +235,7 @@ def test_rubric_items_from_extra_info_and_masks():
         reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
         section = {**http_section(server.base_url), "reward": reward}
         masked = _score_rows(section, str(cached_tiny_tokenizer()), ["Answer: 7 because", "", "", ""],
-                             [{"index": 0}] * 4)  # fmt: skip
+                             [{"index": 0}] * 4, ["u"] * 4, GENRM_MANAGER)  # fmt: skip
     infos = [o["reward_extra_info"] for o in masked]
     assert [i["genrm_reason"] for i in infos] == ["incomplete_group", "no_answer", "no_answer", "no_answer"]
     assert [i["genrm_masked"] for i in infos] == [1.0, 0.0, 0.0, 0.0]
@@ -286,3 +299,82 @@ def test_exclude_unmeasured_keeps_flagged_rows_out_of_verls_grpo_update():
     expected = [up, down, 0.0, up, up, 0.0, down, up]
     assert out.batch["advantages"][:, -1].tolist() == pytest.approx(expected, abs=1e-5)
     assert out.batch["response_mask"][[2, 5]].sum() == 0  # none of their tokens enters the loss
+
+
+def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
+    """verl's legacy trainer path after the reward: compute_advantage, then what _update_actor
+    hands the actor (left_right_2_no_padding), then verl's own ppo_loss at ActorConfig's defaults.
+
+    One group of 4 scored 1, 0, 0, 1 whose third row is a judge failure. verl's GRPO (unbiased
+    std): mean 1/2, std sqrt(1/3), advantages +-(1/2)/sqrt(1/3) = +-0.866: the failure trains
+    as a wrong answer, its log-probs get a gradient. Excluded, the group is 1, 0, 1 (advantages
+    1/sqrt(3), -2/sqrt(3), as above), the failed row's advantage is 0 and its tokens leave the
+    loss: no gradient, and the token mean is over the 6 tokens of the 3 others (the loss's own
+    input ``response_mask``).
+    """
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import ActorConfig
+    from verl.workers.utils.losses import ppo_loss
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    rows, prompt_len, response_len = 4, 3, 2
+    rewards = torch.zeros(rows, response_len)  # [B, R]: the score on the last token
+    rewards[:, -1] = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    gradients = {}
+    for exclude in (False, True):
+        prompts = torch.arange(10, 10 + rows * prompt_len).view(rows, prompt_len)  # [B, P]
+        responses = torch.arange(50, 50 + rows * response_len).view(rows, response_len)  # [B, R]
+        data = DataProto.from_dict(
+            tensors={
+                "prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
+                "attention_mask": torch.ones(rows, prompt_len + response_len, dtype=torch.long),
+                "position_ids": torch.arange(prompt_len + response_len).repeat(rows, 1),
+                "response_mask": torch.ones(rows, response_len, dtype=torch.long),
+                "token_level_rewards": rewards.clone(), "old_log_probs": torch.zeros(rows, response_len),
+            },
+            non_tensors={"uid": np.array(["g"] * rows, dtype=object),
+                         "genrm_judge_failed": np.array([0.0, 0.0, 1.0, 0.0])},
+        )  # fmt: skip
+        if exclude:
+            assert verl_dropin.exclude_unmeasured(data) == 1
+        data = compute_advantage(data, adv_estimator="grpo", num_repeat=rows)
+        up, down = (1 / 3**0.5, -2 / 3**0.5) if exclude else (0.5 * 3**0.5, -0.5 * 3**0.5)
+        want = [up, down, 0.0 if exclude else down, up]
+        assert data.batch["advantages"][:, -1].tolist() == pytest.approx(want, abs=1e-4)
+        batch = left_right_2_no_padding(data.to_tensordict())  # as RayPPOTrainer._update_actor does
+        tu.assign_non_tensor(batch, dp_size=1, batch_num_tokens=int(batch["response_mask"].sum()), global_batch_size=rows)
+        log_probs = torch.zeros(rows * (prompt_len + response_len), requires_grad=True)  # the policy's, unpadded
+        offsets = torch.arange(0, log_probs.numel() + 1, prompt_len + response_len)
+        nested = torch.nested.nested_tensor_from_jagged(log_probs, offsets=offsets)
+        config = ActorConfig(strategy="fsdp", ppo_mini_batch_size=rows, ppo_micro_batch_size_per_gpu=rows, rollout_n=rows)
+        loss, _ = ppo_loss(config, {"log_probs": nested}, batch)
+        loss.backward()
+        gradients[exclude] = log_probs.grad.view(rows, -1).abs().sum(1).tolist()  # per row
+    # Token mean of -A * ratio: each token's gradient is |A| / (tokens in the loss).
+    assert gradients[False] == pytest.approx([0.5 * 3**0.5 * 2 / 8] * 4, abs=1e-4)
+    assert gradients[True] == pytest.approx([2 / 3**0.5 / 6, 4 / 3**0.5 / 6, 0.0, 2 / 3**0.5 / 6], abs=1e-4)
+
+
+def test_pairwise_is_refused_on_verls_batch_reward_path():
+    """A reward model colocated with the policy (no resource pool of its own): verl scores the whole
+    batch at once, padded with exact copies of its first rows, which nothing tells apart."""
+    from nemo_genrm.config import ConfigError
+
+    tokenizer_path = str(cached_tiny_tokenizer())
+    section = {**http_section("http://127.0.0.1:9/v1"),
+               "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
+    config = _config(tokenizer_path, section, GENRM_MANAGER)
+    config.reward.reward_model.enable = True  # enable_resource_pool left off: the batch path
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    rows = _rows(tokenizer, ["Answer: 7"], [{"index": 0}], uids=["u"])
+
+    async def score():  # verl builds its manager on the loop that awaits it
+        return await load_reward_manager(config, tokenizer).run_single(rows[0:1])
+
+    with pytest.raises(ConfigError, match="enable_resource_pool"):
+        asyncio.run(score())
+    verl_dropin.close_shared_rewards()

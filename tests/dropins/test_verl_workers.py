@@ -34,11 +34,11 @@ WORKERS = 2
 SWITCH = Path(__file__).with_name("verl_config_switch.py")
 
 
-def _section(base_url: str, group: int) -> dict:
+def _section(base_url: str, group: int, **pairwise) -> dict:
     return {
         "judge": {"backend": "http", "model_name": "judge", "http": {"base_url": base_url, "max_retries": 0}},
         "resources": {"gpus_per_replica": 0},
-        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": group}},
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": group, **pairwise}},
     }
 
 
@@ -53,14 +53,16 @@ def manager(ray_cluster, judge_server):
     """verl's RewardLoopManager with two RewardLoopWorker processes (no verl reward model)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager
 
-    configs = {f"g{g}": _section(judge_server.base_url, g) for g in (4, 8)}
+    configs = {f"g{g}": _section(judge_server.base_url, g) for g in (3, 4, 8)}  # group_wait_ms: 30 s
+    configs["g4-wait1s"] = _section(judge_server.base_url, 4, group_wait_ms=1000)
     config = OmegaConf.create(
         {
             "actor_rollout_ref": {"model": {"path": str(cached_tiny_tokenizer()), "tokenizer_path": None}},
             "reward": {
                 "num_workers": WORKERS,
                 "reward_model": {"enable": False, "enable_resource_pool": False},
-                "reward_manager": {"source": "register", "name": "naive"},
+                "reward_manager": {"source": "importlib", "name": "GenRMRewardManager",
+                                   "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}},  # fmt: skip
                 "custom_reward_function": {
                     "path": str(SWITCH), "name": "compute_score", "reward_kwargs": {"configs": configs},
                 },
@@ -70,11 +72,13 @@ def manager(ray_cluster, judge_server):
     yield RewardLoopManager(config)
 
 
-def _batch(group: int, groups: int, first_index: int):
+def _batch(group: int, groups: int, first_index: int, config: str | None = None, uid: str = "uid"):
     """``groups`` groups of ``group`` responses, as verl hands rows to the reward loop.
 
-    The working shown differs within a group (so every pair has a winner); the group is the
-    dataset row's ``extra_info.index``, as verl's preprocessing writes it (no question).
+    The working shown differs within a group (so every pair has a winner); each group is one
+    ``uid`` (verl draws one per prompt and step), and its rows carry the dataset row's
+    ``extra_info.index`` as verl's preprocessing writes it (no question). ``config`` names the
+    switch's config (default ``g<group>``); ``uid`` prefixes the uids (a new step draws new ones).
 
     Returns:
         The DataProto and the hand-computed win rate of each row.
@@ -93,14 +97,14 @@ def _batch(group: int, groups: int, first_index: int):
     for i, row in enumerate(ids):
         tokens[i, : len(row)] = torch.tensor(row)
         mask[i, : len(prompt) + len(row)] = 1
-    extra = [{"index": first_index + r // group, "genrm_test_config": f"g{group}"} for r in range(rows)]
+    extra = [{"index": first_index + r // group, "genrm_test_config": config or f"g{group}"} for r in range(rows)]
     data = DataProto.from_dict(
         tensors={"prompts": prompt.unsqueeze(0).repeat(rows, 1), "responses": tokens, "attention_mask": mask},
         non_tensors={
             "data_source": np.array(["math"] * rows, dtype=object),
             "reward_model": np.array([{"ground_truth": "7"}] * rows, dtype=object),
             "extra_info": np.array(extra, dtype=object),
-            "uid": np.array([f"uid-{first_index + r // group}" for r in range(rows)], dtype=object),
+            "uid": np.array([f"{uid}-{first_index + r // group}" for r in range(rows)], dtype=object),
         },
     )
     expected = []
@@ -144,6 +148,56 @@ def test_streaming_rows_on_random_workers_at_different_times(manager):
     results = dict(zip([n for n, _ in refs], ray.get([ref for _, ref in refs]), strict=True))
     assert [results[n]["reward_score"] for n in range(len(rows))] == pytest.approx([want for _, want in rows])
     assert {results[n]["reward_extra_info"]["genrm_reason"] for n in results} == {"judged"}
+
+
+def test_rows_past_a_uids_group_never_open_or_owe_a_group(manager):
+    """verl's legacy validation pads its generation batch to the agent workers with copies of its
+    first rows (pad_dataproto_to_divisor): they are generated too, so the first prompt's uid
+    gets more trajectories than rollout.n, each scored on its own as it finishes.
+
+    Here the 3 rows of each group come first (ranked whole), then 2 more trajectories of the
+    first group's uid: each is masked at once as late, opening no group (which would wait
+    group_wait_ms, 30 s by default, for members that never come) and owing nothing: the next
+    step asks the same prompts under verl's new uids and is ranked whole.
+    """
+    import time
+
+    import ray
+
+    workers = manager.reward_loop_workers
+    data, expected = _batch(3, groups=3, first_index=8000)
+    got = ray.get([workers[i % WORKERS].compute_score.remote(data[i : i + 1]) for i in range(len(data))])
+    assert [g["reward_score"] for g in got] == pytest.approx(expected)
+    extra, _ = _batch(3, groups=1, first_index=8000)  # the first group's uid again, other texts
+    start = time.monotonic()
+    late = ray.get([workers[i % WORKERS].compute_score.remote(extra[i + 1 : i + 2]) for i in range(2)])
+    assert time.monotonic() - start < 30.0  # a group of their own would wait group_wait_ms (30 s)
+    assert [g["reward_extra_info"]["genrm_reason"] for g in late] == ["incomplete_group"] * 2
+    assert [g["reward_extra_info"]["genrm_masked"] for g in late] == [1.0] * 2
+    data, expected = _batch(3, groups=3, first_index=8000, uid="next-step")
+    got = ray.get([workers[i % WORKERS].compute_score.remote(data[i : i + 1]) for i in range(len(data))])
+    assert [g["reward_score"] for g in got] == pytest.approx(expected)
+    assert [g["reward_extra_info"]["genrm_masked"] for g in got] == [0.0] * 9
+
+
+def test_validation_at_n_1_then_training_on_the_same_rows(manager):
+    """verl's default val_kwargs.n is 1: each validation prompt is a group of one (its own uid).
+
+    Those groups are short and masked (as documented); the training step that follows asks the
+    same index values under new uids, four rollouts each: every group is ranked whole (before,
+    validation's debts on the bare index masked 16 of 16).
+    """
+    val, _ = _batch(4, groups=4, first_index=9000, config="g4-wait1s", uid="val")
+    rows = [val[i : i + 1] for i in range(0, 16, 4)]  # one rollout per prompt
+    from verl import DataProto
+
+    out = manager.compute_rm_score(DataProto.concat(rows))
+    assert list(out.non_tensor_batch["genrm_reason"]) == ["incomplete_group"] * 4
+    assert list(out.non_tensor_batch["genrm_masked"]) == [1.0] * 4
+    train, expected = _batch(4, groups=4, first_index=9000, config="g4-wait1s", uid="train")
+    out = manager.compute_rm_score(train)
+    assert out.batch["rm_scores"].sum(-1).tolist() == pytest.approx(expected)
+    assert list(out.non_tensor_batch["genrm_masked"]) == [0.0] * 16
 
 
 def test_the_shared_judge_raises_the_packages_own_errors(ray_cluster, judge_server):

@@ -2,8 +2,10 @@
 the actor, talking to a stand-in OpenAI-compatible server in this process whose verdict is a
 known function of what it is shown (nemo_genrm.testing.stand_in_judges).
 
-- pairwise_group, one step call per sample from many concurrent callers (NeMo-RL's asynchronous
-  rollout): the judge reads the whole responses, groups are gathered by their key;
+- pairwise_group, one step call per group from concurrent callers: the judge reads the whole
+  responses; a call of one response (NeMo-RL's per-sample rollout path) is refused, naming the
+  setting, since that caller holds a thread per waiting response and whole groups cannot be
+  promised;
 - rubric, with votes: items met in the reasoning count, and each vote is sampled with its own
   seed, so the votes of a sampling judge disagree (a ``kw:coin`` item is the seeded coin).
 """
@@ -50,8 +52,9 @@ def _win_rates(scores: list[int]) -> list[float]:
     return out
 
 
-def test_actor_pairwise_per_sample_calls_rubric_and_votes(ray_cluster):
+def test_actor_pairwise_group_calls_rubric_and_votes(ray_cluster):
     import ray
+
 
     from nemo_genrm.environment import GenRMEnvironment
 
@@ -73,12 +76,16 @@ def test_actor_pairwise_per_sample_calls_rubric_and_votes(ray_cluster):
             ),
         }
         try:
-            # 4 groups of 4, one call per sample, all in flight at once, groups interleaved.
-            order = [(g, i) for i in range(4) for g in range(4)]
+            # 4 groups of 4, one call per group, all in flight at once.
             refs = [
-                actors["pairwise"].step.remote([_log(RESPONSES[(i + g) % 4], f"Q{g}?")], [{}]) for g, i in order
+                actors["pairwise"].step.remote([_log(RESPONSES[(i + g) % 4], f"Q{g}?") for i in range(4)], [{}] * 4)
+                for g in range(4)
             ]
-            pairwise_rewards = dict(zip(order, [r.rewards.item() for r in ray.get(refs, timeout=120)], strict=True))
+            pairwise_rewards = {
+                (g, i): reward for g, r in enumerate(ray.get(refs, timeout=120)) for i, reward in enumerate(r.rewards.tolist())
+            }
+            with pytest.raises(Exception, match="vllm_cfg.async_engine"):  # one response per call (ConfigError)
+                ray.get(actors["pairwise"].step.remote([_log(RESPONSES[0], "Q0?")], [{}]), timeout=120)
 
             proof = "Because p^2 = 2q^2 the parity argument gives a contradiction. Answer: irrational"
             items = [{"criterion": "kw:contradiction", "weight": 2}, "kw:parity", "kw:induction"]

@@ -61,8 +61,9 @@ def test_grpo_driver_trains_with_pairwise_group_rewards(tmp_path, ray_cluster, t
 
 
 @pytest.mark.slow
-def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_dir):
-    """NeMo-RL's asynchronous rollout calls ``step`` once per sample; the actor judges whole groups."""
+def test_actor_ranks_whole_group_calls_and_refuses_one_sample_calls(ray_cluster, tiny_cache_dir):
+    """Calls holding whole groups are ranked; a call of one response (NeMo-RL's per-sample rollout
+    path, whose bounded thread pool cannot hold a whole group in flight) is refused."""
     from nemo_genrm.env.environment import GenRMEnvironment
     from nemo_genrm.testing import cached_tiny_judge
 
@@ -77,19 +78,22 @@ def test_actor_gathers_groups_sent_one_sample_per_call(ray_cluster, tiny_cache_d
     try:
         calls = [
             actor.step.remote(
-                [[{"role": "user", "content": f"Question {g}?"}, {"role": "assistant", "content": f"Answer: {g}{i}"}]],
-                [{}],
-            )
-            for i in range(4)
+                [[{"role": "user", "content": f"Question {g}?"}, {"role": "assistant", "content": f"Answer: {g}{i}"}]
+                 for i in range(4)],
+                [{}] * 4,
+            )  # fmt: skip
             for g in range(2)
         ]
         results = ray_cluster.get(calls)
         _, metrics = ray_cluster.get(actor.global_post_process_and_metrics.remote({}))
+        with pytest.raises(Exception, match="pairwise_group cannot rank whole groups"):  # ConfigError, through Ray
+            ray_cluster.get(actor.step.remote([[{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}]], [{}]))
     finally:
         ray_cluster.get(actor.shutdown.remote())
         ray_cluster.kill(actor)
-    assert [r.rewards.item() for r in results] == [0.5] * 8  # every pair a draw: the orders disagree
-    assert [r.metadata[0]["genrm"]["group_size"] for r in results] == [4] * 8
+    rewards = [v for r in results for v in r.rewards.tolist()]
+    assert rewards == [0.5] * 8  # every pair a draw: the orders disagree
+    assert [m["genrm"]["group_size"] for r in results for m in r.metadata] == [4] * 8
     assert metrics["genrm/count/incomplete_group"] == 0 and metrics["genrm/pairwise/incomplete_groups"] == 0.0
     assert metrics["genrm/pairwise/groups"] == 2 and metrics["genrm/pairwise/pairs"] == 12
 

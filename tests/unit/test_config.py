@@ -446,7 +446,12 @@ def test_pairwise_groups_are_refused_under_nemo_rls_async_grpo_and_must_fit_the_
 
     genrm = "{judge: {model_name: m, backend: http, http: {base_url: 'http://x/v1'}}, reward: {mode: pairwise_group}}"
     path = _write(tmp_path / "nr.yaml", f"grpo: {{async_grpo: {{enabled: true}}}}\nenv: {{genrm: {genrm}}}\n")
-    with pytest.raises(ConfigError, match="cannot rank whole groups under NeMo-RL's asynchronous GRPO"):
+    with pytest.raises(ConfigError, match=r"asynchronous rollout path \(grpo\.async_grpo\.enabled\)"):
+        prepare_nemo_rl_inputs(path, [])
+    # Sync GRPO with an asynchronous vLLM engine takes NeMo-RL's per-sample rollout path too.
+    engine = "policy: {generation: {backend: vllm, vllm_cfg: {async_engine: true}}}"
+    path = _write(tmp_path / "nr2.yaml", f"grpo: {{async_grpo: {{enabled: false}}}}\n{engine}\nenv: {{genrm: {genrm}}}\n")
+    with pytest.raises(ConfigError, match=r"policy\.generation\.vllm_cfg\.async_engine"):
         prepare_nemo_rl_inputs(path, [])
     # A group's wait counts against its step's deadline.
     with pytest.raises(ConfigError, match=r"group_wait_ms \(700000\) must be shorter than fault_tolerance.step_timeout_s"):

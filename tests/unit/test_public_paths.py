@@ -39,8 +39,9 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm.integrations.verl": ("compute_score", "result_fields"),
     "nemo_genrm.integrations.verl_groups": ("GatheredReward", "gathered_reward"),
 }  # fmt: skip
-# Needs NeMo Gym, which only the drop-ins environment (ci/dropins/) has; its suite drives it.
+# Need their framework, which only the drop-ins environment (ci/dropins/) has; its suite drives them.
 NEMO_GYM = ("nemo_genrm.integrations.nemo_gym", ("GenRMResourcesServer", "main"))
+VERL_MANAGER = ("nemo_genrm.integrations.verl_manager", ("GenRMRewardManager", "exclude_unmeasured_kv"))
 
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
@@ -52,9 +53,10 @@ def test_public_module_offers_its_names(module: str) -> None:
         assert hasattr(loaded, name), f"{module}.__all__ names {name!r}, which it lacks"
 
 
-def test_nemo_gym_dropin_path() -> None:
-    pytest.importorskip("nemo_gym", reason="NeMo Gym is in the drop-ins environment only (ci/dropins/)")
-    module, names = NEMO_GYM
+@pytest.mark.parametrize(("framework", "path"), [("nemo_gym", NEMO_GYM), ("verl", VERL_MANAGER)], ids=["gym", "verl"])
+def test_dropin_paths_that_import_their_framework(framework: str, path: tuple[str, tuple[str, ...]]) -> None:
+    pytest.importorskip(framework, reason=f"{framework} is in the drop-ins environment only (ci/dropins/)")
+    module, names = path
     loaded = importlib.import_module(module)
     assert all(hasattr(loaded, name) for name in names)
 
@@ -63,7 +65,7 @@ def test_every_integration_module_is_a_public_path() -> None:
     import nemo_genrm.integrations as integrations
 
     found = {f"nemo_genrm.integrations.{m.name}" for m in pkgutil.iter_modules(integrations.__path__)}
-    assert found == {m for m in PUBLIC if m.startswith("nemo_genrm.integrations.")} | {NEMO_GYM[0]}
+    assert found == {m for m in PUBLIC if m.startswith("nemo_genrm.integrations.")} | {NEMO_GYM[0], VERL_MANAGER[0]}
 
 
 def test_the_registered_actor_class_path_is_the_environment() -> None:
