@@ -22,7 +22,9 @@ class SamplingConfig(StrictModel):
 class BatchingConfig(StrictModel):
     """How prompts are cut into engine batches."""
 
-    max_batch_size: int = Field(64, ge=1, description="Most prompts in one engine batch.")
+    max_batch_size: int = Field(
+        64, ge=1, description="Most prompts in one engine batch (the static loop: rows decoded at once)."
+    )
     max_tokens_per_batch: int = Field(
         32768, ge=1, description="Token budget of one batch (padded prompt + new tokens)."
     )
@@ -38,6 +40,15 @@ class DTensorConfig(StrictModel):
             "Decoding loop. static: a preallocated KV cache per length bucket, the decode step "
             "compiled with CUDA graphs on a GPU (tensor parallel size 1); dynamic: "
             "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
+        ),
+    )
+    continuous_batching: bool = Field(
+        True,
+        description=(
+            "Static loop: a call's prompts form one queue per replica, and a row that ends (EOS or "
+            "its budget) hands its slot to the next prompt, so every slot stays busy while prompts "
+            "wait (verdicts of very different lengths cost the work they need, not the longest "
+            "row's). false: batches of batching.max_batch_size decode until their longest row ends."
         ),
     )
     sleep_buffers: Literal["auto", "at_load", "at_first_sleep"] = Field(

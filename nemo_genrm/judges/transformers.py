@@ -43,6 +43,7 @@ from nemo_genrm.judges.hf_generation import (
     trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
+from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.judges.pooled import PooledJudge
@@ -143,10 +144,21 @@ class TransformersWorker:
         return model
 
     def _generation_mode(self) -> str:
-        """``static`` or ``dynamic``: ``dtensor.generation``, with ``auto`` static on a GPU only."""
+        """``static`` or ``dynamic``: ``dtensor.generation``, with ``auto`` static on a GPU only
+        (and only for a decoder whose layers all use full attention: the static loop's slots).
+
+        Raises:
+            ValueError: ``generation: static`` for a model with sliding-window layers.
+        """
         mode = self.config.dtensor.generation
+        slots = supports_slots(self.model.config)
         if mode == "auto":
-            mode = "static" if self.device.type == "cuda" else "dynamic"
+            mode = "static" if self.device.type == "cuda" and slots else "dynamic"
+        elif mode == "static" and not slots:
+            raise ValueError(
+                f"judge.dtensor.generation 'static' needs a decoder whose layers all use full attention; "
+                f"{self.config.model_name!r} has sliding-window layers: use 'dynamic' or 'auto'"
+            )
         return mode
 
     def _stop_ids(self) -> list[int]:
@@ -167,10 +179,28 @@ class TransformersWorker:
     }
     """Largest padded share of a batch per method: the pipeline plans its chunks with these."""
 
+    QUEUE_METHODS: ClassVar[tuple[str, ...]] = ("generate_fitted",)
+    """``generate_fitted`` takes a queue: the static loop batches it continuously
+    (``dtensor.continuous_batching``), else the worker cuts it into batches itself."""
+
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
         self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch, with_votes=True)
+        if self._static is not None and self.config.dtensor.continuous_batching and prompts:
+            return self._generate_queue(prompts)
+        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch, with_votes=True,
+                             max_padding=GENERATE_MAX_PADDING)
+
+    def _generate_queue(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
+        """The whole queue through the static loop, as many rows at once as memory allows."""
+        ids = [p.token_ids for p in prompts]
+        new = self.config.sampling.max_new_tokens
+        longest = max(len(p) for p in ids)
+        max_batch, max_tokens = self.batch_limits(longest, new)
+        slots = max(1, min(max_batch, max_tokens // (longest + new)))
+        seeds = [self.config.sampling.seed + p.vote for p in prompts]
+        rows = self._static.generate(ids, self._decoding(), seeds=seeds, slots=slots)
+        return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
@@ -188,30 +218,32 @@ class TransformersWorker:
         return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
 
     def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *,
-                 with_votes: bool = False) -> list:
-        """Run ``run`` over the chunk ``prompts`` as one batch; results in input order.
+                 with_votes: bool = False, max_padding: float | None = None) -> list:
+        """Run ``run`` over the chunk ``prompts`` in batches; results in input order.
 
-        The chunk was planned by the judge pipeline. On a GPU a chunk bigger than free memory
-        holds (a replica pool plans with the config's limits) is split to fit. ``run`` gets the
-        batch's token ids, and with ``with_votes`` each prompt's vote index as well.
+        A chunk the pipeline planned as a batch runs whole when it fits; a queue (generation,
+        :attr:`QUEUE_METHODS`) or a chunk bigger than free memory holds (a replica pool plans
+        with the config's limits) is cut into length-sorted batches under the limits. ``run``
+        gets a batch's token ids, and with ``with_votes`` each prompt's vote index as well.
         """
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
         if not ids:
             return out
-        for batch in self._within_memory([len(p) for p in ids], new_tokens):
+        for batch in self._within_memory([len(p) for p in ids], new_tokens, max_padding):
             args = ([ids[i] for i in batch], *([[prompts[i].vote for i in batch]] if with_votes else []))
             for index, value in zip(batch, run(*args), strict=True):
                 out[index] = value
         return out
 
-    def _within_memory(self, lengths: list[int], new_tokens: int) -> list[list[int]]:
-        """The chunk whole when it fits this worker's batch limits, else split under them."""
+    def _within_memory(self, lengths: list[int], new_tokens: int, max_padding: float | None) -> list[list[int]]:
+        """The chunk whole when it fits this worker's batch limits, else split under them
+        (length-sorted, at most ``max_padding`` of a batch's width padded)."""
         max_batch, max_tokens = self.batch_limits(max(lengths), new_tokens)
         if len(lengths) <= max_batch and len(lengths) * (max(lengths) + new_tokens) <= max_tokens:
             return [list(range(len(lengths)))]
         return plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
-                            max_new_tokens=new_tokens)
+                            max_new_tokens=new_tokens, max_padding=max_padding)
 
     def batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
         """``(max_batch_size, max_tokens_per_batch)``: from free memory on a GPU, else the config."""
@@ -355,9 +387,10 @@ class TransformersWorker:
             self.wake()
 
     def stats_extra(self) -> dict[str, Any]:
-        """Facts for the judge's ``stats().extra``: sleep state, generation mode, host buffers."""
+        """Facts for the judge's ``stats().extra``: sleep state, generation mode, host buffers, and
+        with the static loop how busy its decode slots were (``decode_slot_utilisation``)."""
         offload = self._offload.stats
-        return {
+        facts = {
             "asleep": self.asleep,
             "generation": self.generation_mode,
             "host_buffer_bytes": offload.host_bytes,
@@ -365,6 +398,11 @@ class TransformersWorker:
             "sleep_cycles": offload.cycles,
             "device_bytes_after_sleep": offload.device_bytes_after_sleep,
         }
+        if self._static is not None:
+            decoded = self._static.stats
+            facts.update(decode_steps=decoded.decode_steps, decode_slot_steps=decoded.slot_steps,
+                         decode_slot_utilisation=decoded.utilisation, prefills=decoded.prefills)
+        return facts
 
     def shutdown(self) -> None:
         """Leave the process group and drop the model; safe to call twice."""
