@@ -283,7 +283,7 @@ class PromptFitter:
             ConfigError: The tokenizer cannot be loaded; the message names ``judge.tokenizer``
                 or ``judge.model_name``, whichever gave the name.
         """
-        budget = judge_config.max_model_len - judge_config.sampling.max_new_tokens
+        budget = judge_config.max_model_len - judge_config.sampling.reply_tokens
         if tokenizer is None:
             setting = "judge.tokenizer" if judge_config.tokenizer else "judge.model_name"
             tokenizer = load_tokenizer(judge_config.tokenizer_name, setting=setting)

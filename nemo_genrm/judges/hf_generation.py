@@ -46,9 +46,11 @@ class Decoding:
         temperature: 0 for greedy decoding.
         top_p: Nucleus sampling mass.
         seed: Sampling seed of every row without its own.
-        reasoning_budget: With ``close_ids``: a row that has generated this many tokens without
-            one of ``close_ids`` stops there (its reasoning ran over budget).
-        close_ids: Token ids that close the reasoning (e.g. the id of ``</think>``).
+        reasoning_budget: A row still inside its thought after this many tokens stops there (it
+            ran over budget). A row is inside its thought from an id of ``open_ids`` (or from
+            the start, see ``thinking`` of :meth:`StaticGenerator.generate`) to one of ``close_ids``.
+        open_ids: Ids that open a thought (``<think>`` when it is one token).
+        close_ids: Ids that close it (``</think>`` when it is one token).
     """
 
     max_new_tokens: int
@@ -56,6 +58,7 @@ class Decoding:
     top_p: float = 1.0
     seed: int = 0
     reasoning_budget: int | None = None
+    open_ids: tuple[int, ...] = ()
     close_ids: tuple[int, ...] = ()
 
 
@@ -291,6 +294,8 @@ class StaticGenerator:
         seeds: Sequence[int] | None = None,
         *,
         slots: int | None = None,
+        narrow: bool = True,
+        thinking: Sequence[bool] | None = None,
     ) -> list[list[int]]:
         """New tokens per prompt (up to and including its EOS), in input order.
 
@@ -301,6 +306,10 @@ class StaticGenerator:
                 rows of one seed draw from one generator seeded with it.
             slots: Rows decoded at once (default: every prompt at once); a power of two when
                 the step is compiled.
+            narrow: Narrow the step as the last rows drain (else finished rows keep their slots
+                and write padding until every row is done, as a plain batch does).
+            thinking: Per prompt, whether its reply starts inside a thought (the template opened
+                it): with ``decoding.reasoning_budget``.
 
         Returns:
             The generated ids of each prompt.
@@ -312,7 +321,7 @@ class StaticGenerator:
             width = next_power_of_two(width)
             width = width // 2 if slots is not None and width > slots else width
         length = round_up(max(len(p) for p in prompts) + decoding.max_new_tokens, self.length_multiple)
-        run = _Run(self, self._cache(width, length), prompts, decoding, seeds)
+        run = _Run(self, self._cache(width, length), prompts, decoding, seeds, narrow, thinking)
         results = run.drive()
         self.last_stats = run.stats
         self.stats.add(run.stats)
@@ -322,9 +331,11 @@ class StaticGenerator:
 class _Run:
     """One call of :meth:`StaticGenerator.generate`: the queue, the slots' state, the results."""
 
-    def __init__(self, gen: StaticGenerator, cache: SlotCache, prompts, decoding: Decoding, seeds):
-        self.gen, self.cache, self.decoding = gen, cache, decoding
+    def __init__(self, gen: StaticGenerator, cache: SlotCache, prompts, decoding: Decoding, seeds, narrow: bool,
+                 thinking: Sequence[bool] | None):
+        self.gen, self.cache, self.decoding, self.narrow = gen, cache, decoding, narrow
         self.prompts = [list(p) for p in prompts]
+        self.starts_thinking = list(thinking) if thinking is not None else [False] * len(prompts)
         self.seeds = list(seeds) if seeds is not None else [decoding.seed] * len(prompts)
         param = next(gen.model.parameters())
         self.device, self.dtype = param.device, param.dtype
@@ -332,13 +343,14 @@ class _Run:
         self.out = torch.full((slots, new + 1), gen.pad_id, dtype=torch.long, device=self.device)  # [S, N+1]
         self.count = torch.zeros(slots, dtype=torch.long, device=self.device)  # [S] tokens per row
         self.done = torch.ones(slots, dtype=torch.bool, device=self.device)  # [S] a free slot is done
-        self.closed = torch.zeros(slots, dtype=torch.bool, device=self.device)  # [S] reasoning closed
+        self.thinking = torch.zeros(slots, dtype=torch.bool, device=self.device)  # [S] inside a thought
         self.positions = torch.zeros(slots, dtype=torch.long, device=self.device)  # [S]
         low = torch.finfo(self.dtype).min
         self.mask = torch.full((slots, 1, 1, length), low, dtype=self.dtype, device=self.device)  # [S, 1, 1, L]
         self.logits: torch.Tensor | None = None  # [S, V], sized by the first prefill
         self.eos = gen._eos.to(self.device)
-        self.close = torch.tensor(decoding.close_ids, dtype=torch.long, device=self.device)
+        self.open_ids = torch.tensor(decoding.open_ids, dtype=torch.long, device=self.device)
+        self.close_ids = torch.tensor(decoding.close_ids, dtype=torch.long, device=self.device)
         self.occupant: list[int | None] = [None] * slots  # the prompt each slot decodes
         self.deadline = [0] * slots  # step by which each occupied slot is surely done
         self.generators: dict[int, torch.Generator] = {}
@@ -378,10 +390,11 @@ class _Run:
         count = self.count[:width]
         count += live
         stop = torch.isin(token, self.eos) | (count >= new)
-        if self.decoding.reasoning_budget is not None and self.close.numel():
-            closed = self.closed[:width]
-            closed |= live & torch.isin(token, self.close)
-            stop |= (count >= self.decoding.reasoning_budget) & ~closed
+        if self.decoding.reasoning_budget is not None:
+            thinking = self.thinking[:width]
+            thinking |= torch.isin(token, self.open_ids)
+            thinking &= ~torch.isin(token, self.close_ids)
+            stop |= (count >= self.decoding.reasoning_budget) & thinking
         self.done[:width] |= stop
         self.stats.slot_steps += width
 
@@ -409,7 +422,7 @@ class _Run:
             rows = free[: len(pending)]
             self._fill(rows, [pending.popleft() for _ in rows])
         busy = [r for r in range(width) if self.occupant[r] is not None]
-        if not pending and busy and len(busy) <= width // 2:
+        if self.narrow and not pending and busy and len(busy) <= width // 2:
             self._narrow(busy)
         return bool(busy)
 
@@ -435,7 +448,7 @@ class _Run:
         self.positions[index] = torch.tensor([len(p) for p in prompts], device=self.device)
         self.count[index] = 0
         self.done[index] = False
-        self.closed[index] = False
+        self.thinking[index] = torch.tensor([self.starts_thinking[i] for i in items], device=self.device)
         for row, item in zip(rows, items, strict=True):
             self.occupant[row] = item
             self.deadline[row] = self.clock + self.decoding.max_new_tokens
@@ -450,7 +463,7 @@ class _Run:
         if width >= self.cache.width:
             return
         keep = torch.tensor(busy, device=self.device)
-        for state in (self.out, self.count, self.done, self.closed, self.positions, self.logits, self.mask):
+        for state in (self.out, self.count, self.done, self.thinking, self.positions, self.logits, self.mask):
             state[:count] = state.index_select(0, keep)
         self.cache.compact(keep)
         self.done[count:width] = True

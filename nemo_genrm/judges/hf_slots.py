@@ -132,7 +132,8 @@ class SlotCache(Cache):
             layer.keys[index] = key_states.transpose(1, 2)  # [R, P, H, D]
             layer.values[index] = value_states.transpose(1, 2)
             return key_states, value_states
-        keys, values = layer.keys[: self.width], layer.values[: self.width]  # [W, H, L, D]
+        width = key_states.shape[0]  # from the input's shape: one graph can serve every width
+        keys, values = layer.keys[:width], layer.values[:width]  # [W, H, L, D]
         keys.index_copy_(2, self.column, key_states)
         values.index_copy_(2, self.column, value_states)
         return keys, values

@@ -225,7 +225,7 @@ class PipelineJudge(Judge):
         events = JudgeStats()
         with self._deadline():
             fitted = self.fitter.fit(batch)
-            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.max_new_tokens,
+            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.reply_tokens,
                                        events=events)
         results = build_generations(fitted, outcomes)
         return results, self._counted(JudgeStats.of_call("generate", results), events)

@@ -35,14 +35,13 @@ from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.hf_generation import (
-    Decoding,
     StaticGenerator,
     activation_bytes_per_token,
     batch_limits_from_memory,
     kv_bytes_per_token,
-    trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
+from nemo_genrm.judges.hf_replies import ReplyMixin
 from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
@@ -63,7 +62,7 @@ bigger batches pay off there, while prefill still wastes the padded positions.""
 
 
 
-class TransformersWorker:
+class TransformersWorker(ReplyMixin):
     """One rank of a transformers judge (the whole judge when ``world_size == 1``): the
     token-level protocol of :mod:`nemo_genrm.judges.pipeline` on fitted prompts.
 
@@ -113,6 +112,7 @@ class TransformersWorker:
         self.eos_ids = self._stop_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
+        self._setup_replies()
         self._offload = HostOffload(self.model)
         if self.config.dtensor.sleep_buffers == "at_load":
             self._offload.allocate()  # pinning is slow: not on the first sleep's clock
@@ -183,25 +183,6 @@ class TransformersWorker:
     """``generate_fitted`` takes a queue: the static loop batches it continuously
     (``dtensor.continuous_batching``), else the worker cuts it into batches itself."""
 
-    def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
-        """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
-        self._ensure_awake()
-        if self._static is not None and self.config.dtensor.continuous_batching and prompts:
-            return self._generate_queue(prompts)
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch, with_votes=True,
-                             max_padding=GENERATE_MAX_PADDING)
-
-    def _generate_queue(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
-        """The whole queue through the static loop, as many rows at once as memory allows."""
-        ids = [p.token_ids for p in prompts]
-        new = self.config.sampling.max_new_tokens
-        longest = max(len(p) for p in ids)
-        max_batch, max_tokens = self.batch_limits(longest, new)
-        slots = max(1, min(max_batch, max_tokens // (longest + new)))
-        seeds = [self.config.sampling.seed + p.vote for p in prompts]
-        rows = self._static.generate(ids, self._decoding(), seeds=seeds, slots=slots)
-        return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
-
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
         self._ensure_awake()
@@ -217,22 +198,19 @@ class TransformersWorker:
         self._ensure_awake()
         return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
 
-    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *,
-                 with_votes: bool = False, max_padding: float | None = None) -> list:
-        """Run ``run`` over the chunk ``prompts`` in batches; results in input order.
+    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable) -> list:
+        """Run ``run`` over the chunk ``prompts`` as one batch; results in input order.
 
-        A chunk the pipeline planned as a batch runs whole when it fits; a queue (generation,
-        :attr:`QUEUE_METHODS`) or a chunk bigger than free memory holds (a replica pool plans
-        with the config's limits) is cut into length-sorted batches under the limits. ``run``
-        gets a batch's token ids, and with ``with_votes`` each prompt's vote index as well.
+        The chunk was planned by the judge pipeline. On a GPU a chunk bigger than free memory
+        holds (a replica pool plans with the config's limits) is split to fit. ``run`` gets the
+        batch's token ids.
         """
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
         if not ids:
             return out
-        for batch in self._within_memory([len(p) for p in ids], new_tokens, max_padding):
-            args = ([ids[i] for i in batch], *([[prompts[i].vote for i in batch]] if with_votes else []))
-            for index, value in zip(batch, run(*args), strict=True):
+        for batch in self._within_memory([len(p) for p in ids], new_tokens, None):
+            for index, value in zip(batch, run([ids[i] for i in batch]), strict=True):
                 out[index] = value
         return out
 
@@ -269,47 +247,6 @@ class TransformersWorker:
             ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             mask[row, width - len(prompt) :] = 1
         return ids.to(self.device), mask.to(self.device)
-
-    def _decoding(self) -> Decoding:
-        sampling = self.config.sampling
-        return Decoding(sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
-
-    @torch.no_grad()
-    def _generate_batch(self, prompts: Sequence[Sequence[int]], votes: Sequence[int]) -> list[GenOut]:
-        # Each prompt is sampled with seed + its vote: the votes on one prompt are separate draws.
-        seeds = [self.config.sampling.seed + vote for vote in votes]
-        if self._static is not None:
-            rows = self._static.generate(prompts, self._decoding(), seeds=seeds)
-        else:
-            rows = [[] for _ in prompts]
-            sample = self.config.sampling.temperature > 0
-            for seed in sorted(set(seeds)) if sample else [None]:  # one generate call per seed
-                part = [i for i, s in enumerate(seeds) if seed is None or s == seed]
-                for i, row in zip(part, self._generate_dynamic([prompts[i] for i in part], seed), strict=True):
-                    rows[i] = row
-        return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
-
-    def _generate_dynamic(self, prompts: Sequence[Sequence[int]], seed: int | None) -> list[list[int]]:
-        """transformers' ``generate`` with its dynamic cache: new ids per prompt, cut at EOS.
-        With sampling, the batch draws from the global generator seeded with ``seed``."""
-        from transformers import GenerationConfig
-
-        sampling = self.config.sampling
-        sample = sampling.temperature > 0
-        ids, mask = self._pad(prompts)  # [B, T]
-        gen_config = GenerationConfig(
-            max_new_tokens=sampling.max_new_tokens,
-            do_sample=sample,
-            temperature=sampling.temperature if sample else None,
-            top_p=sampling.top_p if sample else None,
-            top_k=0 if sample else None,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-        )
-        if sample:
-            torch.manual_seed(sampling.seed if seed is None else seed)  # same seed on every rank: identical samples
-        seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config)
-        return [trim_at_eos(row, self.eos_ids) for row in seqs[:, ids.shape[1] :].tolist()]  # [B, N]
 
     def _logprobs(self, ids: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
         """Log-softmax of the last ``keep`` positions' logits: ``[B, keep, V]`` float32."""
@@ -440,7 +377,7 @@ class LocalTransformersJudge(PipelineJudge):
 
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """``(text, tokens generated)`` per fitted prompt, in planned batches, in order."""
-        return self._values("generate_fitted", prompts, self.config.sampling.max_new_tokens)
+        return self._values("generate_fitted", prompts, self.config.sampling.reply_tokens)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities per fitted prompt, in planned batches, in order."""

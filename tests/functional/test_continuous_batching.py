@@ -117,3 +117,25 @@ def test_the_judge_gives_the_same_replies_with_and_without_refills(tiny_cache_di
             assert 0 < extra["decode_slot_utilisation"] <= 1
         judge.shutdown()
     assert replies["static"] == replies["dynamic"]
+
+
+def _in_budget(reply: list[int], budget: int, thinking: bool, open_id: int, close_id: int) -> list[int]:
+    """``reply`` as the loop must stop it: at ``budget`` tokens if its thought is open there."""
+    for count, token in enumerate(reply, start=1):
+        thinking = (thinking or token == open_id) and token != close_id
+        if count >= budget and thinking:
+            return reply[:count]
+    return reply
+
+
+def test_the_loop_stops_a_thought_at_its_budget_and_nothing_else(model, case):
+    # Two ordinary ids play <think> and </think>; half the prompts start inside a thought (their
+    # template opened it). A row stops at the budget only while its thought is open.
+    prompts, eos, replies = case
+    open_id, close_id, budget = replies[0][0], replies[1][0], 5
+    thinking = [i % 2 == 0 for i in range(len(prompts))]
+    want = [_in_budget(r, budget, t, open_id, close_id) for r, t in zip(replies, thinking, strict=True)]
+    assert want != replies and sum(len(w) < len(r) for w, r in zip(want, replies, strict=True)) > 3
+    decoding = Decoding(NEW_TOKENS, reasoning_budget=budget, open_ids=(open_id,), close_ids=(close_id,))
+    generator = StaticGenerator(model, eos, pad_id=0)
+    assert generator.generate(prompts, decoding, slots=5, thinking=thinking) == want
