@@ -86,7 +86,7 @@ def _args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.tiny:
         args.prompts, args.min_len, args.max_len, args.new_tokens, args.decode_batch = 48, 20, 70, 8, 8
-        args.long_tail_prompts, args.longest = 64, 128
+        args.long_tail_prompts, args.longest = 32, 64
     return args
 
 
@@ -156,18 +156,19 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
     from nemo_genrm.judges.transformers import LocalTransformersJudge
     from nemo_genrm.testing.countdown import FIRST_ID, wire_countdown
 
-    config = {**config, "max_model_len": 256 + args.longest + 64, "sampling": {"max_new_tokens": args.longest}}
+    config = {**config, "max_model_len": 320 + args.longest, "sampling": {"max_new_tokens": args.longest}}
     worker = LocalTransformersJudge(JudgeConfig.model_validate(config))
     eos = worker.eos_ids[:1]
     wire_countdown(worker.model, first_id=FIRST_ID, max_tokens=args.longest, eos_id=eos[0])
     lengths = long_tail_lengths(args.long_tail_prompts, seed=0, longest=args.longest)
     filler = (FIRST_ID + args.longest, worker.model.config.vocab_size)
     # One prompt length, so every batch and the queue share one cache length (one set of graphs).
-    prompts = countdown_prompts(lengths, FIRST_ID, filler=filler, prompt_tokens=(255, 255))
+    prompt_len = 31 if args.tiny else 255
+    prompts = countdown_prompts(lengths, FIRST_ID, filler=filler, prompt_tokens=(prompt_len, prompt_len))
     slots, generator = args.decode_batch, worker._static
     # Warm-up: a short queue that drains through every width compiles each graph before timing.
     warm_lengths = [max(1, (args.longest // 16) >> (i % 7)) for i in range(2 * slots)]
-    warm_prompts = countdown_prompts(warm_lengths, FIRST_ID, filler=filler, prompt_tokens=(255, 255))
+    warm_prompts = countdown_prompts(warm_lengths, FIRST_ID, filler=filler, prompt_tokens=(prompt_len, prompt_len))
     warm_s = timed_once(lambda: run_continuous(generator, warm_prompts, args.longest, slots, device), device)[0]
     runs = {}
     runs["continuous"], continuous = run_continuous(generator, prompts, args.longest, slots, device)
@@ -177,12 +178,17 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
     failed = check_replies("continuous", continuous, lengths, eos) + check_replies("buckets", buckets, lengths, eos)
     failed += check_replies("bare static generate", bare, lengths, eos)
     FAILED_CHECKS.extend(failed)
+    # A colocated reasoning judge's share of a step: wake, the job, sleep (the slot caches go too).
+    colocated = {"sleep_before_s": timed_once(worker.sleep, device)[0], "wake_s": timed_once(worker.wake, device)[0]}
+    colocated["job_s"] = run_continuous(generator, prompts, args.longest, slots, device)[0]["seconds"]
+    colocated["sleep_s"] = timed_once(worker.sleep, device)[0]
+    worker.wake()
     cont = runs["continuous"]
     step_s = cont["seconds"] / cont["decode_steps"]
     # The floor of a full-width step: the weights plus the whole slot cache read once.
-    ring = round_up(256 + args.longest, 64)
+    ring = round_up(prompt_len + 1 + args.longest, 64)
     floor = (shapes["weight_bytes"] + slots * ring * shapes["kv_bytes_per_token"]) / floors["memory_bytes_per_s"]
-    out = {"runs": runs, "warmup_s": warm_s, "slots": slots, "cache_length": ring,
+    out = {"runs": runs, "warmup_s": warm_s, "slots": slots, "cache_length": ring, "colocated": colocated,
            "lengths": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
            "speedup_over_buckets": cont["tokens_per_s"] / runs["buckets"]["tokens_per_s"],
            "speedup_over_bare_static": cont["tokens_per_s"] / runs["bare_static_first_batch"]["tokens_per_s"],
@@ -192,7 +198,8 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
           f"buckets {runs['buckets']['tokens_per_s']:.0f} tok/s ({runs['buckets']['slot_utilisation']:.1%}), bare static "
           f"generate {runs['bare_static_first_batch']['tokens_per_s']:.0f} tok/s on the first batch: "
           f"{out['speedup_over_buckets']:.2f}x buckets; mean step {1e3 * step_s:.2f} ms (full-width floor "
-          f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s")
+          f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s; colocated: wake {colocated['wake_s']:.2f} s, job "
+          f"{colocated['job_s']:.1f} s, sleep {colocated['sleep_s']:.2f} s")
     worker.shutdown()
     return out
 

@@ -137,6 +137,9 @@ class GRPOTrainer:
     ):
         self.cfg, self.policy, self.env = cfg, policy, env
         self._policy, self._env = PolicyHandle.of(policy), EnvHandle.of(env)
+        # A separate judge scores each generation batch while the policy samples the next.
+        overlap = cfg.grpo.judge_while_generating and cfg.env.genrm.resources.placement == "separate"
+        self._judge_batch = cfg.policy.generation_batch_size if overlap else None
         self.val_prompts = list(val_prompts)[: cfg.grpo.max_val_samples]
         self.metrics = metrics_logger
         self.checkpointer = checkpointer
@@ -234,7 +237,7 @@ class GRPOTrainer:
         """Rollout, advantages and one policy update; returns the step's metrics."""
         step_start = time.perf_counter()
         grpo = self.cfg.grpo
-        ro = rollout(self._policy, self._env, prompts, grpo.num_generations_per_prompt)
+        ro = rollout(self._policy, self._env, prompts, grpo.num_generations_per_prompt, batch_size=self._judge_batch)
         advantages = compute_advantages(
             ro.rewards,
             grpo.num_generations_per_prompt,
@@ -253,7 +256,7 @@ class GRPOTrainer:
         metrics = {**_rollout_metrics(ro, grpo.num_generations_per_prompt, "train")}
         metrics["train/advantage_abs_mean"] = advantages.abs().mean().item()
         metrics.update({f"train/{k}": v for k, v in train_metrics.items() if k != "train_time_s"})
-        metrics.update(self._env.last_metrics())
+        metrics.update(self._env.metrics_since_last())  # every step call of the rollout
         metrics.update(
             {
                 "timeline/generation_s": ro.generation_s,
@@ -288,6 +291,7 @@ class GRPOTrainer:
             matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]
             shown = self._print_samples(ro, step, shown)
         all_rewards, all_valid = torch.cat(rewards), torch.cat(valid)  # [V], [V]
+        self._env.metrics_since_last()  # validation's judge calls are not the next training step's
         return {
             "val/reward_mean": _counted_mean(all_rewards, all_valid),
             "val/exact_match": statistics.fmean(matches),
