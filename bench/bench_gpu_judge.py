@@ -194,8 +194,9 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
            "speedup_over_bare_static": cont["tokens_per_s"] / runs["bare_static_first_batch"]["tokens_per_s"],
            "mean_step_s": step_s, "full_width_step_floor_s": floor, "failed_checks": failed}
     print(f"long-tailed job ({len(lengths)} replies of mean {out['lengths']['mean']:.0f}, max {max(lengths)} tokens, "
-          f"{slots} slots): continuous {cont['tokens_per_s']:.0f} tok/s at {cont['slot_utilisation']:.1%} of slots busy, "
-          f"buckets {runs['buckets']['tokens_per_s']:.0f} tok/s ({runs['buckets']['slot_utilisation']:.1%}), bare static "
+          f"{slots} slots): continuous {cont['tokens_per_s']:.0f} tok/s at {cont['slot_utilisation']:.1%} of "
+          f"slots busy, buckets {runs['buckets']['tokens_per_s']:.0f} tok/s "
+          f"({runs['buckets']['slot_utilisation']:.1%}), bare static "
           f"generate {runs['bare_static_first_batch']['tokens_per_s']:.0f} tok/s on the first batch: "
           f"{out['speedup_over_buckets']:.2f}x buckets; mean step {1e3 * step_s:.2f} ms (full-width floor "
           f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s; colocated: wake {colocated['wake_s']:.2f} s, job "

@@ -43,7 +43,7 @@ def run_one(overlap: bool, steps: int, batches: int, overrides: list[str], log_d
 
     samples = 16 * 8  # the demo's prompts x generations per step
     cfg = load_grpo_config(CONFIG, [
-        f"grpo.max_num_steps={steps}", f"grpo.judge_while_generating={str(overlap).lower()}",
+        f"grpo.max_num_steps={steps}", f"grpo.judge_while_generating={'on' if overlap else 'off'}",
         f"policy.generation_batch_size={samples // batches}", f"logger.log_dir={log_dir}",
         "grpo.val_period=0", "grpo.val_at_start=false", "checkpointing.enabled=false",
         "logger.tensorboard_enabled=false", "logger.progress_bar=false", *overrides,

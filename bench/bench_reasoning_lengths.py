@@ -28,7 +28,14 @@ from _common import offline, write_result  # noqa: E402
 offline()
 
 import torch  # noqa: E402
-from long_tail import check_replies, countdown_prompts, long_tail_lengths, run_bare, run_buckets, run_continuous  # noqa: E402
+from long_tail import (  # noqa: E402
+    check_replies,
+    countdown_prompts,
+    long_tail_lengths,
+    run_bare,
+    run_buckets,
+    run_continuous,
+)
 
 # One layer, one key/value head: a decode step reads the whole slot cache (rows x columns), and
 # on two shared cores a bigger one would make the bucketed and bare runs take most of an hour.

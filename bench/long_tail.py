@@ -88,8 +88,8 @@ def run_buckets(generator, prompts, new_tokens: int, slots: int, device: torch.d
     _sync(device)
     start = time.perf_counter()
     for batch in buckets_of(prompts, slots, new_tokens):
-        for index, reply in zip(batch, generator.generate([prompts[i] for i in batch], Decoding(new_tokens), narrow=False),
-                                strict=True):
+        done = generator.generate([prompts[i] for i in batch], Decoding(new_tokens), narrow=False)
+        for index, reply in zip(batch, done, strict=True):
             replies[index] = reply
         slot_steps += generator.last_stats.slot_steps
         decode_steps += generator.last_stats.decode_steps
@@ -130,4 +130,6 @@ def check_replies(name: str, replies, lengths: list[int], eos_ids: list[int]) ->
     """Problems with ``replies`` (a list, or index -> reply): a wrong length or a missing EOS."""
     items = replies.items() if isinstance(replies, dict) else enumerate(replies)
     wrong = [i for i, reply in items if len(reply) != lengths[i] or reply[-1] not in eos_ids]
-    return [f"{name}: {len(wrong)} replies are not the scripted length ending in EOS (first: prompt {wrong[0]})"] if wrong else []
+    if not wrong:
+        return []
+    return [f"{name}: {len(wrong)} replies are not the scripted length ending in EOS (first: prompt {wrong[0]})"]

@@ -23,7 +23,9 @@ class ReasoningConfig(StrictModel):
         ),
     )
     verdict_tokens: int = Field(
-        32, ge=1, description="Tokens reserved after the reasoning: the closing text when the engine writes it, and the verdict."
+        32,
+        ge=1,
+        description="Tokens reserved after the reasoning: the closing text when the engine writes it, and the verdict.",
     )
     on_budget: Literal["close", "truncate"] = Field(
         "close",
@@ -210,7 +212,9 @@ class JudgeConfig(StrictModel):
         problems = []
         reasoning = self.sampling.reasoning
         if self.sampling.reply_tokens >= self.max_model_len:
-            what = "sampling.max_new_tokens + sampling.reasoning.verdict_tokens" if reasoning.enabled else "sampling.max_new_tokens"
+            what = "sampling.max_new_tokens"
+            if reasoning.enabled:
+                what += " + sampling.reasoning.verdict_tokens"
             problems.append(
                 f"{what} ({self.sampling.reply_tokens}) must be smaller than max_model_len "
                 f"({self.max_model_len}): raise max_model_len or lower max_new_tokens"
@@ -218,7 +222,8 @@ class JudgeConfig(StrictModel):
         if reasoning.enabled:
             if "</think>" not in reasoning.close_text:
                 problems.append(
-                    f"sampling.reasoning.close_text {reasoning.close_text!r} must hold </think>: it closes the reasoning"
+                    f"sampling.reasoning.close_text {reasoning.close_text!r} must hold </think>: "
+                    "it closes the reasoning"
                 )
             if self.backend == "http" and reasoning.on_budget == "close":
                 problems.append(

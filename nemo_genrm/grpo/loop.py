@@ -109,6 +109,16 @@ class RunSummary:
         return out
 
 
+def _judge_while_generating(cfg: GRPOMasterConfig) -> bool:
+    """Whether a separate judge scores each generation batch while the policy samples the next
+    (``grpo.judge_while_generating``; ``auto``: when the judge computes on devices of its own)."""
+    genrm = cfg.env.genrm
+    if genrm.resources.placement != "separate" or cfg.grpo.judge_while_generating == "off":
+        return False
+    own_devices = genrm.judge.backend == "http" or genrm.resources.gpus_per_replica > 0
+    return cfg.grpo.judge_while_generating == "on" or own_devices
+
+
 class GRPOTrainer:
     """Runs GRPO steps until ``grpo.max_num_steps`` (or the data's epochs) are done.
 
@@ -137,9 +147,7 @@ class GRPOTrainer:
     ):
         self.cfg, self.policy, self.env = cfg, policy, env
         self._policy, self._env = PolicyHandle.of(policy), EnvHandle.of(env)
-        # A separate judge scores each generation batch while the policy samples the next.
-        overlap = cfg.grpo.judge_while_generating and cfg.env.genrm.resources.placement == "separate"
-        self._judge_batch = cfg.policy.generation_batch_size if overlap else None
+        self._judge_batch = cfg.policy.generation_batch_size if _judge_while_generating(cfg) else None
         self.val_prompts = list(val_prompts)[: cfg.grpo.max_val_samples]
         self.metrics = metrics_logger
         self.checkpointer = checkpointer

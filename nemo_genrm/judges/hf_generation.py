@@ -36,6 +36,8 @@ from nemo_genrm.judges.hf_slots import SlotCache, fill_inputs
 
 logger = logging.getLogger(__name__)
 
+_RECOMPILE_LIMIT = 64
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -207,6 +209,9 @@ class StaticGenerator:
         if compile_step:
             self._step = torch.compile(self._decode_step, mode="reduce-overhead", fullgraph=True)
             self.compiled = True
+            # One graph per (width, cache length): the widths a drain narrows through alone are
+            # log2(slots) + 1, more than dynamo's default of 8 recompiles before it runs eagerly.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, _RECOMPILE_LIMIT)
 
     # ------------------------------------------------------------------------------ caches
     def _cache(self, slots: int, length: int) -> SlotCache:
@@ -358,6 +363,7 @@ class _Run:
         self.results: list[list[int] | None] = [None] * len(prompts)
         self.stats = GenerationStats(sequences=len(prompts))
         self.clock = 0  # decode steps run: the ring column of the next write is clock % length
+        self.token: torch.Tensor | None = None  # [W] the tokens just picked, fed to the next step
         self.refill_at = max(1, int(slots * gen.refill_share))
 
     def drive(self) -> list[list[int]]:

@@ -229,7 +229,8 @@ def answer(prompt_ids: list[list[int]], votes: list[int], budget: ReasoningBudge
     def text(ids: Sequence[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    settled = [settle(row, eos_ids, budget.budget, o, raw, tokens.close_id) for row, o in zip(first, opened, strict=True)]
+    settled = [settle(row, eos_ids, budget.budget, o, raw, tokens.close_id)
+               for row, o in zip(first, opened, strict=True)]
     out: list = [None] * len(prompt_ids)
     todo = []
     for i, reply in enumerate(settled):

@@ -2,8 +2,9 @@
 
 - :class:`TransformersWorker` is one rank of the judge (the whole judge when ``world_size == 1``):
   it loads the model with ``AutoModelForCausalLM.from_pretrained`` and implements the engine's
-  token-level protocol (``generate_fitted``, ``score_fitted``, ``top_logprobs_fitted``,
-  ``sleep``, ``wake``) on fitted prompts; no Ray, no fitting, no counting.
+  token-level protocol (``generate_fitted``, from :mod:`nemo_genrm.judges.hf_replies`,
+  ``score_fitted``, ``top_logprobs_fitted``, ``sleep``, ``wake``) on fitted prompts; no Ray, no
+  fitting, no counting.
 - :class:`LocalTransformersJudge` is the judge pipeline over one worker in this process (tests,
   RewardBench, the judge service, benchmarks).
 - :class:`TransformersJudge` (``judge.backend: dtensor``) is the judge pipeline over

@@ -165,7 +165,7 @@ class VllmJudgeWorker:
         ids = [self.tokenizer.eos_token_id]
         try:
             extra = GenerationConfig.from_pretrained(self.config.model_name).eos_token_id
-        except OSError:  # no generation_config.json
+        except (OSError, ValueError):  # no generation_config.json (or no such local folder)
             extra = None
         ids += extra if isinstance(extra, list) else [extra]
         return sorted({int(i) for i in ids if i is not None})

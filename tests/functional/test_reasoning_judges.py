@@ -48,7 +48,9 @@ def test_a_thought_left_open_is_closed_or_cut(tiny_cache_dir, generation, on_bud
     assert (stats.reasoning_closed, stats.reasoning_truncated) == ((3, 0) if cut == "closed" else (0, 3))
 
 
-@pytest.mark.parametrize(("on_budget", "reward", "reason"), [("close", 1.0, "judged"), ("truncate", 0.0, "parse_failure")])
+@pytest.mark.parametrize(
+    ("on_budget", "reward", "reason"), [("close", 1.0, "judged"), ("truncate", 0.0, "parse_failure")]
+)
 def test_the_environment_reads_the_verdict_after_the_thought(tiny_cache_dir, on_budget, reward, reason):
     config = {**_judge(on_budget, "static"), "max_model_len": 1024}  # the consistency prompt's room
     judge = LocalTransformersJudge(JudgeConfig.model_validate(config))

@@ -119,7 +119,8 @@ def test_answer_closes_what_ran_over_and_asks_for_the_verdict():
     # Counted per call: one thought length per reply that had one, one closed.
     counts = JudgeStats.of_call("generate", [Generation(t, output_tokens=n, reasoning_tokens=r, reasoning_cut=c)
                                               for t, n, r, c in out])
-    assert counts.reasoning_lengths == {14: 1, 12: 1} and (counts.reasoning_closed, counts.reasoning_truncated) == (1, 0)
+    assert counts.reasoning_lengths == {14: 1, 12: 1}
+    assert (counts.reasoning_closed, counts.reasoning_truncated) == (1, 0)
 
 
 def test_truncate_leaves_a_thought_open_so_no_parser_reads_a_verdict_from_it():
