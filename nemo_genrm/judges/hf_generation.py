@@ -423,6 +423,7 @@ class _Run:
         finished = [r for r in range(width) if done[r] and self.occupant[r] is not None]
         if finished:
             self._harvest(finished)
+            self._regroup()  # a freed slot draws from no prompt's generator
         free = [r for r in range(width) if done[r]]
         if pending and free and len(free) >= min(self.refill_at, len(pending)):
             rows = free[: len(pending)]
