@@ -17,11 +17,18 @@ Every reference is measured in the same run, on the same device:
    (dynamic and static); the first generated token (the verdict of a terse judge) must agree;
 5. a terse 4-token verdict via ``generate`` vs ``score``;
 6. three sleep/wake cycles (the first included) vs the pinned-copy floor, and the device
-   memory left allocated after ``sleep``.
+   memory left allocated after ``sleep``;
+0. first of all, the long-tailed job of ``long_tail.py`` (reasoning judges): 512 prompts of 256
+   tokens whose replies stop after 16 to 2,048 tokens (the model rewired to count down, same
+   shapes), decoded with 64 slots by the static loop with refills, by the same loop over
+   batches of 64 (today's buckets) and by bare static ``generate`` over the first batch: tokens
+   per second, slot utilisation, and the decode step against the floor. ``--only long_tail``
+   runs this part alone (a few minutes, compilation included).
 
 Writes ``bench/results/gpu_judge.json`` (``gpu_judge_tiny.json`` with ``--tiny``).
 
     uv run python bench/bench_gpu_judge.py                    # on a CUDA GPU
+    uv run python bench/bench_gpu_judge.py --only long_tail   # the long-tailed job alone
     uv run python bench/bench_gpu_judge.py --device cpu --tiny   # plumbing check on CPU
 """
 
@@ -72,10 +79,14 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--max-len", type=int, default=700)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--decode-batch", type=int, default=64)
+    parser.add_argument("--long-tail-prompts", type=int, default=512)
+    parser.add_argument("--longest", type=int, default=2048, help="longest reply of the long-tailed job")
+    parser.add_argument("--only", choices=["all", "long_tail"], default="all")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.tiny:
         args.prompts, args.min_len, args.max_len, args.new_tokens, args.decode_batch = 48, 20, 70, 8, 8
+        args.long_tail_prompts, args.longest = 32, 64
     return args
 
 
@@ -104,22 +115,25 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="genrm_judge_bench_") as tmp:
         shapes = build_model(Path(tmp), dims, dtype, device)
-        worker = LocalTransformersJudge(JudgeConfig.model_validate({
+        config = {
             "backend": "dtensor", "model_name": tmp, "precision": str(dtype).split(".")[-1],
             "max_model_len": args.max_len + args.new_tokens + 16,
             "sampling": {"max_new_tokens": args.new_tokens},
             "batching": {"max_batch_size": args.decode_batch, "max_tokens_per_batch": 32768},
             "dtensor": {"generation": "static", "sleep_buffers": "at_load"},  # as a colocated judge
-        }))
-        floors.update(copy_bandwidth(device, shapes["weight_bytes"]))
-        prompts = mixed_prompts(args.prompts, args.min_len, args.max_len, seed=0)
-        result = {
-            "score": _score(worker, prompts, shapes, floors, device),
-            "decode": _decode(worker, prompts, args, shapes, floors, device),
-            "job": _job(worker, prompts, args, device),
-            "sleep_wake": _sleep_wake(worker, shapes, floors, device),
         }
-        worker.shutdown()
+        result = {"long_tail": _long_tail(config, args, shapes, floors, device)}
+        if args.only == "all":
+            worker = LocalTransformersJudge(JudgeConfig.model_validate(config))
+            floors.update(copy_bandwidth(device, shapes["weight_bytes"]))
+            prompts = mixed_prompts(args.prompts, args.min_len, args.max_len, seed=0)
+            result.update({
+                "score": _score(worker, prompts, shapes, floors, device),
+                "decode": _decode(worker, prompts, args, shapes, floors, device),
+                "job": _job(worker, prompts, args, device),
+                "sleep_wake": _sleep_wake(worker, shapes, floors, device),
+            })
+            worker.shutdown()
     payload = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                "torch": torch.__version__, "tiny": args.tiny, "args": vars(args), "dims": dims,
@@ -130,6 +144,65 @@ def main() -> int:
     for failure in FAILED_CHECKS:
         print(f"FAILED: {failure}")
     return 1 if FAILED_CHECKS else 0
+
+
+def _long_tail(config: dict, args, shapes, floors, device) -> dict:
+    """The long-tailed job (``long_tail.py``) on a countdown-rewired copy of the model."""
+    from long_tail import (check_replies, countdown_prompts, long_tail_lengths, run_bare, run_buckets,
+                           run_continuous)
+
+    from nemo_genrm.config import JudgeConfig
+    from nemo_genrm.judges.hf_generation import round_up
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
+    from nemo_genrm.testing.countdown import FIRST_ID, wire_countdown
+
+    config = {**config, "max_model_len": 320 + args.longest, "sampling": {"max_new_tokens": args.longest}}
+    worker = LocalTransformersJudge(JudgeConfig.model_validate(config))
+    eos = worker.eos_ids[:1]
+    wire_countdown(worker.model, first_id=FIRST_ID, max_tokens=args.longest, eos_id=eos[0])
+    lengths = long_tail_lengths(args.long_tail_prompts, seed=0, longest=args.longest)
+    filler = (FIRST_ID + args.longest, worker.model.config.vocab_size)
+    # One prompt length, so every batch and the queue share one cache length (one set of graphs).
+    prompt_len = 31 if args.tiny else 255
+    prompts = countdown_prompts(lengths, FIRST_ID, filler=filler, prompt_tokens=(prompt_len, prompt_len))
+    slots, generator = args.decode_batch, worker._static
+    # Warm-up: a short queue that drains through every width compiles each graph before timing.
+    warm_lengths = [max(1, (args.longest // 16) >> (i % 7)) for i in range(2 * slots)]
+    warm_prompts = countdown_prompts(warm_lengths, FIRST_ID, filler=filler, prompt_tokens=(prompt_len, prompt_len))
+    warm_s = timed_once(lambda: run_continuous(generator, warm_prompts, args.longest, slots, device), device)[0]
+    runs = {}
+    runs["continuous"], continuous = run_continuous(generator, prompts, args.longest, slots, device)
+    runs["buckets"], buckets = run_buckets(generator, prompts, args.longest, slots, device)
+    runs["bare_static_first_batch"], bare = run_bare(worker.model, prompts, args.longest, slots, eos, worker.pad_id,
+                                                     device, cache="static", max_batches=1)
+    failed = check_replies("continuous", continuous, lengths, eos) + check_replies("buckets", buckets, lengths, eos)
+    failed += check_replies("bare static generate", bare, lengths, eos)
+    FAILED_CHECKS.extend(failed)
+    # A colocated reasoning judge's share of a step: wake, the job, sleep (the slot caches go too).
+    colocated = {"sleep_before_s": timed_once(worker.sleep, device)[0], "wake_s": timed_once(worker.wake, device)[0]}
+    colocated["job_s"] = run_continuous(generator, prompts, args.longest, slots, device)[0]["seconds"]
+    colocated["sleep_s"] = timed_once(worker.sleep, device)[0]
+    worker.wake()
+    cont = runs["continuous"]
+    step_s = cont["seconds"] / cont["decode_steps"]
+    # The floor of a full-width step: the weights plus the whole slot cache read once.
+    ring = round_up(prompt_len + 1 + args.longest, 64)
+    floor = (shapes["weight_bytes"] + slots * ring * shapes["kv_bytes_per_token"]) / floors["memory_bytes_per_s"]
+    out = {"runs": runs, "warmup_s": warm_s, "slots": slots, "cache_length": ring, "colocated": colocated,
+           "lengths": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
+           "speedup_over_buckets": cont["tokens_per_s"] / runs["buckets"]["tokens_per_s"],
+           "speedup_over_bare_static": cont["tokens_per_s"] / runs["bare_static_first_batch"]["tokens_per_s"],
+           "mean_step_s": step_s, "full_width_step_floor_s": floor, "failed_checks": failed}
+    print(f"long-tailed job ({len(lengths)} replies of mean {out['lengths']['mean']:.0f}, max {max(lengths)} tokens, "
+          f"{slots} slots): continuous {cont['tokens_per_s']:.0f} tok/s at {cont['slot_utilisation']:.1%} of "
+          f"slots busy, buckets {runs['buckets']['tokens_per_s']:.0f} tok/s "
+          f"({runs['buckets']['slot_utilisation']:.1%}), bare static "
+          f"generate {runs['bare_static_first_batch']['tokens_per_s']:.0f} tok/s on the first batch: "
+          f"{out['speedup_over_buckets']:.2f}x buckets; mean step {1e3 * step_s:.2f} ms (full-width floor "
+          f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s; colocated: wake {colocated['wake_s']:.2f} s, job "
+          f"{colocated['job_s']:.1f} s, sleep {colocated['sleep_s']:.2f} s")
+    worker.shutdown()
+    return out
 
 
 def _score(worker, prompts, shapes, floors, device) -> dict:

@@ -22,7 +22,15 @@ from nemo_genrm.config.genrm import (
     RubricConfig,
 )
 from nemo_genrm.config.loading import load_config, to_container, validate
-from nemo_genrm.config.judge import BatchingConfig, DTensorConfig, HttpConfig, JudgeConfig, SamplingConfig, VllmConfig
+from nemo_genrm.config.judge import (
+    BatchingConfig,
+    DTensorConfig,
+    HttpConfig,
+    JudgeConfig,
+    ReasoningConfig,
+    SamplingConfig,
+    VllmConfig,
+)
 from nemo_genrm.config.prompt import AnswerConfig, PromptConfig, ResponseConfig, VerdictConfig
 from nemo_genrm.config.reward_bench import REFERENCE_MAX_NEW_TOKENS, RewardBenchConfig, RewardBenchDataConfig
 from nemo_genrm.errors import ConfigError
@@ -40,6 +48,7 @@ __all__ = [
     "PairwiseGroupConfig",
     "PromptConfig",
     "REFERENCE_MAX_NEW_TOKENS",
+    "ReasoningConfig",
     "ResourcesConfig",
     "ResponseConfig",
     "RewardBenchConfig",

@@ -10,19 +10,59 @@ from nemo_genrm.config.base import StrictModel
 from nemo_genrm.config.loading import report_problems
 
 
+class ReasoningConfig(StrictModel):
+    """A judge that reasons in a ``<think> ... </think>`` block before its verdict."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "The judge reasons first: sampling.max_new_tokens is the reasoning's budget (up to "
+            "and including </think>), verdict_tokens more are kept for the verdict, and the "
+            "verdict is read after the reasoning only. A reply whose reasoning is not closed "
+            "within the budget (or ends inside it) is handled by on_budget."
+        ),
+    )
+    verdict_tokens: int = Field(
+        32,
+        ge=1,
+        description="Tokens reserved after the reasoning: the closing text when the engine writes it, and the verdict.",
+    )
+    on_budget: Literal["close", "truncate"] = Field(
+        "close",
+        description=(
+            "A reasoning over budget: close (cut it at the budget, append close_text and let the "
+            "judge write its verdict in verdict_tokens) or truncate (no verdict: a parse failure "
+            "counted as truncated, never a verdict read from inside the thought)."
+        ),
+    )
+    close_text: str = Field(
+        "\n</think>\n\n", description="What the engine appends to a reasoning it closes; must hold </think>."
+    )
+
+
 class SamplingConfig(StrictModel):
     """How the judge decodes its verdict."""
 
     temperature: float = Field(0.0, ge=0.0, description="0 means greedy decoding.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    max_new_tokens: int = Field(16, ge=1, description="Longest verdict the judge may write.")
+    max_new_tokens: int = Field(
+        16, ge=1, description="Longest verdict the judge may write; with reasoning.enabled, the reasoning's budget."
+    )
     seed: int = Field(0, description="Sampling seed, used when temperature > 0.")
+    reasoning: ReasoningConfig = Field(default_factory=ReasoningConfig)
+
+    @property
+    def reply_tokens(self) -> int:
+        """Most tokens one reply may take: ``max_new_tokens``, plus ``verdict_tokens`` for a reasoning judge."""
+        return self.max_new_tokens + (self.reasoning.verdict_tokens if self.reasoning.enabled else 0)
 
 
 class BatchingConfig(StrictModel):
     """How prompts are cut into engine batches."""
 
-    max_batch_size: int = Field(64, ge=1, description="Most prompts in one engine batch.")
+    max_batch_size: int = Field(
+        64, ge=1, description="Most prompts in one engine batch (the static loop: rows decoded at once)."
+    )
     max_tokens_per_batch: int = Field(
         32768, ge=1, description="Token budget of one batch (padded prompt + new tokens)."
     )
@@ -38,6 +78,15 @@ class DTensorConfig(StrictModel):
             "Decoding loop. static: a preallocated KV cache per length bucket, the decode step "
             "compiled with CUDA graphs on a GPU (tensor parallel size 1); dynamic: "
             "transformers' generate with its growing cache; auto: static on a GPU, dynamic on CPU."
+        ),
+    )
+    continuous_batching: bool = Field(
+        True,
+        description=(
+            "Static loop: a call's prompts form one queue per replica, and a row that ends (EOS or "
+            "its budget) hands its slot to the next prompt, so every slot stays busy while prompts "
+            "wait (verdicts of very different lengths cost the work they need, not the longest "
+            "row's). false: batches of batching.max_batch_size decode until their longest row ends."
         ),
     )
     sleep_buffers: Literal["auto", "at_load", "at_first_sleep"] = Field(
@@ -161,11 +210,32 @@ class JudgeConfig(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
         problems = []
-        if self.sampling.max_new_tokens >= self.max_model_len:
+        reasoning = self.sampling.reasoning
+        if self.sampling.reply_tokens >= self.max_model_len:
+            what = "sampling.max_new_tokens"
+            if reasoning.enabled:
+                what += " + sampling.reasoning.verdict_tokens"
             problems.append(
-                f"sampling.max_new_tokens ({self.sampling.max_new_tokens}) must be smaller than "
-                f"max_model_len ({self.max_model_len}): raise max_model_len or lower max_new_tokens"
+                f"{what} ({self.sampling.reply_tokens}) must be smaller than max_model_len "
+                f"({self.max_model_len}): raise max_model_len or lower max_new_tokens"
             )
+        if reasoning.enabled:
+            if "</think>" not in reasoning.close_text:
+                problems.append(
+                    f"sampling.reasoning.close_text {reasoning.close_text!r} must hold </think>: "
+                    "it closes the reasoning"
+                )
+            if self.backend == "http" and reasoning.on_budget == "close":
+                problems.append(
+                    "sampling.reasoning.on_budget 'close' continues a reply from its tokens, which an HTTP judge "
+                    "does not have: use on_budget: truncate with backend http (a thought left open is then a "
+                    "truncated parse failure)"
+                )
+            if self.verdict_from == "logprobs":
+                problems.append(
+                    "sampling.reasoning.enabled needs verdict_from: text (a verdict from logprobs reads the first "
+                    "reply token, before any reasoning)"
+                )
         if self.backend == "http" and not self.http.base_url:
             problems.append("http.base_url is required when backend is 'http' (e.g. http://localhost:8000/v1)")
         if self.backend == "http" and self.verdict_from == "logprobs" and not self.http.supports_logprobs:

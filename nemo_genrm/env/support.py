@@ -84,6 +84,10 @@ def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
     tally.deadline_exceeded += counts.deadline_exceeded
     tally.judge_unavailable += counts.unavailable_calls
     tally.judge_node_losses += counts.node_losses
+    for length, replies in counts.reasoning_lengths.items():
+        tally.reasoning_lengths[length] = tally.reasoning_lengths.get(length, 0) + replies
+    tally.reasoning_closed += counts.reasoning_closed
+    tally.reasoning_truncated += counts.reasoning_truncated
 
 
 def is_fatal(exc: BaseException) -> bool:

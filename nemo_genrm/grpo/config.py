@@ -66,6 +66,17 @@ class GRPOConfig(StrictModel):
     )
     max_val_samples: int = Field(32, ge=1, description="Validation prompts used at most.")
     seed: int = Field(42, description="Seeds data order, sampling and model init.")
+    judge_while_generating: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description=(
+            "on: with a separate judge (env.genrm.resources.placement: separate), each generation batch "
+            "(policy.generation_batch_size samples, whole prompts) goes to the environment as soon as it "
+            "is sampled, so the judge scores it while the policy samples the next; auto: on when the "
+            "judge also has devices of its own (gpus_per_replica > 0, or backend http), off when it "
+            "shares the policy's CPU cores (overlapping there slowed the demo's steps, docs/performance.md); "
+            "off: one environment step after generation. A colocated judge is always called once per step."
+        ),
+    )
 
 
 class LossFnConfig(StrictModel):

@@ -37,6 +37,20 @@ class _WorkerHandle:
         """Call a method of the target (an actor's method remotely, waiting for its result)."""
         return ray.get(method.remote(*args)) if self._is_actor else method(*args)  # type: ignore[attr-defined]
 
+    def _start(self, method: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        """Start a call; returns a function that waits for its result. An actor works on it
+        meanwhile; an in-process target runs it now."""
+        if self._is_actor:
+            ref = method.remote(*args)  # type: ignore[attr-defined]
+            return lambda: ray.get(ref)
+        value = method(*args)
+        return lambda: value
+
+    @property
+    def is_actor(self) -> bool:
+        """Whether the target is a Ray actor (its calls run while the driver goes on)."""
+        return self._is_actor
+
 
 class PolicyHandle(_WorkerHandle):
     """The policy: a :class:`~nemo_genrm.grpo.policy.PolicyWorker` or its actor."""
@@ -46,6 +60,10 @@ class PolicyHandle(_WorkerHandle):
         if seed is None:
             return self._run(self.target.generate, prompts)
         return self._run(self.target.generate, prompts, seed)
+
+    def start_generate(self, prompts: list[str]) -> Callable[[], list[GeneratedSample]]:
+        """Start sampling one response per prompt text; returns a function that waits for them."""
+        return self._start(self.target.generate, prompts)
 
     def train(self, batch: TrainBatch) -> dict[str, float]:
         """One policy update over ``batch``; its training metrics."""
@@ -69,14 +87,28 @@ class EnvHandle(_WorkerHandle):
             self._last_metrics = target.last_metrics  # optional: NeMo-RL's interface has no such method
         except AttributeError:
             self._last_metrics = None
+        self._since_last = getattr(target, "global_post_process_and_metrics", None)
 
     def step(self, message_logs: Sequence[Any], metadata: Sequence[Any]) -> EnvironmentReturn:
         """Score a batch of conversations (NeMo-RL's ``step``)."""
         return self._run(self.target.step, message_logs, metadata)
+
+    def start_step(self, message_logs: Sequence[Any], metadata: Sequence[Any]) -> Callable[[], EnvironmentReturn]:
+        """Start scoring a batch; returns a function that waits for its :class:`EnvironmentReturn`."""
+        return self._start(self.target.step, message_logs, metadata)
 
     def last_metrics(self) -> dict[str, float]:
         """The numeric metrics of the environment's last judge call; ``{}`` when it keeps none."""
         if self._last_metrics is None:
             return {}
         metrics = self._run(self._last_metrics)
+        return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+
+    def metrics_since_last(self) -> dict[str, float]:
+        """The numeric metrics of every ``step`` since this was last asked (NeMo-RL's
+        ``global_post_process_and_metrics``), so a rollout that called ``step`` several times is
+        counted whole; :meth:`last_metrics` for an environment without it."""
+        if self._since_last is None:
+            return self.last_metrics()
+        _, metrics = self._run(self._since_last, None)
         return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}

@@ -112,6 +112,16 @@ class RunSummary:
         return out
 
 
+def _judge_while_generating(cfg: GRPOMasterConfig) -> bool:
+    """Whether a separate judge scores each generation batch while the policy samples the next
+    (``grpo.judge_while_generating``; ``auto``: when the judge computes on devices of its own)."""
+    genrm = cfg.env.genrm
+    if genrm.resources.placement != "separate" or cfg.grpo.judge_while_generating == "off":
+        return False
+    own_devices = genrm.judge.backend == "http" or genrm.resources.gpus_per_replica > 0
+    return cfg.grpo.judge_while_generating == "on" or own_devices
+
+
 class GRPOTrainer:
     """Runs GRPO steps until ``grpo.max_num_steps`` (or the data's epochs) are done.
 
@@ -140,6 +150,7 @@ class GRPOTrainer:
     ):
         self.cfg, self.policy, self.env = cfg, policy, env
         self._policy, self._env = PolicyHandle.of(policy), EnvHandle.of(env)
+        self._judge_batch = cfg.policy.generation_batch_size if _judge_while_generating(cfg) else None
         self.val_prompts = list(val_prompts)[: cfg.grpo.max_val_samples]
         self.metrics = metrics_logger
         self.checkpointer = checkpointer
@@ -237,7 +248,7 @@ class GRPOTrainer:
         """Rollout, advantages and one policy update; returns the step's metrics."""
         step_start = time.perf_counter()
         grpo = self.cfg.grpo
-        ro = rollout(self._policy, self._env, prompts, grpo.num_generations_per_prompt)
+        ro = rollout(self._policy, self._env, prompts, grpo.num_generations_per_prompt, batch_size=self._judge_batch)
         advantages = compute_advantages(
             ro.rewards,
             grpo.num_generations_per_prompt,
@@ -256,7 +267,7 @@ class GRPOTrainer:
         metrics = {**_rollout_metrics(ro, grpo.num_generations_per_prompt, "train")}
         metrics["train/advantage_abs_mean"] = advantages.abs().mean().item()
         metrics.update({f"train/{k}": v for k, v in train_metrics.items() if k != "train_time_s"})
-        metrics.update(self._env.last_metrics())
+        metrics.update(self._env.metrics_since_last())  # every step call of the rollout
         metrics.update(
             {
                 "timeline/generation_s": ro.generation_s,
@@ -291,6 +302,7 @@ class GRPOTrainer:
             matches += [exact_match(s.text, p.ground_truth) for p, s in zip(ro.prompts, ro.samples, strict=True)]
             shown = self._print_samples(ro, step, shown)
         all_rewards, all_valid = torch.cat(rewards), torch.cat(valid)  # [V], [V]
+        self._env.metrics_since_last()  # validation's judge calls are not the next training step's
         return {
             "val/reward_mean": _counted_mean(all_rewards, all_valid),
             "val/exact_match": statistics.fmean(matches),

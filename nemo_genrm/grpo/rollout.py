@@ -62,41 +62,84 @@ def message_logs(prompts: Sequence[Prompt], samples: Sequence[GeneratedSample]) 
 
 
 def rollout(
-    policy: PolicyHandle, env: EnvHandle, prompts: Sequence[Prompt], num_generations: int, seed: int | None = None
+    policy: PolicyHandle,
+    env: EnvHandle,
+    prompts: Sequence[Prompt],
+    num_generations: int,
+    seed: int | None = None,
+    *,
+    batch_size: int | None = None,
 ) -> Rollout:
-    """Sample ``num_generations`` responses per prompt and score them in one environment step.
+    """Sample ``num_generations`` responses per prompt and score them in the environment.
+
+    With ``batch_size`` (and a policy and an environment that are Ray actors), the samples are
+    generated in batches of whole prompts (at most ``batch_size`` samples, at least one prompt)
+    and each batch goes to the environment as soon as it is sampled, so the judge scores it
+    while the policy samples the next; the rewards come back in sample order all the same.
+    Without it, one generation call and one environment step.
 
     Args:
         policy: The policy.
         env: The environment.
         prompts: The step's prompts.
         num_generations: Responses per prompt; samples of a prompt are contiguous.
-        seed: Sample from a generator seeded with this (see ``PolicyWorker.generate``).
+        seed: Sample from a generator seeded with this (see ``PolicyWorker.generate``); the
+            samples are then drawn in one call (a seeded call draws the same whatever its size).
+        batch_size: Samples per generation batch to score while the next is sampled.
 
     Returns:
-        The :class:`Rollout`.
+        The :class:`Rollout`; ``generation_s`` runs until the last batch is sampled, ``env_s``
+        from then until the last score is in (the judge time the step waits for).
 
     Raises:
         RuntimeError: The environment returned a number of rewards different from the samples.
     """
     expanded = [p for p in prompts for _ in range(num_generations)]
+    per_batch = len(expanded)
+    if batch_size is not None and seed is None and policy.is_actor and env.is_actor:
+        per_batch = max(1, batch_size // num_generations) * num_generations
     start = time.perf_counter()
-    samples = policy.generate([p.text for p in expanded], seed)
+    batches = [expanded[i : i + per_batch] for i in range(0, len(expanded), per_batch)]
+    samples: list[GeneratedSample] = []
+    scoring = []
+    pending = policy.start_generate([p.text for p in batches[0]]) if seed is None else None
+    for index, batch in enumerate(batches):
+        if pending is None:  # a seeded draw: one call
+            done = policy.generate([p.text for p in batch], seed)
+        else:
+            done = pending()
+            if index + 1 < len(batches):  # the policy samples the next batch while the judge scores this one
+                pending = policy.start_generate([p.text for p in batches[index + 1]])
+        samples.extend(done)
+        scoring.append(env.start_step(message_logs(batch, done), [p.metadata for p in batch]))
     generated = time.perf_counter()
-    result = env.step(message_logs(expanded, samples), [p.metadata for p in expanded])
+    results = [wait() for wait in scoring]
     scored = time.perf_counter()
-    rewards = torch.as_tensor(result.rewards, dtype=torch.float32).reshape(-1)  # [N]
-    if rewards.numel() != len(expanded):
-        raise RuntimeError(f"the environment returned {rewards.numel()} rewards for {len(expanded)} samples")
-    answers = list(result.answers) if getattr(result, "answers", None) is not None else [None] * len(expanded)
-    results = sample_results(result.metadata, len(expanded))
+    return _gathered(batches, samples, results, generated - start, scored - generated)
+
+
+def _gathered(batches: list[list[Prompt]], samples: list[GeneratedSample], returns: list[Any],
+              generation_s: float, env_s: float) -> Rollout:
+    """One :class:`Rollout` from the environment's returns of consecutive batches."""
+    expanded = [p for batch in batches for p in batch]
+    rewards = [torch.as_tensor(r.rewards, dtype=torch.float32).reshape(-1) for r in returns]  # [B] each
+    for batch, got in zip(batches, rewards, strict=True):
+        if got.numel() != len(batch):
+            raise RuntimeError(f"the environment returned {got.numel()} rewards for {len(batch)} samples")
+    answers: list[Any] = []
+    metadata: list[Any] = []
+    for result, size in zip(returns, (len(b) for b in batches), strict=True):
+        got = getattr(result, "answers", None)
+        answers += list(got) if got is not None else [None] * size
+        metadata += list(result.metadata) if result.metadata is not None else [None] * size
+    results = sample_results(metadata, len(expanded))
     return Rollout(
         prompts=expanded,
         samples=samples,
-        rewards=rewards,
+        rewards=torch.cat(rewards),  # [N]
         valid=torch.tensor([r is None or not r.masked for r in results], dtype=torch.bool),  # [N]
         results=results,
         answers=answers,
-        generation_s=generated - start,
-        env_s=scored - generated,
+        generation_s=generation_s,
+        env_s=env_s,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_genrm.errors import PROMPT_TOO_LONG
+from nemo_genrm.judges.reasoning import CLOSED, TRUNCATED
 from nemo_genrm.prompts.request import JudgeRequest, Message, RequestLike  # noqa: F401 - re-exported
 
 
@@ -27,6 +28,10 @@ class Generation:
         prompt_tokens: Tokens in the (possibly shortened) prompt, when known.
         output_tokens: Tokens generated.
         truncated: Whether the candidate answer was shortened to fit the context.
+        reasoning_tokens: Tokens of the judge's thought (reasoning judges; 0 without one).
+        reasoning_cut: ``closed`` when the engine closed a thought that ran over its budget and
+            asked for the verdict, ``truncated`` when it cut it and left it without one, else
+            ``None`` (see :mod:`nemo_genrm.judges.reasoning`).
     """
 
     text: str | None
@@ -34,6 +39,8 @@ class Generation:
     prompt_tokens: int = 0
     output_tokens: int = 0
     truncated: bool = False
+    reasoning_tokens: int = 0
+    reasoning_cut: str | None = None
 
 
 @dataclass
@@ -59,6 +66,9 @@ class JudgeStats:
 
     ``errors`` counts results the engine failed to produce; a prompt refused as longer than the
     context (``prompt_too_long``) is not one of them (its sample is ``too_long``).
+    ``reasoning_lengths`` counts the replies of a reasoning judge by their thought's length in
+    tokens (length -> replies; bounded by the budget, so it can be summed over a whole run);
+    ``reasoning_closed`` and ``reasoning_truncated`` count the thoughts cut at their budget.
     """
 
     generate_calls: int = 0
@@ -73,6 +83,9 @@ class JudgeStats:
     deadline_exceeded: int = 0
     unavailable_calls: int = 0
     node_losses: int = 0
+    reasoning_lengths: dict[int, int] = field(default_factory=dict)
+    reasoning_closed: int = 0
+    reasoning_truncated: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: JudgeStats) -> JudgeStats:
@@ -81,9 +94,12 @@ class JudgeStats:
             **{
                 name: getattr(self, name) + getattr(other, name)
                 for name in self.__dataclass_fields__
-                if name != "extra"
+                if name not in ("extra", "reasoning_lengths")
             }
         )
+        merged.reasoning_lengths = dict(self.reasoning_lengths)
+        for length, count in other.reasoning_lengths.items():
+            merged.reasoning_lengths[length] = merged.reasoning_lengths.get(length, 0) + count
         merged.extra = {**self.extra, **other.extra}
         return merged
 
@@ -101,6 +117,12 @@ class JudgeStats:
             stats.score_calls, stats.prompts_scored = 1, len(results)
         else:
             stats.generate_calls, stats.prompts_generated = 1, len(results)
+            for result in results:
+                length = result.reasoning_tokens
+                if length > 0:
+                    stats.reasoning_lengths[length] = stats.reasoning_lengths.get(length, 0) + 1
+                stats.reasoning_closed += result.reasoning_cut == CLOSED
+                stats.reasoning_truncated += result.reasoning_cut == TRUNCATED
         return stats
 
 

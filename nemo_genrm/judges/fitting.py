@@ -9,6 +9,8 @@ Two building blocks of the judge pipeline (transformers, vLLM; the HTTP engine f
   and the reference are never touched. A prompt that cannot fit is the ``prompt_too_long`` error.
 - :func:`plan_batches` sorts prompts by length (so a batch pads little) and cuts batches by a
   token budget (padded length times count, new tokens included), not only by count.
+- :func:`queue_shares` deals prompts into one queue per replica, for engines that schedule a
+  queue themselves (continuous batching keeps their slots full; they split it to fit memory).
 """
 
 from __future__ import annotations
@@ -281,7 +283,7 @@ class PromptFitter:
             ConfigError: The tokenizer cannot be loaded; the message names ``judge.tokenizer``
                 or ``judge.model_name``, whichever gave the name.
         """
-        budget = judge_config.max_model_len - judge_config.sampling.max_new_tokens
+        budget = judge_config.max_model_len - judge_config.sampling.reply_tokens
         if tokenizer is None:
             setting = "judge.tokenizer" if judge_config.tokenizer else "judge.model_name"
             tokenizer = load_tokenizer(judge_config.tokenizer_name, setting=setting)
@@ -322,3 +324,18 @@ def _why_not_loadable(name: str, exc: Exception) -> str:
         return "there is no such folder; give the judge checkpoint's folder or a model id on the hub"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{first} (give the judge checkpoint's folder, or a model id on the hub; offline, one in the cache)"
+
+
+def queue_shares(lengths: Sequence[int], shares: int) -> list[list[int]]:
+    """Deal prompt indices into ``shares`` queues of like length mix (longest first, in turn).
+
+    Args:
+        lengths: Prompt lengths in tokens, one per prompt.
+        shares: Queues wanted (at most one per prompt; at least one).
+
+    Returns:
+        Non-empty lists of indices into ``lengths``; every index appears exactly once.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    count = max(1, min(shares, len(order)))
+    return [order[k::count] for k in range(count)] if order else []

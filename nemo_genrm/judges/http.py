@@ -92,6 +92,7 @@ from nemo_genrm.judges.http_transport import (
     retry_delay,
     status_error,
 )
+from nemo_genrm.judges.reasoning import settle_text
 from nemo_genrm.judges.results import generation, label_scores
 from nemo_genrm.guard.redact import Redactor, mask_url, url_credentials, url_without_credentials
 
@@ -210,8 +211,8 @@ class HttpJudge(Judge):
     def generate_counted(self, batch: Sequence[RequestLike]) -> tuple[list[Generation], JudgeStats]:
         """See :meth:`Judge.generate_counted`; requests and retries sent are under ``extra``."""
         sampling = self.config.sampling
-        prepared = self._prepare(batch, sampling.max_new_tokens)
-        extra = {"max_tokens": sampling.max_new_tokens}
+        prepared = self._prepare(batch, sampling.reply_tokens)
+        extra = {"max_tokens": sampling.reply_tokens}
         outcomes, unreachable = self._send(prepared, extra)
         results = []
         for prep, out in zip(prepared, outcomes, strict=True):
@@ -225,8 +226,20 @@ class HttpJudge(Judge):
                 results.append(generation("http_bad_response", truncated=prep.truncated))
                 continue
             value = (reply.text, reply.completion_tokens) if reply.text is not None else "http_bad_response"
+            if sampling.reasoning.enabled and reply.text is not None:  # the verdict after the thought only
+                value = (reply.text, reply.completion_tokens, *self._thought_of(reply))
             results.append(generation(value, prompt_tokens=reply.prompt_tokens, truncated=prep.truncated))
         return results, self._counted(JudgeStats.of_call("generate", results), outcomes, unreachable)
+
+    def _thought_of(self, reply) -> tuple[str, int, str | None]:
+        """A reasoning judge's reply read by :func:`~nemo_genrm.judges.reasoning.settle_text`."""
+        count = None
+        if self._tokenizer is not None:
+            count = lambda text: len(self._tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+        text, thought, cut = settle_text(reply.text, reply.ran_out, count)
+        if cut is not None and not thought:
+            thought = reply.completion_tokens  # no tokenizer here: the whole cut reply is thought
+        return text, thought, cut
 
     def score(self, batch: Sequence[RequestLike], labels: Sequence[str]) -> list[LabelScores]:
         """Label probabilities from the first reply token's top log-probabilities.

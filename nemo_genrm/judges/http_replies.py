@@ -28,11 +28,13 @@ class BadReply(ValueError):
 
 @dataclass(frozen=True)
 class Reply:
-    """What one reply says: its text and token counts (0 when the server gives none)."""
+    """What one reply says: its text and token counts (0 when the server gives none), and
+    whether it stopped at ``max_tokens`` (``finish_reason: length``)."""
 
     text: str | None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    ran_out: bool = False
 
 
 def read_reply(body: Any) -> Reply:
@@ -55,6 +57,7 @@ def read_reply(body: Any) -> Reply:
         text=content if isinstance(content, str) else None,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        ran_out=choice.get("finish_reason") == "length",
     )
 
 

@@ -17,7 +17,10 @@ A runner runs ``worker.<method>(*payload)`` per chunk:
 Engine workers implement only the token-level protocol: ``generate_fitted(prompts)``,
 ``score_fitted(prompts, labels)``, ``top_logprobs_fitted(prompts, k)``, ``sleep()``,
 ``wake()``, and may declare ``MAX_PADDING`` (method -> largest padded share of a batch, for
-engines that pad) and ``batch_limits(longest, new_tokens)`` (limits from free device memory).
+engines that pad), ``QUEUE_METHODS`` (methods whose chunk is a queue the worker schedules
+itself: continuous batching keeps its slots busy across the whole queue, so such a call is dealt
+into one queue per replica instead of being cut into batches) and
+``batch_limits(longest, new_tokens)`` (limits from free device memory).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.deadline import deadline_within, step_deadline
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
-from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
+from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches, queue_shares
 from nemo_genrm.judges.results import (
     JUDGE_ERROR,
     Outcome,
@@ -143,7 +146,10 @@ class PipelineJudge(Judge):
 
     # ------------------------------------------------------------------------------ pipeline
     def _plan(self, method: str, lengths: list[int], new_tokens: int) -> list[list[int]]:
-        """Length-sorted chunks under the token budget, at most an even share per runner replica."""
+        """Length-sorted chunks under the token budget, at most an even share per runner replica;
+        for a method the worker schedules itself, one queue per replica."""
+        if method in getattr(self.runner.worker_cls, "QUEUE_METHODS", ()):
+            return queue_shares(lengths, self.runner.num_alive)
         limits = self.runner.batch_limits(max(lengths), new_tokens)
         batching = self.config.batching
         max_batch, max_tokens = limits or (batching.max_batch_size, batching.max_tokens_per_batch)
@@ -219,7 +225,7 @@ class PipelineJudge(Judge):
         events = JudgeStats()
         with self._deadline():
             fitted = self.fitter.fit(batch)
-            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.max_new_tokens,
+            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.reply_tokens,
                                        events=events)
         results = build_generations(fitted, outcomes)
         return results, self._counted(JudgeStats.of_call("generate", results), events)

@@ -18,8 +18,9 @@ from nemo_genrm.judges.fitting import FittedPrompt
 
 JUDGE_ERROR = Reason.JUDGE_ERROR
 
-GenOut = tuple[str, int]
-"""What an engine returns for one generated prompt: (decoded text, tokens generated)."""
+GenOut = tuple[str, int] | tuple[str, int, int, str | None]
+"""What an engine returns for one generated prompt: (decoded text, tokens generated), and for a
+reasoning judge also (reasoning tokens, ``closed``/``truncated``/``None``)."""
 Outcome = GenOut | dict | str
 """An engine value for one prompt, or an error string."""
 R = TypeVar("R", Generation, LabelScores)
@@ -34,14 +35,38 @@ def generation(outcome: Outcome, *, prompt_tokens: int = 0, truncated: bool = Fa
     """The :class:`Generation` of one prompt from its engine outcome.
 
     Args:
-        outcome: ``(text, output_tokens)``, or an error string.
+        outcome: ``(text, output_tokens)`` or ``(text, output_tokens, reasoning_tokens,
+            reasoning_cut)``, or an error string.
         prompt_tokens: Tokens in the prompt as judged.
         truncated: Whether its candidate answer was shortened to fit.
     """
     if isinstance(outcome, str):
         return Generation(None, error=outcome, prompt_tokens=prompt_tokens, truncated=truncated)
-    text, n_out = outcome
-    return Generation(text, prompt_tokens=prompt_tokens, output_tokens=n_out, truncated=truncated)
+    text, n_out, *reasoning = outcome
+    thought, cut = reasoning or (0, None)
+    return Generation(text, prompt_tokens=prompt_tokens, output_tokens=n_out, truncated=truncated,
+                      reasoning_tokens=thought, reasoning_cut=cut)
+
+
+def reasoning_summary(lengths: Mapping[int, int]) -> dict[str, float]:
+    """Mean, 95th percentile and maximum of reasoning lengths counted as length -> replies.
+
+    >>> reasoning_summary({10: 19, 200: 1})
+    {'mean': 19.5, 'p95': 10.0, 'max': 200.0}
+    >>> reasoning_summary({})
+    {'mean': 0.0, 'p95': 0.0, 'max': 0.0}
+    """
+    total = sum(lengths.values())
+    if not total:
+        return {"mean": 0.0, "p95": 0.0, "max": 0.0}
+    rank, seen, p95 = math.ceil(0.95 * total), 0, 0
+    for length in sorted(lengths):  # the nearest-rank 95th percentile
+        seen += lengths[length]
+        if seen >= rank:
+            p95 = length
+            break
+    mean = sum(length * count for length, count in lengths.items()) / total
+    return {"mean": mean, "p95": float(p95), "max": float(max(lengths))}
 
 
 def label_scores(outcome: Outcome, *, prompt_tokens: int = 0, truncated: bool = False) -> LabelScores:

@@ -2,8 +2,9 @@
 
 - :class:`TransformersWorker` is one rank of the judge (the whole judge when ``world_size == 1``):
   it loads the model with ``AutoModelForCausalLM.from_pretrained`` and implements the engine's
-  token-level protocol (``generate_fitted``, ``score_fitted``, ``top_logprobs_fitted``,
-  ``sleep``, ``wake``) on fitted prompts; no Ray, no fitting, no counting.
+  token-level protocol (``generate_fitted``, from :mod:`nemo_genrm.judges.hf_replies`,
+  ``score_fitted``, ``top_logprobs_fitted``, ``sleep``, ``wake``) on fitted prompts; no Ray, no
+  fitting, no counting.
 - :class:`LocalTransformersJudge` is the judge pipeline over one worker in this process (tests,
   RewardBench, the judge service, benchmarks).
 - :class:`TransformersJudge` (``judge.backend: dtensor``) is the judge pipeline over
@@ -35,14 +36,14 @@ from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches
 from nemo_genrm.judges.hf_generation import (
-    Decoding,
     StaticGenerator,
     activation_bytes_per_token,
     batch_limits_from_memory,
     kv_bytes_per_token,
-    trim_at_eos,
 )
 from nemo_genrm.judges.hf_offload import HostOffload
+from nemo_genrm.judges.hf_replies import ReplyMixin
+from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.judges.pooled import PooledJudge
@@ -62,7 +63,7 @@ bigger batches pay off there, while prefill still wastes the padded positions.""
 
 
 
-class TransformersWorker:
+class TransformersWorker(ReplyMixin):
     """One rank of a transformers judge (the whole judge when ``world_size == 1``): the
     token-level protocol of :mod:`nemo_genrm.judges.pipeline` on fitted prompts.
 
@@ -112,6 +113,7 @@ class TransformersWorker:
         self.eos_ids = self._stop_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
+        self._setup_replies()
         self._offload = HostOffload(self.model)
         if self.config.dtensor.sleep_buffers == "at_load":
             self._offload.allocate()  # pinning is slow: not on the first sleep's clock
@@ -145,10 +147,21 @@ class TransformersWorker:
         return model
 
     def _generation_mode(self) -> str:
-        """``static`` or ``dynamic``: ``dtensor.generation``, with ``auto`` static on a GPU only."""
+        """``static`` or ``dynamic``: ``dtensor.generation``, with ``auto`` static on a GPU only
+        (and only for a decoder whose layers all use full attention: the static loop's slots).
+
+        Raises:
+            ValueError: ``generation: static`` for a model with sliding-window layers.
+        """
         mode = self.config.dtensor.generation
+        slots = supports_slots(self.model.config)
         if mode == "auto":
-            mode = "static" if self.device.type == "cuda" else "dynamic"
+            mode = "static" if self.device.type == "cuda" and slots else "dynamic"
+        elif mode == "static" and not slots:
+            raise ValueError(
+                f"judge.dtensor.generation 'static' needs a decoder whose layers all use full attention; "
+                f"{self.config.model_name!r} has sliding-window layers: use 'dynamic' or 'auto'"
+            )
         return mode
 
     def _stop_ids(self) -> list[int]:
@@ -169,10 +182,9 @@ class TransformersWorker:
     }
     """Largest padded share of a batch per method: the pipeline plans its chunks with these."""
 
-    def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
-        """Generate for fitted prompts: ``(text, tokens generated)`` each, in order."""
-        self._ensure_awake()
-        return self._batched(prompts, self.config.sampling.max_new_tokens, self._generate_batch, with_votes=True)
+    QUEUE_METHODS: ClassVar[tuple[str, ...]] = ("generate_fitted",)
+    """``generate_fitted`` takes a queue: the static loop batches it continuously
+    (``dtensor.continuous_batching``), else the worker cuts it into batches itself."""
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities for fitted prompts (see :meth:`score`), in order."""
@@ -189,31 +201,30 @@ class TransformersWorker:
         self._ensure_awake()
         return self._batched(prompts, 1, lambda batch: self._top_batch(batch, k))
 
-    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable, *,
-                 with_votes: bool = False) -> list:
+    def _batched(self, prompts: Sequence[FittedPrompt], new_tokens: int, run: Callable) -> list:
         """Run ``run`` over the chunk ``prompts`` as one batch; results in input order.
 
         The chunk was planned by the judge pipeline. On a GPU a chunk bigger than free memory
         holds (a replica pool plans with the config's limits) is split to fit. ``run`` gets the
-        batch's token ids, and with ``with_votes`` each prompt's vote index as well.
+        batch's token ids.
         """
         ids = [p.token_ids for p in prompts]
         out: list[Any] = [None] * len(ids)
         if not ids:
             return out
-        for batch in self._within_memory([len(p) for p in ids], new_tokens):
-            args = ([ids[i] for i in batch], *([[prompts[i].vote for i in batch]] if with_votes else []))
-            for index, value in zip(batch, run(*args), strict=True):
+        for batch in self._within_memory([len(p) for p in ids], new_tokens, None):
+            for index, value in zip(batch, run([ids[i] for i in batch]), strict=True):
                 out[index] = value
         return out
 
-    def _within_memory(self, lengths: list[int], new_tokens: int) -> list[list[int]]:
-        """The chunk whole when it fits this worker's batch limits, else split under them."""
+    def _within_memory(self, lengths: list[int], new_tokens: int, max_padding: float | None) -> list[list[int]]:
+        """The chunk whole when it fits this worker's batch limits, else split under them
+        (length-sorted, at most ``max_padding`` of a batch's width padded)."""
         max_batch, max_tokens = self.batch_limits(max(lengths), new_tokens)
         if len(lengths) <= max_batch and len(lengths) * (max(lengths) + new_tokens) <= max_tokens:
             return [list(range(len(lengths)))]
         return plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
-                            max_new_tokens=new_tokens)
+                            max_new_tokens=new_tokens, max_padding=max_padding)
 
     def batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
         """``(max_batch_size, max_tokens_per_batch)``: from free memory on a GPU, else the config."""
@@ -239,47 +250,6 @@ class TransformersWorker:
             ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             mask[row, width - len(prompt) :] = 1
         return ids.to(self.device), mask.to(self.device)
-
-    def _decoding(self) -> Decoding:
-        sampling = self.config.sampling
-        return Decoding(sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
-
-    @torch.no_grad()
-    def _generate_batch(self, prompts: Sequence[Sequence[int]], votes: Sequence[int]) -> list[GenOut]:
-        # Each prompt is sampled with seed + its vote: the votes on one prompt are separate draws.
-        seeds = [self.config.sampling.seed + vote for vote in votes]
-        if self._static is not None:
-            rows = self._static.generate(prompts, self._decoding(), seeds=seeds)
-        else:
-            rows = [[] for _ in prompts]
-            sample = self.config.sampling.temperature > 0
-            for seed in sorted(set(seeds)) if sample else [None]:  # one generate call per seed
-                part = [i for i, s in enumerate(seeds) if seed is None or s == seed]
-                for i, row in zip(part, self._generate_dynamic([prompts[i] for i in part], seed), strict=True):
-                    rows[i] = row
-        return [(self.tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows]
-
-    def _generate_dynamic(self, prompts: Sequence[Sequence[int]], seed: int | None) -> list[list[int]]:
-        """transformers' ``generate`` with its dynamic cache: new ids per prompt, cut at EOS.
-        With sampling, the batch draws from the global generator seeded with ``seed``."""
-        from transformers import GenerationConfig
-
-        sampling = self.config.sampling
-        sample = sampling.temperature > 0
-        ids, mask = self._pad(prompts)  # [B, T]
-        gen_config = GenerationConfig(
-            max_new_tokens=sampling.max_new_tokens,
-            do_sample=sample,
-            temperature=sampling.temperature if sample else None,
-            top_p=sampling.top_p if sample else None,
-            top_k=0 if sample else None,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-        )
-        if sample:
-            torch.manual_seed(sampling.seed if seed is None else seed)  # same seed on every rank: identical samples
-        seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config)
-        return [trim_at_eos(row, self.eos_ids) for row in seqs[:, ids.shape[1] :].tolist()]  # [B, N]
 
     def _logprobs(self, ids: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
         """Log-softmax of the last ``keep`` positions' logits: ``[B, keep, V]`` float32."""
@@ -357,9 +327,10 @@ class TransformersWorker:
             self.wake()
 
     def stats_extra(self) -> dict[str, Any]:
-        """Facts for the judge's ``stats().extra``: sleep state, generation mode, host buffers."""
+        """Facts for the judge's ``stats().extra``: sleep state, generation mode, host buffers, and
+        with the static loop how busy its decode slots were (``decode_slot_utilisation``)."""
         offload = self._offload.stats
-        return {
+        facts = {
             "asleep": self.asleep,
             "generation": self.generation_mode,
             "host_buffer_bytes": offload.host_bytes,
@@ -367,6 +338,11 @@ class TransformersWorker:
             "sleep_cycles": offload.cycles,
             "device_bytes_after_sleep": offload.device_bytes_after_sleep,
         }
+        if self._static is not None:
+            decoded = self._static.stats
+            facts.update(decode_steps=decoded.decode_steps, decode_slot_steps=decoded.slot_steps,
+                         decode_slot_utilisation=decoded.utilisation, prefills=decoded.prefills)
+        return facts
 
     def shutdown(self) -> None:
         """Leave the process group and drop the model; safe to call twice."""
@@ -404,7 +380,7 @@ class LocalTransformersJudge(PipelineJudge):
 
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
         """``(text, tokens generated)`` per fitted prompt, in planned batches, in order."""
-        return self._values("generate_fitted", prompts, self.config.sampling.max_new_tokens)
+        return self._values("generate_fitted", prompts, self.config.sampling.reply_tokens)
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities per fitted prompt, in planned batches, in order."""

@@ -4,14 +4,17 @@
 module imports without vLLM installed). :class:`VllmJudge` runs one per replica through the same
 :class:`~nemo_genrm.judges.pooled.PooledJudge` pipeline as the transformers engine (fitting,
 chunk planning, restarts, deadline, token-balanced chunks, input order). vLLM schedules and pads
-nothing itself, so a chunk goes to ``LLM.generate`` whole.
+itself, so a chunk goes to ``LLM.generate`` whole.
 
 - Every call sends the fitted token ids themselves (``TokensPrompt``), so vLLM judges exactly
   the prompt that was rendered and, when too long, shortened to fit ``max_model_len``; nothing
   is templated or tokenized again on the vLLM side.
 - Generation: ``LLM.generate`` with one ``SamplingParams(temperature, top_p, max_tokens, seed)``
   per prompt, its seed ``sampling.seed + vote`` (``JudgeRequest.vote``): vLLM seeds each
-  request's generator from its own params, so the votes on one prompt are separate draws.
+  request's generator from its own params, so the votes on one prompt are separate draws. A
+  call's prompts go to vLLM as one queue per replica (its own continuous batching). A reasoning
+  judge (``sampling.reasoning``) gets the two passes of :mod:`nemo_genrm.judges.reasoning` on
+  token ids.
 - Scores, as the transformers engine computes them: a label's log-probability is the sum of its
   tokens' log-probabilities teacher-forced after the prompt (full-vocabulary log-softmax), then
   the labels are renormalised. One-token labels are read from one generated token with
@@ -38,6 +41,7 @@ from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.reasoning import ReasoningBudget, ThoughtTokens, answer
 from nemo_genrm.judges.ray_hosts import WorkerSpec, default_actor_options
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
@@ -115,24 +119,56 @@ class VllmJudgeWorker:
             logger.warning("vLLM judge called while asleep: waking it first")
             self.wake()
 
+    QUEUE_METHODS = ("generate_fitted",)
+    """A call's prompts reach ``LLM.generate`` as one queue per replica: vLLM batches them
+    continuously itself, so a long reply never holds a batch of short ones back."""
+
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[GenOut]:
-        """Generate from the fitted token ids: ``(text, tokens generated)`` each, in order."""
+        """Generate from the fitted token ids: ``(text, tokens generated)`` each (for a reasoning
+        judge also the thought's length and whether it was cut), in order."""
         self._ensure_awake()
+        ids = [list(p.token_ids) for p in prompts]
+        votes = [p.vote for p in prompts]
+        reasoning = ReasoningBudget.of(self.config.sampling)
+        if reasoning is not None:
+            # Both passes on token ids, as the transformers engine runs them (not run in this
+            # project's CI: no vLLM there).
+            tokens = ThoughtTokens.of(self.tokenizer, reasoning)
+            return answer(ids, votes, reasoning, tokens, self.tokenizer, self._eos_ids(), self._generate_ids)
+        outputs = self._generate(ids, votes, self.config.sampling.max_new_tokens)
+        return [(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
+
+    def _generate(self, ids: list[list[int]], votes: list[int], max_tokens: int) -> list:
+        """``LLM.generate`` on token ids, each prompt sampled with seed ``sampling.seed + vote``."""
         sampling = self.config.sampling
         params = [
             self._params(
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                seed=sampling.seed + p.vote if sampling.temperature > 0 else None,
+                max_tokens=max_tokens,
+                seed=sampling.seed + vote if sampling.temperature > 0 else None,
                 skip_special_tokens=True,
             )
-            for p in prompts
+            for vote in votes
         ]
-        outputs = self.llm.generate(
-            self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False
-        )
-        return [(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
+        return self.llm.generate(self._prompts(ids), params, use_tqdm=False)
+
+    def _generate_ids(self, ids: list[list[int]], votes: list[int], max_tokens: int,
+                      thinking: list[bool] | None) -> list[list[int]]:
+        """New ids per prompt (vLLM keeps the EOS it stopped on); ``thinking`` is not used."""
+        return [list(out.outputs[0].token_ids) for out in self._generate(ids, votes, max_tokens)]
+
+    def _eos_ids(self) -> list[int]:
+        """The ids that end a reply: the tokenizer's EOS and the checkpoint's generation config's."""
+        from transformers import GenerationConfig
+
+        ids = [self.tokenizer.eos_token_id]
+        try:
+            extra = GenerationConfig.from_pretrained(self.config.model_name).eos_token_id
+        except (OSError, ValueError):  # no generation_config.json (or no such local folder)
+            extra = None
+        ids += extra if isinstance(extra, list) else [extra]
+        return sorted({int(i) for i in ids if i is not None})
 
     def score_fitted(self, prompts: Sequence[FittedPrompt], labels: Sequence[str]) -> list[dict]:
         """Label probabilities per prompt (top-k logprobs, else exact prompt logprobs)."""

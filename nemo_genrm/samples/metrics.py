@@ -42,6 +42,11 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   and ``/p95`` over a window of recent calls (one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
   ``genrm/sleep_s``: time spent waking and putting to sleep a colocated judge.
+- ``genrm/reasoning_tokens/mean``, ``/p95``, ``/max``: length of the judge's thought over the
+  replies that had one (``judge.sampling.reasoning``); ``genrm/reasoning_closed``: thoughts the
+  engine closed at their budget to ask for the verdict; ``genrm/reasoning_truncated``: thoughts
+  cut at their budget and left without a verdict (:mod:`nemo_genrm.judges.reasoning`). Present
+  once a judge has reasoned.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
+from nemo_genrm.judges.results import reasoning_summary
 from nemo_genrm.samples.types import JUDGED, PARSE_FAILURE, REASONS, SampleResult
 from nemo_genrm.verdicts import TRUNCATED
 
@@ -91,6 +97,9 @@ class StepTally:
     wake_s: float = 0.0
     sleep_s: float = 0.0
     modes: dict[str, float] = field(default_factory=dict)  # reward-mode counters (nemo_genrm.modes)
+    reasoning_lengths: dict[int, int] = field(default_factory=dict)  # thought length -> replies
+    reasoning_closed: int = 0
+    reasoning_truncated: int = 0
 
     def count(self, result: SampleResult) -> None:
         """Count one sample's settled result: its reason, parse failure detail, mask and reward."""
@@ -153,6 +162,11 @@ class StepTally:
             out[f"rate/{reason}"] = _ratio(self.counts[reason], n)
         for why, count in self.parse_failures.items():
             out[f"parse_failure/{why}"] = float(count)
+        if self.reasoning_lengths or self.reasoning_closed or self.reasoning_truncated:
+            for name, value in reasoning_summary(self.reasoning_lengths).items():
+                out[f"reasoning_tokens/{name}"] = value
+            out["reasoning_closed"] = float(self.reasoning_closed)
+            out["reasoning_truncated"] = float(self.reasoning_truncated)
         result = {PREFIX + k: v for k, v in out.items()}
         if self.modes:
             result.update(mode_metrics(self.modes))

@@ -399,7 +399,7 @@ def test_without_the_schema_an_absent_key_needs_plus(judge_yaml: Path) -> None:
     [
         # a typo in a section the schema defines: the closest keys, and no '+' advice
         ("judge.htp.base_url=x", "'judge.htp' does not exist (did you mean 'http'?); valid keys: backend,"),
-        ("judge.sampling.temprature=1", "(did you mean 'temperature'?); valid keys: max_new_tokens, seed, temperature, top_p"),
+        ("judge.sampling.temprature=1", "(did you mean 'temperature'?); valid keys: max_new_tokens, reasoning, seed, temperature, top_p"),
         # a free-form section: its keys are the user's, so '+' adds one
         ("judge.vllm.extra_kwargs.enforce_eager=true", "write '+judge.vllm.extra_kwargs.enforce_eager=true' to add it"),
     ],

@@ -103,3 +103,25 @@ def test_a_judge_without_its_own_counts_is_counted_from_its_results():
     counter = CallCounter(judge)
     counter.generate([[{"role": "user", "content": "good"}], [{"role": "user", "content": "bad"}]])
     assert counter.counts == JudgeStats(generate_calls=1, prompts_generated=2, errors=1)
+
+
+class _QueueWorker(_EchoWorker):
+    """A worker that schedules its own queue (continuous batching)."""
+
+    QUEUE_METHODS = ("generate_fitted",)
+
+
+class _TwoReplicas(LocalRunner):
+    num_alive = 2
+
+
+def test_a_worker_that_schedules_its_queue_gets_one_queue_per_replica(judge):
+    requests = _requests([1, 5, 3, 2, 4])
+    lengths = [f.num_tokens for f in judge.fitter.fit(requests)]
+    for runner, shares in ((LocalRunner(_QueueWorker()), 1), (_TwoReplicas(_QueueWorker()), 2)):
+        queued = PipelineJudge(judge.config, runner, fitter=judge.fitter)
+        gens = queued.generate(requests)
+        assert [g.text for g in gens] == [str(n) for n in lengths]  # still in input order
+        # Not cut at max_batch_size 2: the whole call, dealt longest first in turns.
+        ranked = sorted(lengths, reverse=True)
+        assert runner.worker.chunks == [ranked[k::shares] for k in range(shares)]
