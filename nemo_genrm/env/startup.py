@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +12,7 @@ import ray
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.env.support import worker_facts
 from nemo_genrm.judges.base import Judge
+from nemo_genrm.judges.fitting import missing_folder
 from nemo_genrm.judges.placement import JudgeResources, acquire_resources
 
 
@@ -59,6 +62,35 @@ def start_judge(
     except BaseException:
         resources.release()
         raise
+
+
+def check_judge_sources(cfg: GenRMConfig) -> None:
+    """Check, before anything starts, that each judge's checkpoint and tokenizer folders exist
+    and its engine is installed in this Python (the actor's: it runs on the driver's interpreter).
+
+    Hub ids are left to the tokenizer load (:func:`~nemo_genrm.env.room.check_answer_room`); an
+    HTTP judge's ``model_name`` is the server's name for it and is not checked.
+
+    Raises:
+        ConfigError: Every judge's problems, at once.
+    """
+    configs = [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
+    problems = []
+    for where, judge in configs:
+        names = [("tokenizer", judge.tokenizer)]
+        if judge.backend != "http":
+            names.insert(0, ("model_name", judge.model_name))
+        for key, name in names:
+            why = missing_folder(name) if name else None
+            if why is not None:
+                problems.append(f"{where}.{key}: {name!r}: {why}")
+        if judge.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            problems.append(
+                f"{where}.backend is 'vllm', but vLLM is not installed for {sys.executable}: "
+                "pip install 'nemo-genrm[vllm]' there, or use backend: dtensor"
+            )
+    if problems:
+        raise ConfigError(problems)
 
 
 def check_score_labels(cfg: GenRMConfig, judges: Sequence[Judge]) -> None:
