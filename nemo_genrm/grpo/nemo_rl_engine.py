@@ -222,7 +222,8 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
         config["data"]["train"] = as_nemo_rl_train(data_cfg)
     else:
         find_nemo_rl_prompt_files(config["data"])
-        logger.info("--engine nemo_rl: training data from NeMo-RL's data.train (%s)", describe_train(config["data"]["train"]))
+        source = describe_train(config["data"]["train"])
+        logger.info("--engine nemo_rl: training data from NeMo-RL's data.train (%s)", source)
     train, val = (splits.train, splits.val) if splits else ([], [])
     return NemoRLInputs(config=config, genrm=genrm, data=data_cfg, train=train, val=val, nemo_rl_data=nemo_rl_data)
 

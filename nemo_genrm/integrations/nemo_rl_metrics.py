@@ -171,7 +171,9 @@ def install_logger_hook() -> bool:
         return False
 
     @functools.wraps(original)
-    def log_metrics(self: Any, metrics: dict[str, Any], step: int, prefix: str | None = "", *args: Any, **kwargs: Any) -> None:
+    def log_metrics(
+        self: Any, metrics: dict[str, Any], step: int, prefix: str | None = "", *args: Any, **kwargs: Any
+    ) -> None:
         metrics = with_genrm_metrics(metrics, prefix, started_environments())
         original(self, metrics, step, prefix, *args, **kwargs)
 

@@ -200,6 +200,15 @@ except ImportError as _exc:  # a NeMo-RL installed without its tests: say so, do
         pytest.fail(f"NeMo-RL's tests/unit/algorithms/test_grpo.py is not importable: {_missing}")
 
 
+@pytest.fixture
+def agreeing_server():
+    """A stand-in OpenAI-compatible judge server that answers "1" (agrees) to every prompt."""
+    from nemo_genrm.testing.stand_in_judges import StandInServer
+
+    with StandInServer(lambda _body: "1") as server:
+        yield server
+
+
 def _patch_grpo_train_for_a_mocked_policy(monkeypatch) -> None:
     """What NeMo-RL's own test_grpo.py patches for its MagicMock policy (no real log-probs, one
     row of two tokens, no GPU refit or profiling); the rollout and the environment stay real."""
@@ -251,13 +260,14 @@ def _user_run_grpo(tmp_path):
 
 
 def test_run_grpo_main_with_register_logs_train_genrm_metrics(
-    mock_grpo_components, tiny_cache_dir, tokenizer, tmp_path, monkeypatch, ray_cluster
+    mock_grpo_components, agreeing_server, tiny_cache_dir, tokenizer, tmp_path, monkeypatch, ray_cluster
 ):
     """A copy of NeMo-RL's ``run_grpo.py`` with ``register()`` added and nothing else runs two
     GRPO steps on the YAML's data (NeMo-RL's ``data.train``, a local file) with the GenRM env
     NeMo-RL's ``create_env`` built, and NeMo-RL's own TensorBoard logger gets ``train/genrm/*`` at
     each step. Only what needs GPUs is replaced: ``setup`` hands back NeMo-RL's test mocks for the
-    policy and a scripted generation, with the real dataset, loss and Logger."""
+    policy and a scripted generation, with the real dataset, loss and Logger. The judge is a
+    stand-in OpenAI-compatible server saying "1" (what is tested is where the metrics go)."""
     import json
     import sys
 
@@ -266,9 +276,11 @@ def test_run_grpo_main_with_register_logs_train_genrm_metrics(
     from nemo_rl.utils.logger import Logger
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from nemo_genrm.testing import cached_tiny_judge, cached_tiny_tokenizer
+    from nemo_genrm.testing import cached_tiny_tokenizer
     from nemo_genrm.testing.scripted_generation import ScriptedGeneration
 
+    server = agreeing_server
+    judge = {"backend": "http", "model_name": "m", "http": {"base_url": server.base_url}}
     run_grpo = _user_run_grpo(tmp_path)
     rows = tmp_path / "questions.jsonl"
     rows.write_text("".join(json.dumps({"input": f"{QUESTION} (#{i})", "output": "42"}) + "\n" for i in range(4)))
@@ -279,7 +291,7 @@ def test_run_grpo_main_with_register_logs_train_genrm_metrics(
         "policy": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
         "data": {"train": {"dataset_name": "ResponseDataset", "data_path": str(rows), "split_validation_size": 0},
                  "default": {"processor": "genrm_math_data_processor", "env_name": "genrm", "prompt_file": None}},
-        "env": {"genrm": genrm_cfg(str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)))},
+        "env": {"genrm": {"judge": judge, "resources": {"num_replicas": 1, "gpus_per_replica": 0}}},
         "logger": {"log_dir": str(tmp_path / "logs"), "tensorboard_enabled": True, "monitor_gpus": False},
         "checkpointing": {"enabled": False},
     }))
@@ -308,3 +320,4 @@ def test_run_grpo_main_with_register_logs_train_genrm_metrics(
     scalars = _scalars(tmp_path / "logs")
     assert scalars["train/genrm/num_samples"] == [(1, 1.0), (2, 1.0)]  # each step's own sample
     assert scalars["train/genrm/mean_reward"] == [(1, 1.0), (2, 1.0)]  # the judge agrees
+    assert len(server.bodies) == 2  # one judge request per step
