@@ -149,9 +149,10 @@ def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_firs
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
         from nemo_genrm import GenRMEnvironment
         from nemo_genrm.errors import ConfigError
+        from nemo_genrm.ray_env import ensure_ray
         from nemo_genrm.testing import cached_tiny_judge
 
-        ray.init()
+        ensure_ray()  # joins the cluster as GenRMEnvironment would, uploading nothing
         group = placement_group([{"CPU": 1, "GPU": 1}], name="user_errors_policy")
         ray.get(group.ready())
         policy = ray.remote(num_cpus=0, num_gpus=1)(type("Policy", (), {"ping": lambda self: 1})).options(
