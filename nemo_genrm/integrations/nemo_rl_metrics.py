@@ -174,7 +174,8 @@ def install_logger_hook() -> bool:
     def log_metrics(
         self: Any, metrics: dict[str, Any], step: int, prefix: str | None = "", *args: Any, **kwargs: Any
     ) -> None:
-        metrics = with_genrm_metrics(metrics, prefix, started_environments())
+        envs = started_environments() if ray.is_initialized() else []  # none to ask after ray.shutdown()
+        metrics = with_genrm_metrics(metrics, prefix, envs)
         original(self, metrics, step, prefix, *args, **kwargs)
 
     setattr(log_metrics, _HOOK_MARK, True)
