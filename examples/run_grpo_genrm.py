@@ -6,7 +6,8 @@ Usage::
     uv run examples/run_grpo_genrm.py --config examples/configs/grpo_genrm_1B.yaml
     uv run examples/run_grpo_genrm.py grpo.max_num_steps=20 logger.wandb_enabled=true
     uv run examples/run_grpo_genrm.py checkpointing.resume=true   # continue the newest run
-    uv run examples/run_grpo_genrm.py --engine nemo_rl --config <yaml>   # NeMo-RL's GRPO
+    <NeMo-RL venv>/bin/python examples/run_grpo_genrm.py --engine nemo_rl \
+        --config examples/configs/grpo_genrm_nemo_rl.yaml   # NeMo-RL's GRPO (docs/nemo_rl.md)
 
 Overrides follow NeMo-RL's Hydra grammar (``key=value``; ``+key=value`` adds a key). Each run
 writes into folders of its own (``exp_001``, ``exp_002``, ... under ``logger.log_dir`` and

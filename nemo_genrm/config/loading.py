@@ -4,7 +4,8 @@ Semantics kept from NeMo-RL (``nemo_rl/utils/config.py``):
 
 - ``defaults:`` names one parent file or a list of them, relative to the child file; parents are
   merged in order (later wins), then the child on top. A mapping with ``_override_: true``
-  replaces the inherited mapping instead of merging into it.
+  replaces the inherited mapping instead of merging into it. A caller may name further folders
+  to look in (``search``) for a parent that is not next to its child.
 - Overrides use Hydra's grammar: ``a.b=1`` changes an existing key (an unknown key is an error),
   ``+a.b=1`` adds a key, ``++a.b=1`` adds or replaces, ``~a.b`` deletes.
 - ``${...}`` interpolation is resolved when the config is turned into plain containers.
@@ -45,7 +46,18 @@ def _merge(base: DictConfig, child: DictConfig) -> DictConfig:
     return typing.cast(DictConfig, OmegaConf.merge(base, child))
 
 
-def _load_with_defaults(path: Path, chain: tuple[Path, ...] = ()) -> DictConfig:
+def _parent_path(child: Path, name: str, search: Sequence[Path]) -> Path:
+    """The file a ``defaults:`` entry of ``child`` names: next to ``child``, else in ``search``."""
+    if Path(name).is_absolute():
+        return Path(name)
+    candidates = [child.parent / name, *(Path(folder) / name for folder in search)]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise ConfigError(_missing_parent(child, name, candidates))
+    return found
+
+
+def _load_with_defaults(path: Path, chain: tuple[Path, ...] = (), search: Sequence[Path] = ()) -> DictConfig:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     if path.resolve() in chain:
@@ -60,18 +72,17 @@ def _load_with_defaults(path: Path, chain: tuple[Path, ...] = ()) -> DictConfig:
     names = [str(defaults)] if isinstance(defaults, str) else [str(d) for d in defaults]
     merged = OmegaConf.create({})
     for name in names:
-        parent = Path(name) if Path(name).is_absolute() else path.parent / name
-        if not parent.is_file():
-            raise ConfigError(_missing_parent(path, name, parent))
-        merged = _merge(merged, _load_with_defaults(parent, (*chain, path.resolve())))
+        parent = _parent_path(path, name, search)
+        merged = _merge(merged, _load_with_defaults(parent, (*chain, path.resolve()), search))
     return _merge(merged, cfg)
 
 
-def _missing_parent(child: Path, name: str, looked_at: Path) -> str:
+def _missing_parent(child: Path, name: str, candidates: Sequence[Path]) -> str:
     """Where a ``defaults:`` entry was looked for, why there, and what to write instead."""
+    looked = ", ".join(str(c.resolve()) for c in candidates)
     message = (
-        f"defaults: {name!r} in {child} was looked for at {looked_at.resolve()}, and there is no "
-        f"such file: a defaults path is relative to the folder of the file that names it "
+        f"defaults: {name!r} in {child} was looked for at {looked}, and there is no such file: a "
+        f"defaults path is relative to the folder of the file that names it "
         f"({child.resolve().parent}), or absolute"
     )
     beside_cwd = Path.cwd() / name
@@ -82,7 +93,11 @@ def _missing_parent(child: Path, name: str, looked_at: Path) -> str:
 
 
 def load_config(
-    path: str | Path, overrides: Iterable[str] = (), *, schema: type[BaseModel] | None = None
+    path: str | Path,
+    overrides: Iterable[str] = (),
+    *,
+    schema: type[BaseModel] | None = None,
+    search: Sequence[str | Path] = (),
 ) -> DictConfig:
     """Load a YAML config with ``defaults:`` inheritance and apply Hydra-style overrides.
 
@@ -93,6 +108,9 @@ def load_config(
         schema: The config model the file is validated against. With it, ``key=value`` sets any
             key the schema defines, whether or not the YAML spells it out (see
             :func:`apply_overrides`); without it, only keys present in the YAML.
+        search: Folders where a relative ``defaults:`` entry is looked for when it is not next
+            to the file naming it (``--engine nemo_rl`` passes the installed NeMo-RL's
+            ``examples/configs``).
 
     Returns:
         The merged config (interpolations unresolved; see :func:`to_container`).
@@ -103,7 +121,7 @@ def load_config(
             the same error also lists every problem of the values (the file with the overrides
             that did apply), so a bad override does not hide the rest.
     """
-    cfg = _load_with_defaults(Path(path))
+    cfg = _load_with_defaults(Path(path), search=tuple(Path(folder) for folder in search))
     try:
         apply_overrides(cfg, list(overrides), schema=schema)
     except ConfigError as err:

@@ -181,7 +181,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return judge_config(self.cfg)
 
     # ------------------------------------------------------------------------------ step
-    def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
+    def step(
+        self,
+        message_log_batch: Sequence[Any],
+        metadata: Sequence[Any] | None,
+        return_extracted_answer: bool = False,
+    ) -> EnvironmentReturn:
         """Judge a batch of responses; one reward per sample, in order.
 
         Safe to call from many threads at once: concurrent calls share judge calls (see the
@@ -192,6 +197,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 ``content``); the last ``assistant`` message is the response judged.
             metadata: Per sample, a dict with ``ground_truth`` and optionally ``question``
                 (``None`` entries, or ``None`` for the whole batch, are accepted).
+            return_extracted_answer: NeMo-RL's flag (its eval loop passes ``True``, as the third
+                positional argument, to read ``answers`` for ``cons@k``); the answers judged
+                are returned either way.
 
         Returns:
             ``EnvironmentReturn(observations, metadata, next_stop_strings, rewards,
@@ -208,7 +216,12 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         """
         return self._intake.submit(self._prepare(message_log_batch, metadata))
 
-    def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> Awaitable[EnvironmentReturn]:
+    def astep(
+        self,
+        message_log_batch: Sequence[Any],
+        metadata: Sequence[Any] | None,
+        return_extracted_answer: bool = False,
+    ) -> Awaitable[EnvironmentReturn]:
         """:meth:`step` for callers on an event loop: await what it returns. The call joins the
         open judge call without holding a thread, so any number of concurrent callers share one
         judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.intake.Intake.asubmit`).

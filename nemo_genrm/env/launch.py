@@ -3,11 +3,15 @@
 A mistake reaches the driver as one typed error that says what to change, not as a dead actor:
 
 - In the driver, :class:`EnvironmentLauncher` is ``GenRMEnvironment``. ``start(cfg)`` validates
-  the config before Ray starts, checks a separate judge's layout against the cluster, creates
-  the actor and waits until its judge is up; a failure to start is raised there as the
-  package's own exception (:data:`STARTUP_ERRORS`), not wrapped in Ray's. ``remote(cfg)`` and
+  the config before Ray starts, makes every check it can before the actor exists
+  (:func:`preflight`: the judges' folders and tokenizers, their context's room for an answer,
+  the layout against the cluster, a colocated judge's group), creates the actor and waits until
+  its judge is up; a failure to start is raised there as the package's own exception
+  (:data:`STARTUP_ERRORS`), not wrapped in Ray's. ``remote(cfg)`` and
   ``options(...).remote(cfg)``, which NeMo-RL's ``create_env`` calls, validate and check the
-  same before creating the actor, and return at once as Ray's do.
+  same before creating the actor, and return at once as Ray's do: what only the actor can see
+  (workers that fail while the judge loads) reaches the caller at its first call, or through
+  :func:`wait_ready`. Every actor created is remembered (:func:`started_environments`).
 - In the actor, :func:`keep_start_error`: when the judge fails to start, the constructor
   returns instead of raising. A threaded Ray actor whose constructor raises is torn down with
   Ray's C++ ``Stack trace`` and ``Fatal Python error: Aborted`` printed after the error (seen
@@ -23,17 +27,36 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from nemo_genrm.config import GenRMConfig, validate
 from nemo_genrm.errors import ConfigError, JudgeStartupError, JudgeUnavailableError
-from nemo_genrm.judges.placement import ClusterView, plan_separate, separate_problems
+from nemo_genrm.judges.placement import (
+    COLOCATED_UNDER_NEMO_RL,
+    ClusterView,
+    colocated_group,
+    plan_separate,
+    separate_problems,
+)
 from nemo_genrm.ray_env import ensure_ray
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STARTUP_ERRORS", "EnvironmentLauncher", "check_layout", "keep_start_error"]
+__all__ = [
+    "COLOCATED_UNDER_NEMO_RL",
+    "STARTUP_ERRORS",
+    "EnvironmentLauncher",
+    "check_layout",
+    "forget_environment",
+    "keep_start_error",
+    "preflight",
+    "started_environments",
+    "wait_ready",
+]
 
 STARTUP_ERRORS = (ConfigError, JudgeStartupError, JudgeUnavailableError)
 """The package's own start-up failures: their message is the whole story, so they travel
@@ -124,20 +147,24 @@ def _unless_failed(shutdown: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------ driver side
-def check_layout(cfg: GenRMConfig) -> None:
-    """Check each separate judge's layout against the connected Ray cluster, in the driver.
+def check_layout(cfg: GenRMConfig, placement_group: Any = None) -> None:
+    """Check the judges' layout against the connected Ray cluster, in the driver.
 
-    The actor checks it again when it reserves the resources; checking here first reports a
-    GPU count the cluster cannot give before any actor starts. Colocated judges are checked
-    by the actor (the group they join may not exist yet); nothing is checked when Ray is not
-    connected.
+    A separate judge's GPUs, CPUs and nodes are checked against the cluster's totals; a colocated
+    judge needs its group now (``placement_group``, or one named ``resources.colocate_with`` that
+    exists): the actor joins it when it starts. The actor checks again when it reserves or joins,
+    including the room left in the group's bundles. Nothing is checked when Ray is not connected.
 
     Raises:
         ConfigError: Every layout problem at once, each saying what to change.
     """
     import ray
 
-    if not ray.is_initialized() or cfg.resources.placement != "separate":
+    if not ray.is_initialized():
+        return
+    if cfg.resources.placement == "colocated":
+        if any(j.backend != "http" for j in (cfg.judge, *cfg.reward.judges)):
+            colocated_group(cfg.resources, placement_group)
         return
     cluster = ClusterView.current()
     problems: list[str] = []
@@ -151,6 +178,65 @@ def check_layout(cfg: GenRMConfig) -> None:
         raise ConfigError(problems, source="env.genrm.resources")
 
 
+def preflight(cfg: GenRMConfig, placement_group: Any = None) -> None:
+    """Every start-up check the driver can make before the actor exists, reported at once.
+
+    The judges' checkpoints and tokenizers (:func:`~nemo_genrm.env.startup.check_judge_sources`),
+    the room their context leaves for an answer (:func:`~nemo_genrm.env.room.check_answer_room`,
+    with the tokenizers loaded here) and the layout (:func:`check_layout`). NeMo-RL's
+    ``create_env`` returns before the actor has started its judge, so these are what it reports.
+
+    Raises:
+        ConfigError: Every problem found, each saying what to change.
+    """
+    from nemo_genrm.env.room import check_answer_room
+    from nemo_genrm.env.startup import check_judge_sources
+    from nemo_genrm.prompts import PromptBuilder
+
+    problems: list[str] = []
+    sources: set[str | None] = set()
+
+    def collect(check: Callable[[], object]) -> None:
+        try:
+            check()
+        except ConfigError as err:
+            problems.extend(p for p in err.problems if p not in problems)
+            sources.add(err.source)
+
+    collect(lambda: check_judge_sources(cfg))
+    if not problems:  # a judge that is not there has no tokenizer to count its room with
+        collect(lambda: check_answer_room(cfg, PromptBuilder(cfg.prompt, cfg.verdict)))
+    ensure_ray()
+    collect(lambda: check_layout(cfg, placement_group))
+    if problems:
+        raise ConfigError(problems, source=sources.pop() if len(sources) == 1 else "env.genrm")
+
+
+_STARTED: list[weakref.ref] = []
+_STARTED_LOCK = threading.Lock()
+
+
+def _remember(handle: Any) -> Any:
+    with _STARTED_LOCK:
+        _STARTED.append(weakref.ref(handle))
+    return handle
+
+
+def started_environments() -> list[Any]:
+    """The handles of the GenRM environment actors this process created (``remote``, ``start``,
+    NeMo-RL's ``create_env``) that are still referenced, oldest first; NeMo-RL's logger reads
+    their metrics from here (:mod:`nemo_genrm.integrations.nemo_rl_metrics`)."""
+    with _STARTED_LOCK:
+        _STARTED[:] = [ref for ref in _STARTED if ref() is not None]
+        return [h for h in (ref() for ref in _STARTED) if h is not None]
+
+
+def forget_environment(handle: Any) -> None:
+    """Drop ``handle`` from :func:`started_environments` (an actor found dead)."""
+    with _STARTED_LOCK:
+        _STARTED[:] = [ref for ref in _STARTED if ref() is not None and ref() is not handle]
+
+
 class _Launch:
     """``GenRMEnvironment.options(...)``: Ray actor options, then ``remote`` or ``start``."""
 
@@ -159,19 +245,19 @@ class _Launch:
         self._options = options
 
     def remote(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
-        """Validate ``cfg`` and check its layout here, then create the actor (not waiting for it).
+        """Validate ``cfg`` and make the driver's checks (:func:`preflight`), then create the
+        actor (not waiting for it).
 
         Raises:
-            ConfigError: The config is invalid, or a separate judge's layout does not fit the
-                cluster.
+            ConfigError: Every problem found: the config, the judges' folders or tokenizers,
+                their room for an answer, the layout.
         """
         try:
             config = validate(GenRMConfig, cfg, prefix="env.genrm")  # before Ray: a typo costs no cluster
-            ensure_ray()
-            check_layout(config)
+            preflight(config, kwargs.get("placement_group"))
         except ConfigError as exc:  # the user's mistake: its message, not the package's frames
             raise exc.with_traceback(None) from None
-        return self._actor_class.options(**self._options).remote(config, *args, **kwargs)
+        return _remember(self._actor_class.options(**self._options).remote(config, *args, **kwargs))
 
     def start(self, cfg: Any, **kwargs: Any) -> Any:
         """Create the actor as :meth:`remote` does and wait until its judge is up.
@@ -191,7 +277,7 @@ class _Launch:
         except ConfigError as exc:
             raise exc.with_traceback(None) from None
         try:
-            self._wait_ready(handle, config.fault_tolerance.startup_timeout_s)
+            _wait_ready(handle, config.fault_tolerance.startup_timeout_s, self._options)
         except BaseException as exc:  # Ctrl-C included: no actor is left behind
             ray.kill(handle)
             cause = getattr(exc, "cause", None)
@@ -202,27 +288,51 @@ class _Launch:
             raise
         return handle
 
-    def _wait_ready(self, handle: Any, timeout_s: float) -> None:
-        """Wait for ``ready()``; an actor Ray has not placed within ``timeout_s`` is an error.
 
-        Loading the judge may take longer than ``timeout_s`` (its own stages are bounded in the
-        actor); only an actor still waiting for resources past it is given up on.
-        """
-        import ray
+def _wait_ready(handle: Any, timeout_s: float, options: dict[str, Any]) -> None:
+    """Wait for ``ready()``; an actor Ray has not placed within ``timeout_s`` is an error.
 
-        from nemo_genrm.judges.ray_hosts import describe_pending_actor
+    Loading the judge may take longer than ``timeout_s`` (its own stages are bounded in the
+    actor); only an actor still waiting for resources past it is given up on.
+    """
+    import ray
 
-        ref = handle.ready.remote()
-        deadline = time.monotonic() + timeout_s
-        while not ray.wait([ref], timeout=1.0)[0]:
-            if time.monotonic() > deadline and _actor_state(handle) == "PENDING_CREATION":
-                raise JudgeStartupError(
-                    [
-                        "the GenRM environment actor was not scheduled within fault_tolerance.startup_timeout_s "
-                        f"({timeout_s:g} s): {describe_pending_actor(handle, self._options)}"
-                    ]
-                )
-        ray.get(ref)
+    from nemo_genrm.judges.ray_hosts import describe_pending_actor
+
+    ref = handle.ready.remote()
+    deadline = time.monotonic() + timeout_s
+    while not ray.wait([ref], timeout=1.0)[0]:
+        if time.monotonic() > deadline and _actor_state(handle) == "PENDING_CREATION":
+            raise JudgeStartupError(
+                [
+                    "the GenRM environment actor was not scheduled within fault_tolerance.startup_timeout_s "
+                    f"({timeout_s:g} s): {describe_pending_actor(handle, options)}"
+                ]
+            )
+    ray.get(ref)
+
+
+def wait_ready(handle: Any, timeout_s: float) -> None:
+    """Wait until a GenRM environment actor someone else created (NeMo-RL's ``create_env``) has
+    its judge up; raise its start-up error as the package's own type, not Ray's wrapper.
+
+    Args:
+        handle: The actor.
+        timeout_s: How long it may wait to be scheduled (``fault_tolerance.startup_timeout_s``).
+
+    Raises:
+        ConfigError: A problem only the actor could see (a layout the cluster cannot give now).
+        JudgeStartupError: The judge's workers did not start, or the actor was not scheduled.
+    """
+    import ray
+
+    try:
+        _wait_ready(handle, timeout_s, {})
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, STARTUP_ERRORS):
+            raise cause.with_traceback(None) from None
+        raise
 
 
 def _actor_state(handle: Any) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +13,7 @@ import ray
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.env.support import worker_facts
 from nemo_genrm.judges.base import Judge
+from nemo_genrm.judges.fitting import missing_folder
 from nemo_genrm.judges.placement import JudgeResources, acquire_resources
 
 
@@ -59,6 +63,45 @@ def start_judge(
     except BaseException:
         resources.release()
         raise
+
+
+def check_judge_sources(cfg: GenRMConfig) -> None:
+    """Check, before anything starts, that each judge's checkpoint folder exists and its engine
+    is installed in this Python (the actor's: it runs on the driver's interpreter).
+
+    The tokenizer (``judge.tokenizer``, else ``model_name``) is checked by loading it
+    (:func:`~nemo_genrm.env.room.check_answer_room`); here a local ``model_name`` must hold a
+    ``config.json``, and one the tokenizer load does not read (``judge.tokenizer`` set) must
+    exist. Hub ids are left to the engine. An HTTP judge's ``model_name`` is the server's name
+    for it and is not checked.
+
+    Raises:
+        ConfigError: Every judge's problems, at once.
+    """
+    configs = [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(cfg.reward.judges)]
+    problems = []
+    for where, judge in configs:
+        why = _model_folder_problem(judge.model_name, tokenizer_set=bool(judge.tokenizer))
+        if judge.backend != "http" and why is not None:
+            problems.append(f"{where}.model_name: no model could be loaded from {judge.model_name!r}: {why}")
+        if judge.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            problems.append(
+                f"{where}.backend is 'vllm', but vLLM is not installed for {sys.executable}: "
+                "pip install 'nemo-genrm[vllm]' there, or use backend: dtensor"
+            )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _model_folder_problem(name: str, *, tokenizer_set: bool) -> str | None:
+    """Why ``name`` holds no model: a folder that does not exist (when the tokenizer load would
+    not say so itself), or one without ``config.json`` (a tokenizer's folder, say)."""
+    folder = os.path.expanduser(name)
+    if os.path.isdir(folder):
+        if os.path.isfile(os.path.join(folder, "config.json")):
+            return None
+        return "the folder has no config.json (a tokenizer's folder?); give the judge checkpoint's folder"
+    return missing_folder(name) if tokenizer_set else None
 
 
 def check_score_labels(cfg: GenRMConfig, judges: Sequence[Judge]) -> None:

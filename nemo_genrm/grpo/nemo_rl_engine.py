@@ -1,14 +1,23 @@
 """``--engine nemo_rl``: train with NeMo-RL's GRPO, rewarded by the GenRM environment.
 
-The YAML is a NeMo-RL GRPO config (it inherits one of NeMo-RL's, e.g. ``defaults:
-<NeMo-RL>/examples/configs/grpo_math_1B.yaml``) plus ``env.genrm``; the ``data`` keys of this
-package (``dataset_name: arithmetic``, ``train_data_path``, ``input_key``, ...) choose the
-questions. The run follows NeMo-RL's ``examples/run_grpo.py`` step by step (see
-:mod:`nemo_genrm.grpo.nemo_rl_run`): NeMo-RL's OmegaConf resolvers, its ``MasterConfig``, its
-``setup`` read by name, the trainer ``run_grpo.py`` would pick, and the environments shut down
-at the end. The datasets' samples carry ``question`` and ``ground_truth`` as
-``extra_env_info``, and the environment actor starts after ``setup`` (so a colocated judge
-finds the policy's placement group).
+The YAML is a NeMo-RL GRPO config plus ``env.genrm``. It may inherit NeMo-RL's own configs by
+name (``defaults: grpo_math_1B.yaml``): a ``defaults:`` entry not found next to the YAML is read
+from the installed NeMo-RL checkout's ``examples/configs``, so the shipped
+``examples/configs/grpo_genrm_nemo_rl.yaml`` runs from this project's checkout as it does from
+NeMo-RL's. The questions come from one of two places, never both:
+
+- NeMo-RL's ``data.train`` (and ``data.validation``, ``data.default``): NeMo-RL's own
+  ``setup_response_data`` loads them and creates the environments their ``env_name`` names, as
+  ``run_grpo.py`` does. Prompt files NeMo-RL's configs name relative to its checkout are found
+  there.
+- This package's ``data`` keys (``dataset_name: arithmetic``, ``train_data_path``, ``input_key``,
+  ...), with ``data.train: null``: the samples carry ``question`` and ``ground_truth`` as
+  ``extra_env_info``.
+
+A YAML that sets both is refused. The run follows NeMo-RL's ``examples/run_grpo.py`` step by
+step: its OmegaConf resolvers, its ``MasterConfig``, the environments created with the data and
+waited for (a judge that cannot start stops the run before NeMo-RL's ``setup``), ``setup`` read
+by name, the trainer ``run_grpo.py`` would pick, and the environments shut down at the end.
 """
 
 from __future__ import annotations
@@ -24,15 +33,24 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from nemo_genrm.config import ConfigError, GenRMConfig, load_config, to_container, validate
 from nemo_genrm.env.intake import check_pairwise_rollouts
+from nemo_genrm.env.launch import COLOCATED_UNDER_NEMO_RL
 from nemo_genrm.grpo.config import DataConfig
-from nemo_genrm.grpo.data import PolicyPromptRenderer, QAExample, load_splits
+from nemo_genrm.grpo.data import load_splits
+from nemo_genrm.grpo.nemo_rl_data import (
+    TASK_NAME,
+    as_nemo_rl_train,
+    build_datasets,
+    describe_train,
+    find_nemo_rl_prompt_files,
+    nemo_rl_root,
+    uses_nemo_rl_data,
+)
 from nemo_genrm.grpo.models import resolve_model_name
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["TASK_NAME", "NemoRLInputs", "prepare_nemo_rl_inputs", "resolve_tiny_names", "run_with_nemo_rl"]
 
-TASK_NAME = "genrm"
 # Keys only the built-in driver reads; NeMo-RL does not know them.
 _DRIVER_ONLY = {
     "policy": ("device", "cpu_threads"),
@@ -61,8 +79,9 @@ class NemoRLInputs:
         config: The NeMo-RL master config (plain dict).
         genrm: The validated ``env.genrm`` section (``tiny://`` names resolved).
         data: Our ``data`` keys (where questions come from, the prompt).
-        train: Training examples.
-        val: Validation examples.
+        train: Training examples (empty when NeMo-RL's ``data.train`` gives the data).
+        val: Validation examples (likewise).
+        nemo_rl_data: NeMo-RL's ``data.train`` names the data (its ``setup_response_data`` loads it).
     """
 
     config: dict[str, Any]
@@ -70,6 +89,7 @@ class NemoRLInputs:
     data: DataConfig
     train: list[QAExample]
     val: list[QAExample]
+    nemo_rl_data: bool = False
 
 
 def _register_nemo_rl_resolvers() -> None:
@@ -118,19 +138,49 @@ def check_rollouts_fit_mode(genrm: GenRMConfig, raw: dict[str, Any]) -> None:
     check_pairwise_rollouts(genrm, policy.get("generation"), raw.get("grpo"))
 
 
-def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
-    """Load the YAML, validate ``env.genrm``, read the questions and shape NeMo-RL's config.
+def _load_yaml(config_path: str | Path, overrides: list[str]) -> dict[str, Any]:
+    """The YAML with its ``defaults:`` (also looked for in the installed NeMo-RL's configs)."""
+    root = nemo_rl_root()
+    configs = root / "examples" / "configs" if root is not None else None
+    try:
+        search = [configs] if configs is not None else []
+        return to_container(load_config(config_path, overrides, schema=_OVERRIDE_SCHEMA, search=search))
+    except ConfigError as err:
+        if configs is None or configs.is_dir() or not any("defaults" in p for p in err.problems):
+            raise
+        hint = (
+            f"the installed NeMo-RL ({root}) has no examples/configs: install NeMo-RL from its checkout "
+            "(docs/nemo_rl.md, step 1) or give `defaults:` the base config's full path"
+        )
+        raise ConfigError([*err.problems, hint], source=err.source) from None
+
+
+def check_placement_fits_nemo_rl(genrm: GenRMConfig) -> None:
+    """Refuse ``placement: colocated``: NeMo-RL's GRPO leaves no GPU share for a judge to join.
 
     Raises:
-        ConfigError: ``env.genrm`` is invalid, or the YAML is not a full NeMo-RL GRPO config.
+        ConfigError: ``env.genrm.resources.placement`` is ``colocated`` (with what to use instead).
+    """
+    if genrm.resources.placement == "colocated":
+        raise ConfigError([f"env.genrm.resources.placement is 'colocated': {COLOCATED_UNDER_NEMO_RL}"])
+
+
+def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> NemoRLInputs:
+    """Load the YAML, validate ``env.genrm``, pick where the questions come from and shape
+    NeMo-RL's config (this package's data is read here; NeMo-RL's is loaded by NeMo-RL).
+
+    Raises:
+        ConfigError: ``env.genrm`` is invalid or colocated, the YAML is not a full NeMo-RL GRPO
+            config, or it names training data both NeMo-RL's way and this package's.
     """
     _register_nemo_rl_resolvers()
-    raw = to_container(load_config(config_path, overrides, schema=_OVERRIDE_SCHEMA))
+    raw = _load_yaml(config_path, overrides)
     genrm_raw = copy.deepcopy(raw.get("env", {}).get("genrm"))
     if genrm_raw is None:
         raise ConfigError(["env.genrm: required; add the GenRM environment section"])
     genrm = validate(GenRMConfig, genrm_raw, prefix="env.genrm")
     check_rollouts_fit_mode(genrm, raw)
+    check_placement_fits_nemo_rl(genrm)
     if genrm.judge.backend != "http":
         genrm.judge.model_name = resolve_model_name(genrm.judge.model_name)
     missing = [s for s in ("grpo", "loss_fn", "policy", "cluster", "logger", "checkpointing") if s not in raw]
@@ -140,13 +190,14 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
         raise ConfigError(
             [
                 f"--engine nemo_rl needs a complete NeMo-RL GRPO config; missing: {', '.join(missing)}. "
-                "Start the YAML with `defaults: <NeMo-RL checkout>/examples/configs/grpo_math_1B.yaml` "
-                "and keep env.genrm and the data keys on top"
+                "Start the YAML with `defaults: grpo_math_1B.yaml` (read from the installed NeMo-RL's "
+                "examples/configs) and keep env.genrm and the data keys on top"
             ],
             source=str(config_path),
         )
+    nemo_rl_data = uses_nemo_rl_data(raw.get("data") or {}, str(config_path))
     data_cfg = DataConfig.model_validate({k: v for k, v in raw.get("data", {}).items() if k in DataConfig.model_fields})
-    splits = load_splits(data_cfg, int(raw["grpo"].get("seed", 42)))
+    splits = None if nemo_rl_data else load_splits(data_cfg, int(raw["grpo"].get("seed", 42)))
     config = copy.deepcopy(raw)
     for section, keys in _DRIVER_ONLY.items():
         for key in keys:
@@ -158,61 +209,19 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
     config["data"] = {k: v for k, v in config.get("data", {}).items() if k not in ours}
     config["data"].setdefault("shuffle", data_cfg.shuffle)
     config["data"].setdefault("max_input_seq_length", config["policy"].get("max_total_sequence_length"))
-    return NemoRLInputs(config=config, genrm=genrm, data=data_cfg, train=splits.train, val=splits.val)
-
-
-def _process(datum: dict[str, Any], task_spec: Any, tokenizer: Any, max_seq_length: int, idx: int) -> dict[str, Any]:
-    """A NeMo-RL data processor for rows rendered by :func:`_rows` (prompt already templated).
-
-    Raises:
-        ValueError: The prompt is longer than ``max_seq_length`` (:func:`_rows` drops those).
-    """
-    ids = tokenizer(datum["text"], return_tensors="pt", add_special_tokens=False)["input_ids"][0]  # [P]
-    if len(ids) > max_seq_length:
-        raise ValueError(f"prompt {idx} has {len(ids)} tokens, over max_input_seq_length {max_seq_length}")
-    return {
-        "message_log": [{"role": "user", "content": datum["text"], "token_ids": ids}],
-        "length": len(ids),
-        "extra_env_info": {"question": datum["question"], "ground_truth": datum["answer"]},
-        "loss_multiplier": 1.0,
-        "idx": idx,
-        "task_name": TASK_NAME,
-    }
-
-
-def _rows(examples: list[QAExample], builder: PolicyPromptRenderer, max_len: int) -> list[dict[str, str]]:
-    """Render each example; prompts over ``max_len`` tokens are dropped here (and counted in a
-    warning), as the built-in driver does, so no sample reaches NeMo-RL shortened or masked."""
-    return [
-        {"text": p.text, "question": p.question, "answer": p.ground_truth, "task_name": TASK_NAME}
-        for p in builder.render_all(examples, max_len, "data.max_input_seq_length")
-    ]
-
-
-def _datasets(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
-    import datasets
-    from nemo_rl.data.datasets import AllTaskProcessedDataset
-    from nemo_rl.data.interfaces import TaskDataSpec
-
-    spec = TaskDataSpec(task_name=TASK_NAME)
-    processors = {TASK_NAME: (spec, _process)}
-    max_len = inputs.config["data"]["max_input_seq_length"]
-    builder = PolicyPromptRenderer(inputs.data, tokenizer)
-
-    def build(examples: list[QAExample]) -> Any:
-        rows = _rows(examples, builder, max_len)
-        if not rows:
-            raise ConfigError([f"every prompt is longer than data.max_input_seq_length ({max_len}) tokens"])
-        return AllTaskProcessedDataset(
-            datasets.Dataset.from_list(rows), tokenizer, spec, processors, max_seq_length=max_len
-        )
-
-    return build(inputs.train), (build(inputs.val) if inputs.val else None)
+    if not nemo_rl_data:
+        config["data"]["train"] = as_nemo_rl_train(data_cfg)
+    else:
+        find_nemo_rl_prompt_files(config["data"])
+        source = describe_train(config["data"]["train"])
+        logger.info("--engine nemo_rl: training data from NeMo-RL's data.train (%s)", source)
+    train, val = (splits.train, splits.val) if splits else ([], [])
+    return NemoRLInputs(config=config, genrm=genrm, data=data_cfg, train=train, val=val, nemo_rl_data=nemo_rl_data)
 
 
 def datasets_for(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
     """NeMo-RL datasets (train, validation or ``None``) of the questions ``inputs`` read."""
-    return _datasets(inputs, tokenizer)
+    return build_datasets(inputs.data, inputs.train, inputs.val, inputs.config["data"]["max_input_seq_length"], tokenizer)
 
 
 def run_with_nemo_rl(config_path: str | Path, overrides: list[str]) -> None:
@@ -308,10 +317,7 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
     from nemo_rl.models.generation import configure_generation_config
     from nemo_rl.utils.logger import get_next_experiment_dir
 
-    from nemo_genrm.env.environment import GenRMEnvironment
     from nemo_genrm.integrations.nemo_rl import register
-    from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
-    from nemo_genrm.ray_env import actor_options
 
     _stage(stages, "config")
     register(TASK_NAME)
@@ -330,32 +336,67 @@ def _run(inputs: NemoRLInputs, stages: list[str]) -> None:
         trains_mtp=bool(megatron_cfg.get("mtp_num_layers")),
     )
     _stage(stages, "data")
-    train, val = datasets_for(inputs, tokenizer)
-    _stage(stages, "setup")
-    results = setup_results(setup(master, tokenizer, train, val, policy_factory=_policy_factory(master)))
-    _stage(stages, "environment")
-    # Waits for the judge: one that cannot start stops the run here, with its own error.
-    env = GenRMEnvironment.options(**actor_options(num_cpus=0)).start(master.env["genrm"])
-    task_to_env = {TASK_NAME: env}
+    task_to_env: dict[str, Any] = {}
+    val_task_to_env: dict[str, Any] = {}
     try:
-        _stage(stages, "train")
-        _train(results, tokenizer, task_to_env, GenRMMetricsLogger(results["logger"], task_to_env))
-    finally:
-        shutdown_environments(task_to_env, task_to_env)
+        train, val, task_to_env, val_task_to_env = _data_and_envs(inputs, master, tokenizer)
+        _stage(stages, "environment")
+        # Waits for the judge: one that cannot start stops the run here, before NeMo-RL's setup.
+        _wait_for_genrm([task_to_env, val_task_to_env], master.env["genrm"])
+        _stage(stages, "setup")
+        results = setup_results(setup(master, tokenizer, train, val, policy_factory=_policy_factory(master)))
         try:
-            results["policy_generation"].shutdown()
-        except Exception:  # as run_grpo.py: a failed shutdown is reported, not raised
-            logger.exception("shutting down NeMo-RL's generation failed")
+            _stage(stages, "train")
+            _train(results, tokenizer, task_to_env, val_task_to_env)  # register(): train logs carry genrm/*
+        finally:
+            try:
+                results["policy_generation"].shutdown()
+            except Exception:  # as run_grpo.py: a failed shutdown is reported, not raised
+                logger.exception("shutting down NeMo-RL's generation failed")
+    finally:
+        shutdown_environments(task_to_env, val_task_to_env)
 
 
-def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any], nemo_logger: Any) -> None:
+def _data_and_envs(inputs: NemoRLInputs, master: Any, tokenizer: Any) -> tuple[Any, Any, dict, dict]:
+    """The datasets, and the environments of training and validation, as ``run_grpo.py`` has them.
+
+    NeMo-RL's ``data.train``: NeMo-RL's ``setup_response_data`` (which creates the environments
+    its ``env_name`` entries name, through the registry). This package's data keys: their
+    datasets and one GenRM environment for every sample.
+    """
+    if inputs.nemo_rl_data:
+        from nemo_rl.data.utils import setup_response_data
+
+        return setup_response_data(tokenizer, master.data, master.env)
+    from nemo_genrm.env.environment import GenRMEnvironment
+    from nemo_genrm.ray_env import actor_options
+
+    train, val = datasets_for(inputs, tokenizer)
+    env = GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(master.env["genrm"])
+    return train, val, {TASK_NAME: env}, {TASK_NAME: env}
+
+
+def _wait_for_genrm(envs: list[dict[str, Any]], cfg: dict[str, Any]) -> None:
+    """Wait until every GenRM environment's judge is up; raise the first one's start-up error."""
+    from nemo_genrm.env.launch import wait_ready
+    from nemo_genrm.integrations.nemo_rl_metrics import genrm_envs
+
+    timeout_s = GenRMConfig.model_validate(cfg).fault_tolerance.startup_timeout_s
+    handles: list[Any] = []
+    for mapping in envs:
+        handles.extend(h for h in genrm_envs(mapping) if all(h is not seen for seen in handles))
+    for handle in handles:
+        wait_ready(handle, timeout_s)
+
+
+def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any], val_task_to_env: dict[str, Any]) -> None:
     """The trainer ``run_grpo.py`` picks: async, data-plane sync, or the legacy sync one."""
     master = results["master_config"]
     common = dict(
         policy=results["policy"], policy_generation=results["policy_generation"],
         dataloader=results["dataloader"], val_dataloader=results["val_dataloader"],
         tokenizer=tokenizer, loss_fn=results["loss_fn"], task_to_env=task_to_env,
-        val_task_to_env=task_to_env, logger=nemo_logger, checkpointer=results["checkpointer"],
+        val_task_to_env=val_task_to_env, logger=results["logger"], checkpointer=results["checkpointer"],
     )
     if master.grpo.async_grpo.enabled:
         problems = _async_problems(master)

@@ -3,15 +3,16 @@
 NeMo-RL starts an environment from two registries: ``ENV_REGISTRY`` (env name -> actor class
 path, filled by ``nemo_rl.environments.utils.register_env``) and ``ACTOR_ENVIRONMENT_REGISTRY``
 (actor class path -> Python executable the actor runs with). :func:`register` fills both, so a
-NeMo-RL launcher needs two lines before it builds its environments::
+NeMo-RL launcher (a copy of ``run_grpo.py`` or ``run_eval.py``) needs two lines before it builds
+its environments::
 
     from nemo_genrm.integrations.nemo_rl import register
     register()            # env name "genrm": data.default.env_name: genrm, config under env.genrm
 
 It also registers the data processor ``genrm_math_data_processor``
 (:mod:`nemo_genrm.integrations.nemo_rl_processor`), which puts the raw question into
-``extra_env_info``. The ``genrm/*`` metrics reach NeMo-RL's logger through
-:mod:`nemo_genrm.integrations.nemo_rl_metrics`.
+``extra_env_info``, and makes NeMo-RL's ``Logger`` log the ``genrm/*`` metrics with every
+``train`` and ``validation`` log (:func:`nemo_genrm.integrations.nemo_rl_metrics.install_logger_hook`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _MISSING = (
 )
 
 
-def register(name: str = "genrm") -> str:
+def register(name: str = "genrm", *, log_metrics: bool = True) -> str:
     """Register the GenRM environment actor and its data processor into NeMo-RL; idempotent.
 
     The actor runs with NeMo-RL's system executable (``PY_EXECUTABLES.SYSTEM``: the Python of
@@ -39,6 +40,9 @@ def register(name: str = "genrm") -> str:
 
     Args:
         name: The env name used in ``data.*.env_name`` and as the key of its config under ``env``.
+        log_metrics: Make NeMo-RL's ``Logger`` add the ``genrm/*`` metrics of the GenRM
+            environments this process starts to every ``train`` and ``validation`` log (NeMo-RL
+            never asks an environment for its metrics); ``False`` leaves its ``Logger`` alone.
 
     Returns:
         The registered actor class path.
@@ -73,8 +77,8 @@ def register(name: str = "genrm") -> str:
             # No readable registry: NeMo-RL says the name is taken, most likely by our own
             # earlier call; nothing to compare it with.
             logger.info("NeMo-RL env %r was already registered", name)
-            return ACTOR_FQN
-        logger.info("registered NeMo-RL env %r -> %s", name, ACTOR_FQN)
+        else:
+            logger.info("registered NeMo-RL env %r -> %s", name, ACTOR_FQN)
     else:
         existing = entry.get("actor_class_fqn") if isinstance(entry, dict) else entry
         if existing != ACTOR_FQN:
@@ -83,6 +87,11 @@ def register(name: str = "genrm") -> str:
                 f"name, e.g. register(name='genrm_judge'), and use it in data.*.env_name and env.*"
             )
     _register_processor()
+    if log_metrics:
+        from nemo_genrm.integrations.nemo_rl_metrics import install_logger_hook
+
+        if install_logger_hook():
+            logger.info("NeMo-RL's Logger now logs genrm/* with every train and validation log")
     return ACTOR_FQN
 
 

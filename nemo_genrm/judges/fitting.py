@@ -317,11 +317,22 @@ def load_tokenizer(name: str, *, setting: str = "judge.tokenizer") -> Any:
         raise ConfigError([f"{setting}: no tokenizer could be loaded from {name!r}: {why}"]) from None
 
 
-def _why_not_loadable(name: str, exc: Exception) -> str:
-    # A hub id is "name" or "namespace/name"; anything else is meant as a folder.
+def missing_folder(name: str) -> str | None:
+    """Why ``name`` cannot be loaded when it is meant as a folder that does not exist, else ``None``.
+
+    A hub id is ``name`` or ``namespace/name``; anything else (``/``, ``.``, ``~`` first, or more
+    than one ``/``) is meant as a folder, which can be checked without reaching the hub.
+    """
     is_path = name.startswith(("/", ".", "~")) or name.count("/") > 1
     if is_path and not os.path.exists(os.path.expanduser(name)):
         return "there is no such folder; give the judge checkpoint's folder or a model id on the hub"
+    return None
+
+
+def _why_not_loadable(name: str, exc: Exception) -> str:
+    missing = missing_folder(name)
+    if missing is not None:
+        return missing
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{first} (give the judge checkpoint's folder, or a model id on the hub; offline, one in the cache)"
 

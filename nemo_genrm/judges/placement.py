@@ -414,6 +414,52 @@ def _not_scheduled(plan: SeparatePlan, timeout_s: float) -> str:
     )
 
 
+COLOCATED_UNDER_NEMO_RL = (
+    "NeMo-RL's GRPO creates its environments (create_env) before its policy's placement groups, "
+    "and its policy and generation workers then take every GPU share of those groups, so a judge "
+    "cannot join them. Use resources.placement: separate and leave the judge's GPUs out of "
+    "NeMo-RL's cluster block (cluster.gpus_per_node: the node's GPUs minus the judge's), or serve the "
+    "judge over HTTP (judge.backend: http); docs/nemo_rl.md, section GPUs"
+)
+"""What a NeMo-RL user with ``placement: colocated`` should do instead."""
+
+
+def colocated_group(resources: ResourcesConfig, handle: Any = None) -> Any:
+    """The placement group a colocated judge joins: ``handle``, else the one named
+    ``resources.colocate_with``, which must exist already (not waited for).
+
+    Raises:
+        ConfigError: No group is given or named, or no group has that name; the message says
+            what to do, NeMo-RL's case included (:data:`COLOCATED_UNDER_NEMO_RL`).
+    """
+    import ray
+
+    if handle is not None:
+        return handle
+    if not resources.colocate_with:
+        raise ConfigError(
+            (
+                "resources.placement is 'colocated' but there is no placement group to join: pass it in code "
+                "(placement_group=...) or name one that exists before the environment starts in "
+                f"resources.colocate_with. Under NeMo-RL there is none: {COLOCATED_UNDER_NEMO_RL}"
+            ),
+            source="env.genrm.resources",
+        )
+    try:
+        return ray.util.get_placement_group(resources.colocate_with)
+    except ValueError:
+        table = ray.util.placement_group_table().values()
+        names = sorted({str(t.get("name")) for t in table if t.get("state") != "REMOVED" and t.get("name")})
+        raise ConfigError(
+            (
+                f"resources.colocate_with: no placement group named {resources.colocate_with!r} exists when the "
+                f"environment starts (existing: {', '.join(names) or 'none'}); create it first or fix the name. "
+                f"Under NeMo-RL: {COLOCATED_UNDER_NEMO_RL}"
+            ),
+            source="env.genrm.resources",
+        ) from None
+
+
 def _join(
     judge: JudgeConfig,
     resources: ResourcesConfig,
@@ -425,30 +471,7 @@ def _join(
     import ray.exceptions
 
     res = resources
-    group = handle
-    if group is None:
-        if not res.colocate_with:
-            raise ConfigError(
-                (
-                    "resources.placement is 'colocated' but there is no placement group to join: set "
-                    "resources.colocate_with to the policy group's name (NeMo-RL: "
-                    "'grpo_policy_cluster-node0') or pass the group in code"
-                ),
-                source="env.genrm.resources",
-            )
-        try:
-            group = ray.util.get_placement_group(res.colocate_with)
-        except ValueError:
-            names = sorted(
-                {str(t.get("name")) for t in ray.util.placement_group_table().values() if t.get("state") != "REMOVED" and t.get("name")}
-            )
-            raise ConfigError(
-                (
-                    f"resources.colocate_with: no placement group named {res.colocate_with!r} exists; "
-                    f"existing names: {', '.join(names) or '(none)'}; start the policy first or fix the name"
-                ),
-                source="env.genrm.resources",
-            ) from None
+    group = colocated_group(res, handle)
     try:
         ray.get(group.ready(), timeout=ready_timeout_s)
     except ray.exceptions.GetTimeoutError:

@@ -2,8 +2,10 @@
 
 NeMo-RL's ``run_multi_turn_rollout`` calls ``generate`` on a batch; its
 ``run_async_multi_turn_rollout`` calls ``generate_async`` once per sample and reads
-``cfg["backend"]`` and ``cfg["vllm_cfg"]["async_engine"]`` to allow it. :class:`ScriptedGeneration`
-answers both in NeMo-RL's output shapes, so tests and benchmarks drive NeMo-RL's real rollout,
+``cfg["backend"]`` and ``cfg["vllm_cfg"]["async_engine"]`` to allow it; its eval loop
+(``nemo_rl.evals.eval.run_env_eval``) calls ``generate_text`` on a batch of prompt strings, or
+``generate_text_async`` once per prompt. :class:`ScriptedGeneration` answers all four in NeMo-RL's
+output shapes, so tests and benchmarks drive NeMo-RL's real rollout,
 environment and reward code with known responses and no GPU.
 """
 
@@ -78,6 +80,23 @@ class ScriptedGeneration:
         outputs = self._outputs(data)
         for index in range(len(data["input_ids"])):
             yield index, BatchedDataDict({k: v[index : index + 1] for k, v in outputs.items()})
+
+    def generate_text(self, data: Any, greedy: bool = False) -> Any:
+        """NeMo-RL's text generation (its eval loop): ``{"texts": [response per prompt]}``."""
+        from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+
+        self.generate_calls += 1
+        return BatchedDataDict({"texts": [self.respond(prompt) for prompt in data["prompts"]]})
+
+    async def generate_text_async(self, data: Any, greedy: bool = False) -> AsyncIterator[tuple[int, Any]]:
+        """NeMo-RL's streaming text generation: ``(row index, {"texts": [response]})`` per prompt."""
+        from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+
+        self.async_calls += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        for index, prompt in enumerate(data["prompts"]):
+            yield index, BatchedDataDict({"texts": [self.respond(prompt)]})
 
     # NeMo-RL's GenerationInterface lifecycle: nothing to do for a script.
     def prepare_for_generation(self, *args: Any, **kwargs: Any) -> bool:

@@ -129,14 +129,15 @@ def test_package_actor_classes_default_to_the_drivers_interpreter():
     assert GenRMEnvironment._default_options["max_concurrency"] == MAX_CONCURRENCY
 
 
-def test_environment_that_cannot_be_scheduled_fails_within_the_startup_timeout(ray_cluster):
+def test_environment_that_cannot_be_scheduled_fails_within_the_startup_timeout(ray_cluster, tiny_cache_dir):
     """``GenRMEnvironment.start`` gives up on an actor Ray cannot place, saying why, and leaves
-    no actor behind (the judge is never loaded: its path need not exist)."""
+    no actor behind (the judge is never loaded; the driver checks its folder first)."""
     from nemo_genrm.env.environment import GenRMEnvironment
+    from nemo_genrm.testing import cached_tiny_judge
 
     before = _actor_ids(ray_cluster)
     cfg = {
-        "judge": {"model_name": "/models/my-judge", "precision": "float32"},
+        "judge": {"model_name": str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)), "precision": "float32"},
         "resources": {"gpus_per_replica": 0},
         "fault_tolerance": {"startup_timeout_s": 2},
     }

@@ -144,8 +144,9 @@ def _scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
 
 def test_docs_nemo_rl_page_followed_literally(envs, tokenizer, tmp_path):
     """Every Python block of docs/nemo_rl.md runs as written, in order, with NeMo-RL's real
-    Logger (TensorBoard backend) and the environments NeMo-RL's create_env started; the
-    ``train/genrm/*`` scalars land in NeMo-RL's TensorBoard files."""
+    Logger (TensorBoard backend) and the environments NeMo-RL's create_env started: after
+    ``register()`` NeMo-RL's own ``train`` logs carry ``train/genrm/*``; the wrapper gives them to a
+    logger of another kind, and ``log_genrm_metrics`` to a launcher's own loop."""
     import ray
     from nemo_rl.experience.rollouts import run_multi_turn_rollout
     from nemo_rl.utils.logger import Logger
@@ -159,22 +160,32 @@ def test_docs_nemo_rl_page_followed_literally(envs, tokenizer, tmp_path):
         "tensorboard_enabled": True, "mlflow_enabled": False, "wandb": {}, "tensorboard": {},
         "monitor_gpus": False, "gpu_monitoring": {"collection_interval": 10, "flush_interval": 10},
     })
-    scope = {"task_to_env": envs, "val_task_to_env": envs, "logger": nemo_logger, "step": 1}
-    exec(python_blocks[0], scope)  # register()
+    other_logger = MagicMock()  # a logger that is not NeMo-RL's Logger
+    scope = {"task_to_env": envs, "val_task_to_env": envs, "logger": other_logger, "step": 3}
     batch = nemo_rl_batch(tokenizer, rows(4, GENRM_TASK))
     generation = ScriptedGeneration(tokenizer, lambda _prompt: "\\boxed{42}")
+
+    def rollout() -> None:
+        run_multi_turn_rollout(generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1)
+
+    exec(python_blocks[0], scope)  # register()
     ray.get(envs[GENRM_TASK].global_post_process_and_metrics.remote(None))  # earlier tests' steps
-    run_multi_turn_rollout(generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1)
+    rollout()
+    nemo_logger.log_metrics({"loss": 0.5}, 1, prefix="train")  # what grpo_train does each step
+    nemo_logger.log_metrics({"loss": 0.5}, 1, prefix="train")  # its second train log: nothing new
+    rollout()
     exec(python_blocks[1], scope)  # logger = GenRMMetricsLogger(logger, ...)
-    scope["logger"].log_metrics({"loss": 0.5}, 1, prefix="train")  # what grpo_train does each step
-    run_multi_turn_rollout(generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1)
-    exec(python_blocks[2], {**scope, "logger": nemo_logger, "step": 2})  # log_genrm_metrics(...)
+    scope["logger"].log_metrics({"loss": 0.4}, 2, prefix="train")
+    rollout()
+    exec(python_blocks[2], {**scope, "logger": nemo_logger})  # log_genrm_metrics(logger, task_to_env, step)
     for backend in nemo_logger.loggers:
         backend.writer.flush()
     scalars = _scalars(tmp_path)
-    assert scalars["train/loss"] == [(1, 0.5)]
-    assert scalars["train/genrm/num_samples"] == [(1, 4.0), (2, 4.0)]  # each step's own samples
-    assert scalars["train/genrm/mean_reward"] == [(1, 1.0), (2, 1.0)]
+    assert scalars["train/loss"] == [(1, 0.5), (1, 0.5)]
+    assert scalars["train/genrm/num_samples"] == [(1, 4.0), (3, 4.0)]  # each step's own samples
+    assert scalars["train/genrm/mean_reward"] == [(1, 1.0), (3, 1.0)]
+    (metrics, step, prefix), _ = other_logger.log_metrics.call_args
+    assert (step, prefix, metrics["loss"], metrics["genrm/num_samples"]) == (2, "train", 0.4, 4.0)
 
 
 # NeMo-RL's own fixture from its tests/unit/algorithms/test_grpo.py (the snapshot's tests/ is on
@@ -189,26 +200,22 @@ except ImportError as _exc:  # a NeMo-RL installed without its tests: say so, do
         pytest.fail(f"NeMo-RL's tests/unit/algorithms/test_grpo.py is not importable: {_missing}")
 
 
-def test_grpo_train_two_steps_logs_train_genrm_metrics(mock_grpo_components, envs, tokenizer, monkeypatch):
-    """NeMo-RL's grpo_train, its policy mocked as NeMo-RL's own test mocks it, the rollout real
-    (scripted generation, the GenRM env): each of the two steps logs ``train/genrm/*``."""
+@pytest.fixture
+def agreeing_server():
+    """A stand-in OpenAI-compatible judge server that answers "1" (agrees) to every prompt."""
+    from nemo_genrm.testing.stand_in_judges import StandInServer
+
+    with StandInServer(lambda _body: "1") as server:
+        yield server
+
+
+def _patch_grpo_train_for_a_mocked_policy(monkeypatch) -> None:
+    """What NeMo-RL's own test_grpo.py patches for its MagicMock policy (no real log-probs, one
+    row of two tokens, no GPU refit or profiling); the rollout and the environment stay real."""
     from nemo_rl.algorithms import grpo as grpo_mod
-    from nemo_rl.algorithms.grpo import _initial_grpo_save_state
+    from nemo_rl.distributed.batched_data_dict import BatchedDataDict
 
-    from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger
-    from nemo_genrm.testing.scripted_generation import ScriptedGeneration
-
-    c = mock_grpo_components
-    batch = nemo_rl_batch(tokenizer, rows(1, GENRM_TASK))
-    c["train_dataloader"].__iter__ = lambda self: iter([batch] * 10)
-    scripted = ScriptedGeneration(tokenizer, lambda _prompt: "\\boxed{42}")
-    policy_generation = MagicMock()
-    policy_generation.generate.side_effect = scripted.generate
-    policy_generation.get_logger_metrics.return_value = {}
-
-    def flat(*_args, **_kwargs):  # as NeMo-RL's test: one row of two tokens
-        from nemo_rl.distributed.batched_data_dict import BatchedDataDict
-
+    def flat(*_args, **_kwargs):
         return BatchedDataDict({
             "token_ids": torch.tensor([[1, 2]]), "advantages": torch.tensor([[0.5, 0.5]]),
             "generation_logprobs": torch.tensor([[0.0, 0.0]]), "token_loss_mask": torch.tensor([[1, 1]]),
@@ -222,28 +229,95 @@ def test_grpo_train_two_steps_logs_train_genrm_metrics(mock_grpo_components, env
     monkeypatch.setattr(grpo_mod, "refit_policy_generation", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "print_performance_metrics", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "maybe_gpu_profile_step", lambda *_a, **_k: None)
-    # The mocked policy has no real log-probs to compare (NeMo-RL's test patches this too).
     monkeypatch.setattr(grpo_mod, "compute_and_apply_seq_logprob_error_masking",
                         lambda *_a, **_k: {"max_seq_mult_prob_error": 1.0})
-    master_config = c["master_config"]
-    master_config.grpo.max_num_steps = 2
-    master_config.grpo.val_period = 0
-    master_config.grpo.val_at_start = False
-    task_to_env = {GENRM_TASK: envs[GENRM_TASK]}
-    ray.get(envs[GENRM_TASK].global_post_process_and_metrics.remote(None))  # earlier tests' steps
-    # NeMo-RL's memory tracker looks Ray up by address; name this test's own cluster, not any
-    # other Ray instance on the machine.
+    # NeMo-RL's memory tracker looks Ray up by address; name this test's own cluster.
     monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
-    grpo_mod.grpo_train(
-        c["policy"], policy_generation, c["train_dataloader"], c["val_dataloader"], tokenizer, c["loss_fn"],
-        task_to_env, task_to_env, GenRMMetricsLogger(c["logger"], task_to_env), c["checkpointer"],
-        _initial_grpo_save_state(), master_config,
-    )
+
+
+def _nemo_rl_root():
+    import importlib.util
+    from pathlib import Path
+
+    return Path(importlib.util.find_spec("nemo_rl").origin).parents[1]
+
+
+def _user_run_grpo(tmp_path):
+    """NeMo-RL's examples/run_grpo.py copied as docs/nemo_rl.md says: step 2's lines (the page's
+    first Python block, as written) put before its data set-up, where its environments are built."""
+    import importlib.util
+    import textwrap
+
+    source = (_nemo_rl_root() / "examples" / "run_grpo.py").read_text()
+    anchor = "    # setup data\n"
+    assert source.count(anchor) == 1, "NeMo-RL's run_grpo.py changed: update the anchor"
+    copy = tmp_path / "run_grpo.py"
+    copy.write_text(source.replace(anchor, textwrap.indent(_doc_blocks("python")[0], "    ") + anchor))
+    spec = importlib.util.spec_from_file_location("user_run_grpo", copy)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_grpo_main_with_register_logs_train_genrm_metrics(
+    mock_grpo_components, agreeing_server, tiny_cache_dir, tokenizer, tmp_path, monkeypatch, ray_cluster
+):
+    """A copy of NeMo-RL's ``run_grpo.py`` with ``register()`` added and nothing else runs two
+    GRPO steps on the YAML's data (NeMo-RL's ``data.train``, a local file) with the GenRM env
+    NeMo-RL's ``create_env`` built, and NeMo-RL's own TensorBoard logger gets ``train/genrm/*`` at
+    each step. Only what needs GPUs is replaced: ``setup`` hands back NeMo-RL's test mocks for the
+    policy and a scripted generation, with the real dataset, loss and Logger. The judge is a
+    stand-in OpenAI-compatible server saying "1" (what is tested is where the metrics go)."""
+    import json
+    import sys
+
+    from nemo_rl.algorithms.grpo import _initial_grpo_save_state
+    from nemo_rl.data.collate_fn import rl_collate_fn
+    from nemo_rl.utils.logger import Logger
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from nemo_genrm.testing import cached_tiny_tokenizer
+    from nemo_genrm.testing.scripted_generation import ScriptedGeneration
+
+    server = agreeing_server
+    judge = {"backend": "http", "model_name": "m", "http": {"base_url": server.base_url}}
+    run_grpo = _user_run_grpo(tmp_path)
+    rows = tmp_path / "questions.jsonl"
+    rows.write_text("".join(json.dumps({"input": f"{QUESTION} (#{i})", "output": "42"}) + "\n" for i in range(4)))
+    config = tmp_path / "grpo_genrm.yaml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "defaults": str(_nemo_rl_root() / "examples" / "configs" / "grpo_math_1B.yaml"),
+        "grpo": {"num_prompts_per_step": 1, "num_generations_per_prompt": 1, "max_num_steps": 2, "val_period": 0},
+        "policy": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
+        "data": {"train": {"dataset_name": "ResponseDataset", "data_path": str(rows), "split_validation_size": 0},
+                 "default": {"processor": "genrm_math_data_processor", "env_name": "genrm", "prompt_file": None}},
+        "env": {"genrm": {"judge": judge, "resources": {"num_replicas": 1, "gpus_per_replica": 0}}},
+        "logger": {"log_dir": str(tmp_path / "logs"), "tensorboard_enabled": True, "monitor_gpus": False},
+        "checkpointing": {"enabled": False},
+    }))
+    c = mock_grpo_components
+    scripted = ScriptedGeneration(tokenizer, lambda _prompt: "\\boxed{42}")
+    policy_generation = MagicMock()
+    policy_generation.generate.side_effect = scripted.generate
+    policy_generation.get_logger_metrics.return_value = {}
+    loggers = []
+
+    def setup(master_config, tokenizer, dataset, val_dataset, policy_factory=None):  # GPUs only past here
+        loggers.append(Logger(master_config.logger))
+        loader = StatefulDataLoader(dataset, batch_size=1, shuffle=False, collate_fn=rl_collate_fn)
+        return (c["policy"], policy_generation, None, None, loader, None, c["loss_fn"], loggers[0],
+                MagicMock(), _initial_grpo_save_state(), master_config, None, None)
+
+    _patch_grpo_train_for_a_mocked_policy(monkeypatch)
+    monkeypatch.setattr(run_grpo, "init_ray", lambda: None)  # the session's Ray cluster is up
+    monkeypatch.setattr(run_grpo, "setup", setup)
+    monkeypatch.setattr(sys, "argv", ["run_grpo.py", "--config", str(config)])
+    run_grpo.main()
+
     assert policy_generation.generate.call_count == 2  # the real rollout ran once per step
-    train = [
-        (call.args[1], call.args[0]) for call in c["logger"].log_metrics.call_args_list
-        if (call.args[2] if len(call.args) > 2 else call.kwargs.get("prefix")) == "train"
-    ]
-    genrm = [(step, m) for step, m in train if "genrm/num_samples" in m]
-    assert [step for step, _ in genrm] == [1, 2]  # logged as train/genrm/* at each step
-    assert all(m["genrm/num_samples"] == 1 and m["genrm/mean_reward"] == 1.0 for _, m in genrm)
+    for backend in loggers[0].loggers:
+        backend.writer.flush()
+    scalars = _scalars(tmp_path / "logs")
+    assert scalars["train/genrm/num_samples"] == [(1, 1.0), (2, 1.0)]  # each step's own sample
+    assert scalars["train/genrm/mean_reward"] == [(1, 1.0), (2, 1.0)]  # the judge agrees
+    assert len(server.bodies) == 2  # one judge request per step

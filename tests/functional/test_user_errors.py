@@ -137,31 +137,40 @@ def test_script_with_a_judge_path_that_does_not_exist(tmp_path, cluster_shell):
 
 @pytest.mark.slow
 def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_first_call(tmp_path, cluster_shell):
-    """``GenRMEnvironment.remote`` (NeMo-RL's way) does not wait: the actor keeps the error and
-    its first call raises it, as the package's type, and the actor does not abort."""
-    rc, out = run_script(tmp_path, cluster_shell, f"""
+    """``GenRMEnvironment.remote`` (NeMo-RL's way) does not wait: a problem only the actor can
+    see (here: the colocated group exists, so the driver lets it through, but the policy holds
+    its whole GPU) is kept by the actor, and its first call raises it as the package's type,
+    without an abort."""
+    rc, out = run_script(tmp_path, cluster_shell, """
         import sys
 
         import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
         from nemo_genrm import GenRMEnvironment
         from nemo_genrm.errors import ConfigError
+        from nemo_genrm.ray_env import ensure_ray
+        from nemo_genrm.testing import cached_tiny_judge
 
-        env = GenRMEnvironment.remote({{
-            "judge": {{"model_name": "{MISSING_JUDGE}", "precision": "float32"}},
-            "resources": {{"gpus_per_replica": 0}},
-        }})
+        ensure_ray()  # joins the cluster as GenRMEnvironment would, uploading nothing
+        group = placement_group([{"CPU": 1, "GPU": 1}], name="user_errors_policy")
+        ray.get(group.ready())
+        policy = ray.remote(num_cpus=0, num_gpus=1)(type("Policy", (), {"ping": lambda self: 1})).options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)).remote()
+        ray.get(policy.ping.remote())  # the policy holds the bundle's whole GPU
+        env = GenRMEnvironment.remote({
+            "judge": {"model_name": str(cached_tiny_judge("1")), "precision": "float32"},
+            "resources": {"placement": "colocated", "colocate_with": "user_errors_policy", "gpus_per_replica": 1},
+        })
         try:
-            ray.get(env.step.remote([[{{"role": "assistant", "content": "42"}}]], [{{"ground_truth": "42"}}]))
+            ray.get(env.step.remote([[{"role": "assistant", "content": "42"}]], [{"ground_truth": "42"}]))
         except ConfigError:
             raise  # the package's type, through Ray's wrapper
         except BaseException:
             sys.exit(3)
     """)
     assert rc == 1, f"not raised as a ConfigError (exit code {rc}):\n{out}"
-    assert_one_error(
-        rc, out, "ray.exceptions.RayTaskError(ConfigError)", "nemo_genrm.errors.ConfigError",
-        f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
-    )
+    assert_one_error(rc, out, "ray.exceptions.RayTaskError(ConfigError)", "nemo_genrm.errors.ConfigError", "GPU free")
 
 
 # --------------------------------------------------------------------------- entry points
@@ -232,16 +241,13 @@ def test_nemo_rl_create_env_with_a_misspelt_key_fails_in_the_driver(tmp_path, sh
 
 
 @pytest.mark.nemo_rl
-def test_nemo_rl_env_whose_judge_cannot_start_raises_typed_from_its_first_call(tmp_path, cluster_shell):
-    """A judge path that does not exist is seen in the actor: it keeps the error, and the first
-    ``step`` NeMo-RL sends raises it as a ``ConfigError`` (no dead actor, no abort)."""
+def test_nemo_rl_create_env_with_a_judge_path_that_does_not_exist_fails_in_the_driver(tmp_path, cluster_shell):
+    """A judge folder that does not exist is seen by ``create_env`` itself, before any actor
+    starts (not at the first ``step``): one ``ConfigError`` naming the setting."""
     rc, out = run_in_nemo_rl_env(tmp_path, cluster_shell, f"""
-        import sys
-
         import ray
         from nemo_rl.environments.utils import create_env
 
-        from nemo_genrm.errors import ConfigError
         from nemo_genrm.integrations.nemo_rl import register
 
         ray.init()  # NeMo-RL's init_ray joins the cluster as well
@@ -250,14 +256,8 @@ def test_nemo_rl_env_whose_judge_cannot_start_raises_typed_from_its_first_call(t
             "judge": {{"model_name": "{MISSING_JUDGE}", "precision": "float32"}},
             "resources": {{"gpus_per_replica": 0}},
         }})
-        try:
-            ray.get(env.step.remote([[{{"role": "assistant", "content": "42"}}]], [{{"ground_truth": "42"}}]))
-        except ConfigError:
-            raise  # the package's type, through Ray's wrapper
-        except BaseException:
-            sys.exit(3)
     """)
-    assert rc == 1, f"not raised as a ConfigError (exit code {rc}):\n{out}"
     assert_one_error(
-        rc, out, "RayTaskError(ConfigError)", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
+        rc, out, "nemo_genrm.errors.ConfigError",
+        f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}': there is no such folder",
     )

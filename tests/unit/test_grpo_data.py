@@ -162,7 +162,7 @@ def test_long_prompts_are_dropped():
 def test_nemo_rl_engine_drops_long_prompts_at_load_instead_of_masking(caplog):
     # --engine nemo_rl renders with the same builder: an over-long prompt never reaches NeMo-RL
     # (no 4-token stub with loss_multiplier 0), and the kept rows hold the full templated text.
-    from nemo_genrm.grpo.nemo_rl_engine import TASK_NAME, _rows
+    from nemo_genrm.grpo.nemo_rl_data import TASK_NAME, _rows
 
     builder = PolicyPromptRenderer(DataConfig(prompt="{}"), _Tokenizer())
     examples = [QAExample("one two", "x"), QAExample("one two three four five six", "y")]
