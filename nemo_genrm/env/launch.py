@@ -189,8 +189,9 @@ def preflight(cfg: GenRMConfig, placement_group: Any = None) -> None:
     Raises:
         ConfigError: Every problem found, each saying what to change.
     """
-    from nemo_genrm.env.room import check_answer_room
+    from nemo_genrm.env.room import check_answer_room, judge_tokenizers
     from nemo_genrm.env.startup import check_judge_sources
+    from nemo_genrm.modes import build_mode
     from nemo_genrm.prompts import PromptBuilder
 
     problems: list[str] = []
@@ -205,7 +206,10 @@ def preflight(cfg: GenRMConfig, placement_group: Any = None) -> None:
 
     collect(lambda: check_judge_sources(cfg))
     if not problems:  # a judge that is not there has no tokenizer to count its room with
-        collect(lambda: check_answer_room(cfg, PromptBuilder(cfg.prompt, cfg.verdict)))
+        # The mode's prompt with every field empty, counted with each judge's tokenizer, as the
+        # environment's constructor will count it.
+        fixed = lambda: build_mode(cfg, PromptBuilder(cfg.prompt, cfg.verdict)).fixed_request()  # noqa: E731
+        collect(lambda: check_answer_room(cfg, fixed(), judge_tokenizers(cfg)))
     ensure_ray()
     collect(lambda: check_layout(cfg, placement_group))
     if problems:
