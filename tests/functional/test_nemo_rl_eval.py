@@ -21,7 +21,8 @@ from nemo_rl_support import genrm_cfg
 pytestmark = pytest.mark.nemo_rl
 
 # Per problem: the policy's response. The tiny judge says "agrees" (1) to every prompt it gets,
-# so an answer is rewarded 1; an empty response has no answer and never reaches it (reward 0).
+# and the value verifier beside it (reward.verifier: both, the default) vetoes 41 against 42:
+# 42 -> 1, 41 -> 0; an empty response has no answer and never reaches it (reward 0).
 RESPONSES = {"(#0)": "6 times 7 is \\boxed{42}", "(#1)": "", "(#2)": "It is \\boxed{41}"}
 
 
@@ -72,6 +73,6 @@ def test_run_eval_main_scores_with_the_genrm_env(ray_cluster, tiny_cache_dir, tm
 
     assert generation.generate_calls == 1  # every prompt in one batch (num_prompts_per_step: -1)
     saved = json.loads((tmp_path / "out" / "evaluation_data.json").read_text())["evaluation_data"]
-    assert [s["reward"] for s in saved] == [1.0, 0.0, 1.0]
+    assert [s["reward"] for s in saved] == [1.0, 0.0, 0.0]
     # cons@1 reads the env's answers: with none, NeMo-RL's eval_cons_k fails on len(None).
-    assert "score=0.6667 (2.0/3)" in capsys.readouterr().out
+    assert "score=0.3333 (1.0/3)" in capsys.readouterr().out

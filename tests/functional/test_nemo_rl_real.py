@@ -70,8 +70,9 @@ def test_calculate_rewards_mixes_genrm_and_nemo_rl_math(envs, tokenizer):
     for log, text in zip(batch["message_log"], responses, strict=True):
         log.append({"role": "assistant", "content": text, "token_ids": tokenizer(text)["input_ids"]})
     result = calculate_rewards(batch, envs)
-    # The tiny judge always says "agrees" (1); NeMo-RL's math verifier checks the value.
-    assert result.rewards.tolist() == [1.0, 1.0, 1.0, 0.0]
+    # The tiny judge always says "agrees" (1), and the value verifier beside it (reward.verifier:
+    # both, the default) vetoes 41 against 42; NeMo-RL's math verifier checks the value too.
+    assert result.rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
     assert [m["genrm"]["reason"] for m in result.metadata[:2]] == ["judged", "judged"]
     assert "genrm" not in result.metadata[2]
     _, metrics = ray.get(envs[GENRM_TASK].global_post_process_and_metrics.remote(None))
@@ -91,8 +92,9 @@ def test_rollouts_with_a_scripted_policy_log_the_whole_step(envs, tokenizer, rol
     log_genrm_metrics(MagicMock(), envs, 0)  # start a fresh window
     final, metrics = getattr(rollouts, rollout)(generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1)
     rewards = final["total_reward"].tolist()
-    # GenRM: an empty response has no answer -> 0; the judge agrees with the rest. Math: #0 right, #1 wrong.
-    assert rewards == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    # GenRM: an empty response has no answer -> 0; the judge agrees with the rest, and the value
+    # verifier (the default `both`) vetoes #1's 7 against 42. Math: #0 right, #1 wrong.
+    assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
     assert (generation.async_calls > 0) == (rollout == "run_async_multi_turn_rollout")
     nemo_logger = MagicMock()
     logged = log_genrm_metrics(nemo_logger, envs, 3)
