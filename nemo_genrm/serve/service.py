@@ -18,12 +18,12 @@ import contextlib
 import logging
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, load_config, validate
+from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
@@ -86,15 +86,21 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         ConfigError: The config is invalid, the API key's variable or file is unset or empty,
             the judge's tokenizer cannot be loaded, the replicas need more GPUs than the
             cluster has, or Ray Serve already listens on another host/port.
-        TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``.
+        JudgeStartupError: A Ray worker process started for the service (a replica, Serve's
+            controller or proxy) exited before it connected, or Ray Serve could not deploy the
+            application: raised as soon as it is known, with the worker's own error read from its
+            node's Ray logs and what to check on the node (:mod:`nemo_genrm.serve.startup`).
+        TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``; says what
+            each replica still waits for.
     """
     import ray
     from ray import serve
     from ray.serve.api import RunTarget, run_many
 
+    from nemo_genrm.judges.worker_logs import WorkerStartWatch
     from nemo_genrm.serve.app import JudgeDeployment
-
     from nemo_genrm.serve.guard import key_digest, load_api_key
+    from nemo_genrm.serve.startup import job_environment_check, wait_for_service
 
     cfg = validate(ServiceConfig, config)
     try:
@@ -116,7 +122,9 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
             "the judge engine runs inside replicas that reserve no GPU, so it runs on CPU: set "
             "serve.num_gpus_per_replica: 1 (or serve.engine_in_replica: false)"
         )
-    prepare_job_environment(cfg.serve.startup_timeout_s)  # Serve's own actors use the job's
+    watch = WorkerStartWatch()  # from here on, a worker that dies before it connects is reported
+    # Serve's own actors use the job's environment: built first, within the start-up bound.
+    prepare_job_environment(cfg.serve.startup_timeout_s, while_waiting=job_environment_check(cfg, watch))
     serve.start(
         proxy_location=cfg.serve.proxy_location,
         http_options={"host": cfg.serve.host, "port": cfg.serve.port},
@@ -153,13 +161,16 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         name=cfg.serve.app_name,
         route_prefix=cfg.serve.route_prefix,
     )
-    run_many(
-        [target], wait_for_ingress_deployment_creation=wait, wait_for_applications_running=wait
-    )
+    # Not Serve's own wait: it waits as long as Ray retries a worker that cannot start.
+    run_many([target], wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
     host = "127.0.0.1" if cfg.serve.host in ("0.0.0.0", "::") else cfg.serve.host
     url = f"http://{host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}/v1"
     if wait:
-        wait_until_healthy(url, cfg.serve.startup_timeout_s)
+        try:
+            wait_for_service(url, cfg, watch, cfg.serve.startup_timeout_s)
+        except BaseException:
+            stop_judge_service(cfg.serve.app_name)  # nothing left retrying a replica that cannot start
+            raise
         logger.info("judge service %r for model %r at %s", cfg.serve.app_name, cfg.model_id, url)
     return url
 
@@ -212,19 +223,17 @@ def wait_until_healthy(url: str, timeout_s: float = 600.0) -> None:
     Raises:
         TimeoutError: No 200 within ``timeout_s``.
     """
-    health = url.removesuffix("/").removesuffix("/v1") + "/health"
+    from nemo_genrm.serve.startup import answers, health_url
+
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(health, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError as exc:  # proxy not listening yet, or routes not ready (404/503)
-            last = exc
+        ok, last = answers(url)
+        if ok:
+            return
         time.sleep(0.2)
     raise TimeoutError(
-        f"judge service did not become healthy at {health} within {timeout_s:.0f} s: {last}"
+        f"judge service did not become healthy at {health_url(url)} within {timeout_s:.0f} s: {last}"
     )
 
 
@@ -299,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cfg = load_service_config(args.config, args.overrides)
         url = start_judge_service(cfg)
-    except ConfigError as exc:  # the mistake and its fix, not a traceback (as the examples do)
+    except (ConfigError, JudgeStartupError, TimeoutError) as exc:  # the cause and its fix, not a traceback
         sys.exit(f"error: {exc}")
     logger.info("serving %r at %s (Ctrl-C stops)", cfg.model_id, url)
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -369,3 +370,47 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
                 thread.join(timeout=60)
         http_judge.shutdown()
         stop_judge_service(app)
+
+
+# A node whose Python cannot start Ray workers: its raylet's environment puts this
+# sitecustomize first on the path, which stops a Ray worker process before it connects (as a
+# missing or broken interpreter, or a failing import, would), and nothing else.
+BROKEN_SITE = """
+import sys
+if any(str(arg).endswith("default_worker.py") for arg in sys.orig_argv):
+    sys.stderr.write("broken-node: this node's Python cannot start Ray workers\\n")
+    sys.exit(3)
+"""
+
+
+def test_a_replica_whose_worker_cannot_start_fails_the_start_with_the_workers_own_error(cluster, tmp_path):
+    from nemo_genrm.errors import JudgeStartupError
+    from nemo_genrm.serve import start_judge_service, stop_judge_service
+
+    (tmp_path / "sitecustomize.py").write_text(BROKEN_SITE)
+    cluster.add_node("broken", cpus=2, labels={"zone": "broken"}, env_vars={"PYTHONPATH": str(tmp_path)})
+    app = "genrm-broken-node"
+    service = {
+        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1")), "precision": "float32",
+                  "max_model_len": 256, "sampling": {"max_new_tokens": 4}},
+        "serve": {"port": _free_port(), "app_name": app, "proxy_location": "HeadOnly", "num_replicas": 1,
+                  "node_labels": {"zone": "broken"}, "startup_timeout_s": 120},
+    }
+    try:
+        start = time.monotonic()
+        with pytest.raises(JudgeStartupError) as err:
+            start_judge_service(service)
+        took = time.monotonic() - start
+        message = str(err.value)
+        print(f"start-up failed after {took:.1f} s with:\n{message}")
+        # The worker's own words, where it ran, and what to check there.
+        assert "broken-node: this node's Python cannot start Ray workers" in message
+        assert "exited before it connected" in message and "'zone': 'broken'" in message
+        assert sys.executable in message and "docs/scale_out.md" in message
+        from ray._private.state import actors
+
+        left = [a["State"] for a in actors().values() if f"ServeReplica:{app}" in a["ActorClassName"]]
+        assert set(left) <= {"DEAD"}, left  # the service was taken down: nothing left retrying it
+    finally:
+        stop_judge_service(app)
+        cluster.remove_node("broken")
