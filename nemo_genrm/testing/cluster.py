@@ -214,6 +214,23 @@ class SimulatedCluster:
             if class_name_part in a["ActorClassName"] and a["State"] == "ALIVE"
         )
 
+    def actor_pids(self, node: str, class_name_part: str) -> list[int]:
+        """Process ids of the alive actors on node ``node`` whose class name contains the part."""
+        from ray._private.state import actors
+
+        node_id = self.nodes[node].node_id
+        return sorted(
+            int(a["Pid"])
+            for a in actors().values()
+            if class_name_part in a["ActorClassName"] and a["State"] == "ALIVE" and a["Address"]["NodeID"] == node_id
+        )
+
+    def raylet_pid(self, node: str) -> int:
+        """The process id of node ``node``'s raylet (kill it alone to lose the node but not its workers)."""
+        from ray._private import ray_constants
+
+        return self.nodes[node].node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+
     def wait_dead(self, node_id: str, timeout_s: float = 60.0) -> float:
         """Wait until Ray reports node ``node_id`` dead; the seconds it took.
 

@@ -18,10 +18,13 @@ hand-computed value wherever the pool sent the sample.
 from __future__ import annotations
 
 import collections
+import os
+import signal
 import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -259,10 +262,48 @@ def test_a_node_lost_mid_step_leaves_every_reward_right_and_its_replica_comes_ba
         assert _where(cluster, judge.stats())[0] == "n4"
         assert judge.pool.chunks_done()[0] > before
         assert judge.stats().node_losses == 1
+
+        # Training idle, no step: n4's raylet alone is killed. Its judge worker goes with it at
+        # once, and the loss is noticed and the replica brought back on a node that joins, all
+        # before any step.
+        workers = cluster.actor_pids("n4", "WorkerHost")
+        assert len(workers) == 1, workers
+        os.kill(cluster.raylet_pid("n4"), signal.SIGKILL)
+        killed = time.monotonic()
+        _wait_for(lambda: not any(_running(pid) for pid in workers), timeout_s=10)
+        outlived = time.monotonic() - killed
+        _wait_for(lambda: judge.stats().node_losses == 2, timeout_s=60)
+        cluster.remove_node("n4")  # what else of it is left (its agents)
+        cluster.add_node("n5", cpus=2, labels={**JUDGE_NODE, "zone": "e"})
+        _wait_for(lambda: _where(cluster, judge.stats())[0] == "n5", timeout_s=120)
+        print(f"the judge worker outlived its raylet by {outlived:.2f} s; "
+              f"the replica was back on a new node {time.monotonic() - killed:.1f} s after, with no step")
+        assert outlived < 3.0
+        fourth = env.step(logs, meta)
+        assert fourth.rewards.tolist() == expected
+        # The loss noticed between steps is counted in the next step's metrics, once.
+        assert env.last_metrics()["genrm/judge_node_losses"] == 1.0
+        assert judge.stats().restarts == 0
     finally:
         env.shutdown()
         judge.shutdown()
         resources.release()
+
+
+def _wait_for(predicate, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not so within {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 # ------------------------------------------------------------------------------------ service
