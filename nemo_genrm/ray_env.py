@@ -38,7 +38,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nemo_genrm.orphan_guard import ray_descendants, start_guard
+
 logger = logging.getLogger(__name__)
+
+_START_ATTEMPTS = 3
 
 
 def actor_runtime_env(runtime_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -110,7 +114,10 @@ def ensure_ray(**options: Any) -> bool:
     log lines go through the application's logging (``configure_logging=False``) instead of a
     handler of Ray's own; the workers' output still reaches this terminal. The job's runtime
     environment goes through :func:`job_runtime_env`, so a driver under ``uv run`` works from any
-    folder and uploads nothing.
+    folder and uploads nothing. A local node that misses Ray's fixed 30 s start-up window (a busy
+    machine) is started again, three times at most. A cluster this call starts (not one it joins) gets a guard process
+    (:mod:`nemo_genrm.orphan_guard`) that stops all of it within seconds once this process, or
+    the ``uv run`` that started it, is gone, however it ended.
 
     Args:
         **options: Further ``ray.init`` options (they win; a ``runtime_env`` among them is kept
@@ -122,7 +129,18 @@ def ensure_ray(**options: Any) -> bool:
         return False
     logger.info("Ray is not initialised: starting or joining a cluster")
     options["runtime_env"] = job_runtime_env(options.get("runtime_env"))
-    ray.init(**{"configure_logging": False, **options})
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        try:
+            ray.init(**{"configure_logging": False, **options})
+            break
+        except Exception as exc:  # Ray raises a bare Exception when its node does not come up
+            if attempt == _START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise
+            # On a busy machine a new node can miss Ray's fixed 30 s start-up window.
+            logger.warning("Ray's node did not start in time (%s); trying again", exc)
+            ray.shutdown()
+    if ray_descendants(os.getpid()):  # a cluster of this process's own, not one it joined
+        start_guard()
     return True
 
 

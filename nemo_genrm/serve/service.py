@@ -14,8 +14,9 @@ and their rules are in :mod:`nemo_genrm.serve.app` and ``docs/serving.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from typing import Any
 
 from nemo_genrm.config import ConfigError, load_config, validate
 from nemo_genrm.errors import JudgeStartupError
+from nemo_genrm.orphan_guard import ray_descendants, start_guard, stop_guard
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
@@ -256,10 +258,14 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
     except Exception as exc:  # Serve already shut down
         logger.debug("serve.delete(%r): %s", app_name, exc)
         remaining = {}
-    if not remaining:
-        serve.shutdown()
-    with contextlib.suppress(ValueError):  # no such actor: already stopped
+    try:
+        if not remaining:
+            serve.shutdown()
         ray.kill(ray.get_actor(_metrics_name(app_name), namespace=METRICS_NAMESPACE))
+    except ValueError:  # no such actor: already stopped
+        pass
+    except Exception as exc:  # noqa: BLE001 - the cluster is going or gone (a signal to the process group)
+        logger.warning("stopping the judge service %r: %s", app_name, str(exc).splitlines()[0] if str(exc) else exc)
 
 
 def _check_proxy(cfg: ServeConfig) -> None:
@@ -305,19 +311,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    cfg: ServiceConfig | None = None
+    error = None
+    start_guard()  # a `uv run` killed at any moment takes this process and all it started with it
+    _stop_on_sigterm()
     try:
         cfg = load_service_config(args.config, args.overrides)
         url = start_judge_service(cfg)
-    except (ConfigError, JudgeStartupError, TimeoutError) as exc:  # the cause and its fix, not a traceback
-        sys.exit(f"error: {exc}")
-    logger.info("serving %r at %s (Ctrl-C stops)", cfg.model_id, url)
-    try:
+        _stop_on_sigterm()  # again: ray.init installs a SIGTERM handler of its own
+        logger.info("serving %r at %s (Ctrl-C or SIGTERM stops)", cfg.model_id, url)
         while True:
             time.sleep(1.0)
+    except (ConfigError, JudgeStartupError, TimeoutError) as exc:  # the cause and its fix, not a traceback
+        error = f"error: {exc}"
     except KeyboardInterrupt:
         logger.info("stopping the judge service")
     finally:
-        stop_judge_service(cfg.serve.app_name)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # the teardown runs to its end
+            signal.signal(signum, signal.SIG_IGN)
+        # On a cluster of its own the service goes with the cluster, at once; on a shared one
+        # (RAY_ADDRESS) only the service is deleted.
+        if cfg is not None and not ray_descendants(os.getpid()):
+            stop_judge_service(cfg.serve.app_name)
+        _shutdown_ray()
+    if error is not None:
+        sys.exit(error)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the service as Ctrl-C does (a process manager's stop, ``kill``)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _shutdown_ray() -> None:
+    """Stop the Ray cluster the CLI started, and its guard's sweep of what Ray leaves for seconds."""
+    import ray
+
+    try:
+        ray.shutdown()
+    except Exception as exc:  # noqa: BLE001 - the cluster is gone already
+        logger.warning("ray.shutdown: %s", exc)
+    stop_guard()
 
 
 if __name__ == "__main__":

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
 import socket
+import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -498,3 +502,84 @@ def test_one_key_cannot_hold_every_open_request(services):
     assert statuses == [408] * PER_KEY
     after = _metrics(url)
     assert after["rejected_by_code"].get("too_many_requests", 0) - before["rejected_by_code"].get("too_many_requests", 0) == 1
+
+
+# ---------------------------------------------------------------------------- stopping the CLI
+STOPPED_WITHIN_S = 10.0  # every process of the service gone after its stop or kill
+
+
+def _alive_of(procs: dict[int, float]) -> list[int]:
+    """The processes of ``procs`` (pid -> create time) still running (not zombies)."""
+    import psutil
+
+    alive = []
+    for pid, created in procs.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _as_a_shell_starts_it() -> None:
+    """Default SIGINT and SIGTERM in the child, as a shell starts a command (a test session may
+    have inherited them ignored, and an ignored signal stays ignored across exec)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv on the PATH")
+@pytest.mark.parametrize("stop", ["SIGINT to the process group", "SIGTERM to the driver", "SIGKILL to uv"])
+def test_the_service_cli_stopped_or_killed_leaves_no_process_and_no_traceback(stop, tiny_cache_dir, tmp_path):
+    # As users start it: `uv run python -m nemo_genrm.serve ...`, with no terminal (a process
+    # manager, `nohup`, CI). Stopped or killed by real pids, every process it started goes.
+    import psutil
+
+    from nemo_genrm.testing import cached_tiny_judge
+
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "service.log"
+    command = [shutil.which("uv"), "run", "--project", str(root), "python", "-m", "nemo_genrm.serve",
+               "--config", str(root / "examples" / "configs" / "serve_judge_tiny.yaml"),
+               f"judge.model_name={cached_tiny_judge('1')}", f"serve.port={_free_port()}"]
+    # A cluster of its own, even where a `ray start` (or a simulated) cluster runs on the machine.
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    with log.open("w") as out:
+        uv = subprocess.Popen(command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_as_a_shell_starts_it)
+    run: dict[int, float] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while "serving 'tiny-judge'" not in log.read_text():
+            assert uv.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        run = {p.pid: p.create_time() for p in psutil.Process(uv.pid).children(recursive=True)}
+        driver = next(p.pid for p in psutil.Process(uv.pid).children() if "nemo_genrm.serve" in " ".join(p.cmdline()))
+        assert len(run) > 5, run  # uv's driver, Ray's GCS, raylet, agents, Serve's actors, the guard
+        if stop == "SIGINT to the process group":  # Ctrl-C where there is no terminal
+            os.killpg(uv.pid, signal.SIGINT)
+        elif stop == "SIGTERM to the driver":
+            os.kill(driver, signal.SIGTERM)
+        else:
+            os.kill(uv.pid, signal.SIGKILL)
+        stopped = time.monotonic()
+        while _alive_of(run) and time.monotonic() - stopped < STOPPED_WITHIN_S:
+            time.sleep(0.1)
+        left = {pid: psutil.Process(pid).name() for pid in _alive_of(run)}
+        ignored = Path(f"/proc/{driver}/status").read_text().split("SigIgn:")[1].split()[0] if driver in left else ""
+        assert not left, f"{stop}: still running {STOPPED_WITHIN_S:g} s later: {left} (driver SigIgn {ignored})"
+        print(f"{stop}: every process of the service gone {time.monotonic() - stopped:.1f} s after")
+        uv.wait(timeout=30)
+        output = log.read_text()
+        assert "Traceback" not in output, output[-3000:]
+        if stop != "SIGKILL to uv":
+            assert "stopping the judge service" in output and uv.returncode == 0, (uv.returncode, output[-2000:])
+    finally:
+        for pid in _alive_of(run):
+            os.kill(pid, signal.SIGKILL)
+        if uv.poll() is None:
+            uv.kill()
+            uv.wait(timeout=30)
