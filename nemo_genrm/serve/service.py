@@ -71,9 +71,11 @@ def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> Serv
 def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: bool = True) -> str:
     """Deploy the judge service on the current Ray cluster.
 
-    Starts Ray (locally) when it is not running. Ray Serve's HTTP host and port are set once per
-    cluster, so every service on one cluster uses the same ``serve.host``/``serve.port`` and a
-    different ``serve.app_name`` and ``serve.route_prefix``.
+    Starts Ray (locally) when it is not running. Clients connect to ``serve.host:serve.port``,
+    the service's edge (:mod:`nemo_genrm.serve.edge`: header timeout, Ray Serve's own routes
+    kept off the network), which forwards to Ray Serve's proxy on ``127.0.0.1``. That proxy is
+    set once per cluster, so services on one cluster share it and use a different
+    ``serve.app_name`` and ``serve.route_prefix``.
 
     Args:
         config: A :class:`ServiceConfig`, or a dict/DictConfig with ``judge`` and ``serve``.
@@ -101,6 +103,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
 
     from nemo_genrm.judges.worker_logs import WorkerStartWatch
     from nemo_genrm.serve.app import JudgeDeployment
+    from nemo_genrm.serve.edge import start_edges
     from nemo_genrm.serve.guard import key_digest, load_api_key
     from nemo_genrm.serve.startup import job_environment_check, wait_for_service
 
@@ -127,11 +130,10 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     watch = WorkerStartWatch()  # from here on, a worker that dies before it connects is reported
     # Serve's own actors use the job's environment: built first, within the start-up bound.
     prepare_job_environment(cfg.serve.startup_timeout_s, while_waiting=job_environment_check(cfg, watch))
-    serve.start(
-        proxy_location=cfg.serve.proxy_location,
-        http_options={"host": cfg.serve.host, "port": cfg.serve.port},
-    )
-    _check_proxy(cfg.serve)
+    _start_serve(cfg.serve)
+    proxy_port = _check_proxy(cfg.serve)
+    start_edges(cfg.serve.host, cfg.serve.port, proxy_port, cfg.serve.header_timeout_s,
+                cfg.serve.proxy_location, METRICS_NAMESPACE)
     metrics = (
         ray.remote(num_cpus=0, runtime_env=actor_runtime_env())(MetricsStore)
         .options(
@@ -250,6 +252,8 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
     import ray
     from ray import serve
 
+    from nemo_genrm.serve.edge import stop_edges
+
     if not ray.is_initialized():
         return
     try:
@@ -261,6 +265,7 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
     try:
         if not remaining:
             serve.shutdown()
+            stop_edges(None, None, METRICS_NAMESPACE)
         ray.kill(ray.get_actor(_metrics_name(app_name), namespace=METRICS_NAMESPACE))
     except ValueError:  # no such actor: already stopped
         pass
@@ -268,17 +273,46 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
         logger.warning("stopping the judge service %r: %s", app_name, str(exc).splitlines()[0] if str(exc) else exc)
 
 
-def _check_proxy(cfg: ServeConfig) -> None:
-    """Fail fast when Ray Serve already listens elsewhere (its HTTP options are per cluster)."""
+def _start_serve(cfg: ServeConfig) -> None:
+    """Start Ray Serve (or connect to it), its proxy on loopback only, behind the edge.
+
+    Serve's controller checks a new proxy every 5 s and replaces one not ready after three
+    checks; on a loaded machine a proxy's worker can take longer to start, and ``serve.start``
+    then raises for the proxy it was waiting on although its replacement is on the way. The
+    controller is up by then: Serve is joined, and the proxy's readiness is waited for with the
+    rest of the start-up (``serve.startup_timeout_s``).
+    """
+    import ray
+    from ray import serve
+
+    from nemo_genrm.judges.ray_hosts import free_port
+
+    options = {"proxy_location": cfg.proxy_location,
+               "http_options": {"host": "127.0.0.1", "port": cfg.proxy_port or free_port()}}
+    try:
+        serve.start(**options)
+    except ray.exceptions.RayActorError as exc:
+        logger.warning("Ray Serve replaced its HTTP proxy while it started (%s); waiting for the new one",
+                       str(exc).splitlines()[0])
+        serve.start(**options)
+
+
+def _check_proxy(cfg: ServeConfig) -> int:
+    """Ray Serve's proxy port on this cluster; fail fast when Serve listens otherwise.
+
+    Its HTTP options are set once per cluster: a Serve started before (by another service, or
+    by hand) must listen on loopback, behind the edges, on ``serve.proxy_port`` when one is set.
+    """
     from ray.serve.context import _get_global_client
 
     running = _get_global_client().http_config
-    if (running.host, running.port) != (cfg.host, cfg.port):
+    if running.host != "127.0.0.1" or (cfg.proxy_port is not None and running.port != cfg.proxy_port):
         raise ConfigError(
-            f"Ray Serve on this cluster already listens on {running.host}:{running.port}, not "
-            f"{cfg.host}:{cfg.port}: use that serve.host/serve.port (with another app_name and "
-            "route_prefix), or stop the other services first"
+            f"Ray Serve on this cluster already listens on {running.host}:{running.port}; the judge service "
+            f"needs its proxy on 127.0.0.1{f':{cfg.proxy_port}' if cfg.proxy_port else ''} behind its edge: "
+            "stop the other Serve applications (serve.shutdown()) first, or leave serve.proxy_port unset"
         )
+    return int(running.port)
 
 
 def replica_actor_options(serve_cfg: ServeConfig) -> dict[str, Any]:
