@@ -315,7 +315,10 @@ def _free_port() -> int:
 
 def _health(base: str) -> dict[str, Any]:
     response = httpx.get(f"{base}/health", timeout=10)
-    return {"code": response.status_code, **response.json()}
+    try:
+        return {"code": response.status_code, **response.json()}
+    except ValueError:  # Serve's proxy's own plain-text 5xx, for a request it sent to the lost replica
+        return {"code": response.status_code, "error": response.text[:200]}
 
 
 def _wait_health(base: str, predicate, timeout_s: float) -> dict[str, Any]:
