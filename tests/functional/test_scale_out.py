@@ -385,8 +385,8 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
             thread.start()
         time.sleep(1.0)
         judged: list[Any] = []
-        retrying = threading.Thread(target=lambda: judged.extend(
-            gen.text for gen in http_judge.generate([body["messages"]] * 24)))
+        retrying = threading.Thread(target=lambda: judged.extend(  # a daemon: a failure ends the test at once
+            gen.text for gen in http_judge.generate([body["messages"]] * 24)), daemon=True)
         retrying.start()
         cluster.remove_node(serving[0])  # its processes killed, requests in flight on it
         degraded = _wait_health(base, lambda h: h.get("status") == "degraded", timeout_s=60)
