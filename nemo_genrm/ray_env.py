@@ -34,10 +34,15 @@ import copy
 import logging
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from nemo_genrm.orphan_guard import ray_descendants, start_guard
+
 logger = logging.getLogger(__name__)
+
+_START_ATTEMPTS = 3
 
 
 def actor_runtime_env(runtime_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -109,7 +114,10 @@ def ensure_ray(**options: Any) -> bool:
     log lines go through the application's logging (``configure_logging=False``) instead of a
     handler of Ray's own; the workers' output still reaches this terminal. The job's runtime
     environment goes through :func:`job_runtime_env`, so a driver under ``uv run`` works from any
-    folder and uploads nothing.
+    folder and uploads nothing. A local node that misses Ray's fixed 30 s start-up window (a busy
+    machine) is started again, three times at most. A cluster this call starts (not one it joins) gets a guard process
+    (:mod:`nemo_genrm.orphan_guard`) that stops all of it within seconds once this process, or
+    the ``uv run`` that started it, is gone, however it ended.
 
     Args:
         **options: Further ``ray.init`` options (they win; a ``runtime_env`` among them is kept
@@ -121,33 +129,49 @@ def ensure_ray(**options: Any) -> bool:
         return False
     logger.info("Ray is not initialised: starting or joining a cluster")
     options["runtime_env"] = job_runtime_env(options.get("runtime_env"))
-    ray.init(**{"configure_logging": False, **options})
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        try:
+            ray.init(**{"configure_logging": False, **options})
+            break
+        except Exception as exc:  # Ray raises a bare Exception when its node does not come up
+            if attempt == _START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise
+            # On a busy machine a new node can miss Ray's fixed 30 s start-up window.
+            logger.warning("Ray's node did not start in time (%s); trying again", exc)
+            ray.shutdown()
+    if ray_descendants(os.getpid()):  # a cluster of this process's own, not one it joined
+        start_guard()
     return True
 
 
 def job_uses_uv_run() -> bool:
     """Whether Ray's ``uv run`` hook set this job's interpreter (the driver runs under ``uv run``).
 
-    Requires a connected Ray driver.
+    The hook writes the ``uv`` its driver was started with, a bare ``uv`` or a path to it
+    (``/root/.pyenv/shims/uv``, ``~/.local/bin/uv``). Requires a connected Ray driver.
     """
     import ray
 
     job_env = ray.get_runtime_context().runtime_env or {}
-    return str(job_env.get("py_executable") or "").startswith("uv ")
+    words = str(job_env.get("py_executable") or "").split()
+    return len(words) > 1 and os.path.basename(words[0]) == "uv" and words[1] == "run"
 
 
-def prepare_job_environment(timeout_s: float) -> None:
+def prepare_job_environment(timeout_s: float, while_waiting: Callable[[], None] | None = None) -> None:
     """Build the job's own worker environment now, for actors this package cannot place itself.
 
     Ray Serve starts its controller and HTTP proxies with the job's runtime environment (it
     accepts no interpreter for them). Under ``uv run`` that environment is a ``uv run`` that the
     first such worker runs (syncing the project's environment, or building one when the job
-    names a working directory of its own), and Serve gives its proxy a fixed 60 s to start. One no-op task with the job's environment builds it first, with
-    the caller's (configurable) start-up bound; later workers find it built. Nothing happens when
+    names a working directory of its own), and Ray kills a worker that has not connected 60 s
+    after its start. One no-op task with the job's environment builds it first, with the
+    caller's (configurable) start-up bound; later workers find it built. Nothing happens when
     the driver does not run under ``uv run``.
 
     Args:
         timeout_s: Longest wait for that environment.
+        while_waiting: Called about twice a second while waiting; what it raises ends the wait
+            (the service raises the error of a worker that could not start).
 
     Raises:
         TimeoutError: It was not ready within ``timeout_s``; the message says what was waited for.
@@ -158,15 +182,21 @@ def prepare_job_environment(timeout_s: float) -> None:
         return
     logger.info("preparing Ray's `uv run` worker environment for Ray Serve's own actors (first use builds it)")
     ref = ray.remote(num_cpus=0)(_ready).remote()
+    deadline = time.monotonic() + timeout_s
     try:
-        ray.get(ref, timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
+        while not ray.wait([ref], timeout=min(0.5, max(0.0, deadline - time.monotonic())))[0]:
+            if while_waiting is not None:
+                while_waiting()
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"Ray's `uv run` worker environment (used by Ray Serve's controller and proxies when the "
+                    f"driver runs under `uv run`) was not ready within {timeout_s:g} s; raise "
+                    "serve.startup_timeout_s, or run the driver with the virtual environment's python"
+                )
+    except BaseException:
         ray.cancel(ref, force=True)
-        raise TimeoutError(
-            f"Ray's `uv run` worker environment (used by Ray Serve's controller and proxies when the "
-            f"driver runs under `uv run`) was not ready within {timeout_s:g} s; raise "
-            "serve.startup_timeout_s, or run the driver with the virtual environment's python"
-        ) from None
+        raise
+    ray.get(ref)
 
 
 def _ready() -> bool:

@@ -13,9 +13,9 @@ A run that started its own Ray cluster tears it down when the driver is told to 
 or SIGINT raises :class:`RunTerminated` in the main thread (the caller's ``finally`` then runs
 :meth:`GRPORun.shutdown`), and further signals are ignored until the teardown is done, so a
 second Ctrl-C cannot leave Ray processes behind half torn down. A SIGKILL leaves no such
-chance, so a driver that starts a local cluster also starts a guard process
-(:mod:`nemo_genrm.grpo.orphan_guard`) that stops the cluster's processes within seconds of the
-driver's death.
+chance, so the driver starts a guard process (:mod:`nemo_genrm.orphan_guard`) before anything
+else: once the driver, or the ``uv run`` that launched it, is gone, the guard stops every
+process of the run within seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
-from nemo_genrm.grpo.orphan_guard import start_guard
+from nemo_genrm.orphan_guard import start_guard
 from nemo_genrm.grpo.policy import PolicyActor
 from nemo_genrm.ray_env import actor_options, ensure_ray
 
@@ -245,6 +245,11 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     """
     from transformers import AutoTokenizer
 
+    # From the start, not once Ray runs: a `uv run` killed while the models are built or the
+    # data loaded takes this driver with it, and later every process the run starts.
+    # (Only where this process will start or join Ray itself: a caller with Ray of its own, a
+    # test session, owns its processes.)
+    guard = None if ray.is_initialized() else start_guard()
     folders = plan_run(cfg)
     logger.info("%s", folders.describe(cfg.grpo.max_num_steps))
     cfg = resolve_models(folders.apply(cfg))
@@ -256,11 +261,8 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
     start = time.perf_counter()
     with heartbeat("starting Ray"):
         started = _start_ray(cfg)
-    guard = None
     if started:
         _stop_on_signals()
-        if not os.environ.get("RAY_ADDRESS"):  # our own local cluster: its processes are ours
-            guard = start_guard()
     logger.info(
         "Ray ready in %.1fs; starting the policy and the judge (each loads its model in a process of its own)",
         time.perf_counter() - start,

@@ -10,9 +10,13 @@ start, saying why (:func:`describe_pending_actor`).
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -39,6 +43,7 @@ class WorkerHost:
 
     def __init__(self, num_threads: int = 0):
         self._worker: Any = None
+        exit_with_raylet()
         if num_threads > 0:
             import torch
 
@@ -67,6 +72,44 @@ class WorkerHost:
 
 
 RemoteWorkerHost = ray.remote(runtime_env=actor_runtime_env())(WorkerHost)
+
+RAYLET_POLL_S = 0.5
+"""How often a judge worker checks that its node's raylet lives."""
+
+
+def exit_with_raylet(poll_s: float = RAYLET_POLL_S) -> threading.Thread | None:
+    """End this worker process within ``poll_s`` of its raylet's death.
+
+    Ray's own check lets a worker whose raylet was killed (its node lost, the raylet alone
+    crashed) run on for about ten seconds, holding its GPU and answering calls already sent; a
+    judge worker's memory and its calls belong to a node that is gone. A daemon thread checks
+    the raylet (``RAY_RAYLET_PID``, which Ray sets for its workers) and exits the process when it
+    is gone or a zombie. Nothing happens outside a Ray worker or without ``/proc``.
+
+    Returns:
+        The watching thread, or ``None`` when there is nothing to watch.
+    """
+    raylet = int(os.environ.get("RAY_RAYLET_PID", "0") or 0)
+    if raylet <= 0 or not Path(f"/proc/{raylet}/stat").exists():
+        return None
+
+    def watch() -> None:
+        while _process_alive(raylet):
+            time.sleep(poll_s)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="exit-with-raylet", daemon=True)
+    thread.start()
+    return thread
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def default_actor_options(rank: int, replica: ReplicaPlacement) -> dict[str, Any]:

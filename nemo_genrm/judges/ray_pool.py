@@ -99,11 +99,13 @@ class ReplicaPool(ReplicaSet):
             ``(value, None)`` or ``(None, error)`` per chunk, in chunk order; ``error`` is
             ``judge_error`` or ``timeout``.
         """
-        self._events = events
-        try:
-            return self._run(method, payloads, costs)
-        finally:
-            self._events = None
+        with self.lock:
+            self.take_between_calls(events)
+            self._events = events
+            try:
+                return self._run(method, payloads, costs)
+            finally:
+                self._events = None
 
     def _run(self, method: str, payloads: Sequence[tuple], costs: Sequence[int]) -> list[tuple[Any, str | None]]:
         deadline = deadline_within(self.fault_tolerance.step_timeout_s)
@@ -240,6 +242,10 @@ class ReplicaPool(ReplicaSet):
 
         A replica that dies is restarted, one that misses the deadline replaced, as in :meth:`run`.
         """
+        with self.lock:
+            self._broadcast(method, args)
+
+    def _broadcast(self, method: str, args: tuple) -> None:
         deadline = deadline_within(self.fault_tolerance.step_timeout_s)
         calls = {
             ref: replica

@@ -23,6 +23,13 @@ hands them work.
   start and gets no work.
 - A replica stuck past a deadline is replaced at once; that is not a crash and spends nothing
   (``replacements``).
+- None of this waits for a call: between calls a background thread
+  (:meth:`ReplicaSet.maintain`, every :data:`MAINTAIN_S`) notices a replica whose node is gone
+  or whose actor died, finishes starts, and relaunches replicas when their back-off is over, so a
+  replica lost while training is idle (validation, checkpointing, a paused run) is running
+  again, on a node that joined meanwhile, before the next step. Calls hold the replicas while
+  they run; the thread waits for them. What it counts between calls is added to the next call's
+  counters.
 - When no replica has been alive for longer than ``unavailable_grace_s``,
   :meth:`ReplicaSet.check_available` raises :class:`~nemo_genrm.errors.JudgeUnavailableError`: the
   judge is gone, and training stops instead of training on zero rewards.
@@ -33,7 +40,9 @@ Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_env`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +67,9 @@ logger = logging.getLogger(__name__)
 
 DEATH = (RayActorError, WorkerCrashedError)
 """What Ray raises when an actor died (or became unreachable) under a call."""
+
+MAINTAIN_S = 1.0
+"""How often the replicas are looked after between calls."""
 
 
 @dataclass
@@ -120,6 +132,9 @@ class ReplicaSet:
         self.node_losses = 0  # replicas lost with their node (relaunched without spending restarts)
         self.asleep = False
         self._events: Any = None  # the counters of the run under way (``run(events=...)``)
+        self._between_calls: Counter[str] = Counter()  # counted by maintain(), for the next run
+        self.lock = threading.RLock()  # a call, or one round of maintain(), holds the replicas
+        self._stopping = threading.Event()
         ft = fault_tolerance
         self.budget = RestartBudget(ft.max_restarts, ft.restart_budget_refill_s, ft.restart_backoff_s,
                                     ft.restart_backoff_max_s, time.monotonic())
@@ -142,6 +157,8 @@ class ReplicaSet:
             replica.node_id = node
         logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas),
                     spec.ranks_per_replica)
+        self._maintainer = threading.Thread(target=self._maintain_loop, name="judge-replicas", daemon=True)
+        self._maintainer.start()
 
     def _await_actors(self, timeout_s: float) -> None:
         """Wait until every rank's actor process is up (model loading not included).
@@ -276,6 +293,52 @@ class ReplicaSet:
         due = [r.relaunch_at for r in self._replicas if not r.alive and r.relaunch_at is not None]
         return min(due) if due else None
 
+    # ------------------------------------------------------------------------- between calls
+    def _maintain_loop(self) -> None:
+        while not self._stopping.wait(MAINTAIN_S):
+            if not self.lock.acquire(blocking=False):
+                continue  # a call holds the replicas and looks after them itself
+            try:
+                if not self._stopping.is_set():
+                    self.maintain()
+            except Exception:  # noqa: BLE001 - the control store briefly unreachable: next round
+                logger.debug("looking after the judge replicas failed", exc_info=True)
+            finally:
+                self.lock.release()
+
+    def maintain(self) -> None:
+        """Look after the replicas without a call (the caller holds :attr:`lock`).
+
+        Finishes starts, takes down a replica whose node Ray reports dead (lost with its node:
+        no restart spent) or whose actor died (a crash), and relaunches the replicas whose
+        back-off is over.
+        """
+        alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for replica in self._replicas:
+            if not replica.alive:
+                continue
+            failure = self._poll_start(replica) or (None if replica.starting else self._idle_failure(replica, alive_nodes))
+            if failure is not None:
+                self._restart(replica, failure.why, node_lost=failure.node_lost)
+        self._revive(time.monotonic())
+
+    def _idle_failure(self, replica: Replica, alive_nodes: set[str]) -> Failure | None:
+        """Why a started replica is gone though no call found out: its node, or a dead actor."""
+        if replica.node_id is not None and replica.node_id not in alive_nodes:
+            return Failure("its node is gone", node_lost=True)
+        for host in replica.hosts:
+            record = ray._private.state.actors(host._actor_id.hex())  # the GCS record, no dashboard
+            if record and record.get("State") == "DEAD":
+                return Failure("its actor died", node_lost=replica.node_id not in alive_nodes)
+        return None
+
+    def take_between_calls(self, events: Any) -> None:
+        """Add what :meth:`maintain` counted since the last call to this call's ``events``."""
+        if events is not None:
+            for name, count in self._between_calls.items():
+                setattr(events, name, getattr(events, name) + count)
+        self._between_calls.clear()
+
     def check_available(self) -> None:
         """Restart what is due, then raise if the judge has been down past its grace period.
 
@@ -283,8 +346,9 @@ class ReplicaSet:
             JudgeUnavailableError: No replica has been alive for longer than
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        now = time.monotonic()
-        self._revive(now)
+        with self.lock:
+            now = time.monotonic()
+            self._revive(now)
         if self.availability.gone(now):
             avail = self.availability
             raise JudgeUnavailableError(
@@ -336,8 +400,14 @@ class ReplicaSet:
         setattr(self, name, getattr(self, name) + 1)
         if self._events is not None:
             setattr(self._events, name, getattr(self._events, name) + 1)
+        else:
+            self._between_calls[name] += 1
 
     def shutdown(self) -> None:
-        """Kill every actor; safe to call twice."""
+        """Stop looking after the replicas and kill every actor; safe to call twice."""
+        self._stopping.set()
+        maintainer = getattr(self, "_maintainer", None)
+        if maintainer is not None and maintainer is not threading.current_thread():
+            maintainer.join(timeout=30)
         for replica in self._replicas:
             self._kill(replica)

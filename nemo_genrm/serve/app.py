@@ -16,8 +16,8 @@ Endpoints:
 
 Every route but ``/health`` needs ``Authorization: Bearer <key>`` when the service has a key
 (401 otherwise), the API's description included. A request is checked whole before it joins an
-engine batch (:mod:`nemo_genrm.serve.guard`): a client already holding
-``serve.max_requests_per_key`` open requests gets a 429, a body past ``serve.max_body_bytes`` a
+engine batch (:mod:`nemo_genrm.serve.guard`): a client (key and address) already holding its
+fair share of the replica's open requests gets a 429, a body past ``serve.max_body_bytes`` a
 413, one slower than ``serve.body_timeout_s`` a 408, JSON that is invalid, nested past
 ``serve.max_json_depth`` or holding NUL or a lone surrogate a 400. Only then does the request
 take one of the replica's ``serve.max_ongoing_requests`` engine slots, so slow bodies hold no
@@ -49,12 +49,13 @@ from ray import serve
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
+from nemo_genrm.serve.edge import CLIENT_HEADER
 from nemo_genrm.serve.fleet import FleetWatch, with_fleet
 from nemo_genrm.serve.metrics import prometheus_text
 from nemo_genrm.serve.requests import ChatCall, completion_body, error_response, logprobs_content, parse_chat
 from nemo_genrm.serve.guard import (
-    ClientCap,
     EngineHealth,
+    FairShare,
     RequestError,
     check_bearer,
     client_identity,
@@ -119,7 +120,7 @@ class JudgeDeployment:
         # Engine slots are taken once a request's body is in and checked; a client's open
         # requests (bodies still arriving included) are capped per key.
         self.engine_slots = asyncio.Semaphore(self.cfg.serve.max_ongoing_requests)
-        self.client_cap = ClientCap(self.cfg.serve.max_requests_per_key)
+        self.client_share = FairShare(self.cfg.serve.max_open_requests, self.cfg.serve.max_requests_per_key)
         for batcher in (self.generate_batch, self.top_logprobs_batch):
             batcher.set_max_batch_size(self.cfg.serve.max_batch_size)
             batcher.set_batch_wait_timeout_s(self.cfg.serve.batch_wait_timeout_s)
@@ -213,13 +214,17 @@ class JudgeDeployment:
     async def chat_completions(self, request: Request) -> Response:
         if (denied := self._unauthorized(request)) is not None:
             return denied
-        who = client_identity(request.headers.get("authorization"), request.client.host if request.client else None)
-        if not self.client_cap.enter(who):
+        # The client's address as the edge saw it (the replica sees the edge's own).
+        address = request.headers.get(CLIENT_HEADER) or (request.client.host if request.client else None)
+        who = client_identity(request.headers.get("authorization"), address)
+        if not self.client_share.enter(who):
             self.metrics.record.remote(False, 0.0, 0, 0, "too_many_requests")
             response = error_response(
                 429,
-                f"this client already holds {self.cfg.serve.max_requests_per_key} open requests "
-                "(serve.max_requests_per_key): wait for one to finish",
+                f"this client (its key and address) already holds its share of this replica's open "
+                f"requests ({self.client_share.share(who)} of serve.max_open_requests "
+                f"{self.cfg.serve.max_open_requests}, shared with {len(self.client_share.open) - 1} other "
+                "client(s)): wait for one to finish",
                 "too_many_requests",
             )
             response.headers["Retry-After"] = "1"
@@ -227,7 +232,7 @@ class JudgeDeployment:
         try:
             return await self._chat(request)
         finally:
-            self.client_cap.leave(who)
+            self.client_share.leave(who)
 
     async def _chat(self, request: Request) -> Response:
         start = time.perf_counter()

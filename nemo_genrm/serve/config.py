@@ -24,7 +24,19 @@ class ServeConfig(StrictModel):
         "127.0.0.1",
         description="Address the HTTP proxy binds; 0.0.0.0 exposes it (then an API key is required).",
     )
-    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the proxy.")
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port clients connect to (the service's edge).")
+    proxy_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "Port of Ray Serve's own HTTP proxy, on 127.0.0.1 of each proxy node, behind the edge "
+            "on serve.port (its /-/ routes never leave the machine). null: a free port, chosen once per cluster."
+        ),
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0.0, description="Longest time a request's line and headers may take to arrive (else 408, closed)."
+    )
     app_name: str = Field("genrm-judge", min_length=1, description="Ray Serve application name.")
     route_prefix: str = Field(
         "/",
@@ -48,7 +60,10 @@ class ServeConfig(StrictModel):
     max_requests_per_key: int = Field(
         128,
         ge=1,
-        description="Open requests one API key (one client address without a key) may hold per replica; more get 429.",
+        description=(
+            "Open requests each client (its API key and address) may always hold per replica; a client may "
+            "hold more, up to max_open_requests shared among the clients holding requests. Past its share, 429."
+        ),
     )
     max_batch_size: int = Field(32, ge=1, description="Requests merged into one engine call.")
     batch_wait_timeout_s: float = Field(

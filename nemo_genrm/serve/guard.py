@@ -9,9 +9,10 @@ requests batched with it:
 - :func:`read_body`: at most ``serve.max_body_bytes``, within ``serve.body_timeout_s``;
 - :func:`decode_json`: JSON whose nesting stays within ``serve.max_json_depth`` and whose
   strings hold no NUL and no lone surrogate (neither survives a tokenizer);
-- :class:`ClientCap`: at most ``serve.max_requests_per_key`` open requests per API key (per
-  client address on a service without a key), counted from the moment the headers arrive, so
-  one client's slow bodies cannot take every request the replica holds;
+- :class:`FairShare`: each client (its key and address) holds at most its fair share of the
+  replica's open requests (never less than ``serve.max_requests_per_key``), counted from the
+  moment the headers arrive, so one client's slow bodies cannot take the replica from the
+  others, and a client alone is not capped below what the replica holds;
 - :class:`EngineHealth`: what ``/health`` reports (``ready``, ``degraded`` or ``dead``), and
   :func:`engine_gone`: the failures that mean the engine is gone, not one request bad.
 
@@ -33,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "ClientCap",
     "EngineHealth",
+    "FairShare",
     "RequestError",
     "check_bearer",
     "client_identity",
@@ -126,28 +127,45 @@ def check_bearer(authorization: str | None, digest: str | None) -> bool:
 
 
 def client_identity(authorization: str | None, host: str | None) -> str:
-    """Who holds a request, for :class:`ClientCap`: its key's digest, else its address."""
+    """Who holds a request, for :class:`FairShare`: its key's digest and its client's address.
+
+    A service has one key, which every trainer sharing it sends: the key alone would make all
+    of them one client. The address tells the machines apart.
+    """
     scheme, _, sent = (authorization or "").partition(" ")
-    if scheme.lower() == "bearer" and sent.strip():
-        return "key:" + key_digest(sent.strip())
-    return f"host:{host or 'unknown'}"
+    key = "key:" + key_digest(sent.strip()) if scheme.lower() == "bearer" and sent.strip() else "no-key"
+    return f"{key}|host:{host or 'unknown'}"
 
 
 @dataclass
-class ClientCap:
-    """Open requests per client, capped (one replica's count; asyncio, so no lock).
+class FairShare:
+    """Open requests per client, each within its fair share (one replica's count; asyncio, no lock).
+
+    A client (a key and an address: :func:`client_identity`) may always hold ``floor`` open
+    requests, and up to its fair share of the replica's ``capacity`` when that is more:
+    ``capacity`` divided by the clients holding requests. A client alone may use the whole
+    replica (its slow bodies included); as others arrive its share shrinks to make room for them.
+    On HTTP/1.1 a connection holds one request at a time, so within a client every connection
+    gets its turn.
 
     Args:
-        limit: Most requests one client may hold open at once (``serve.max_requests_per_key``).
+        capacity: Requests the replica holds open at once (``serve.max_open_requests``).
+        floor: Requests every client may hold whatever the others do (``serve.max_requests_per_key``).
     """
 
-    limit: int
+    capacity: int
+    floor: int
     open: dict[str, int] = field(default_factory=dict)
 
+    def share(self, who: str) -> int:
+        """How many open requests ``who`` may hold now."""
+        clients = len(self.open) + (who not in self.open)
+        return max(self.floor, self.capacity // clients)
+
     def enter(self, who: str) -> bool:
-        """Count a new request of ``who``; ``False`` (and nothing counted) when at the cap."""
+        """Count a new request of ``who``; ``False`` (and nothing counted) past its share."""
         held = self.open.get(who, 0)
-        if held >= self.limit:
+        if held >= self.share(who):
             return False
         self.open[who] = held + 1
         return True
@@ -214,16 +232,25 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
     """Decode a JSON body and check what the engine cannot take.
 
     Raises:
-        RequestError: 400 (``invalid_json``) for a body that is not UTF-8 JSON or nests deeper
-            than ``max_depth``; 400 (``invalid_text``) for a string holding NUL or a lone
+        RequestError: 400 (``invalid_json``) for a body that is not UTF-8 JSON (where it breaks)
+            or nests deeper than ``max_depth``; 400 (``invalid_text``) for a string holding NUL or a lone
             surrogate (JSON escapes such as ``\\u0000`` or ``\\ud800`` decode to them).
     """
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(400, f"the body is not UTF-8 (byte {exc.start})", "invalid_json") from None
+    try:
+        # A number is kept whole only when a field could take it: Python refuses to read an
+        # integer of more than 4,300 digits (the body would be "not JSON"), so a longer one
+        # becomes a value no field accepts and the field it was sent for is named.
+        body = json.loads(text, parse_int=_bounded_int)
     except RecursionError:
         raise _too_deep(max_depth) from None
-    except ValueError:  # UnicodeDecodeError included
-        raise RequestError(400, "the body is not valid UTF-8 JSON", "invalid_json") from None
+    except json.JSONDecodeError as exc:
+        raise RequestError(
+            400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "invalid_json"
+        ) from None
     stack: list[tuple[Any, int]] = [(body, 1)]
     while stack:
         value, depth = stack.pop()
@@ -238,6 +265,25 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
                     _check_text(key)
                 stack.append((item, depth + 1))
     return body
+
+
+MAX_INT_DIGITS = 40
+"""Digits past which a JSON integer is not read as a number (int64 needs 19)."""
+
+
+class OversizedNumber:
+    """A JSON integer too long for any field (its digit count); every typed field refuses it."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _bounded_int(text: str) -> int | OversizedNumber:
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= MAX_INT_DIGITS else OversizedNumber(digits)
 
 
 def _too_deep(max_depth: int) -> RequestError:

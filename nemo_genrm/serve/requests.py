@@ -12,48 +12,93 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.guard import RequestError
 
-__all__ = ["MAX_TOP_LOGPROBS", "ChatCall", "ChatCompletionRequest", "completion_body", "error_response",
-           "logprobs_content", "parse_chat"]  # fmt: skip
+__all__ = ["MAX_TOP_LOGPROBS", "UNSUPPORTED", "ChatCall", "ChatCompletionRequest", "completion_body",
+           "error_response", "logprobs_content", "parse_chat"]  # fmt: skip
 
 MAX_TOP_LOGPROBS = 20
 
 
 # ------------------------------------------------------------------------------------ requests
+_INT64 = 2**63 - 1  # the largest integer any field takes (OpenAI's seed is an int64)
+_STRICT = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)  # no "1" for 1, no NaN
+
+UNSUPPORTED: dict[str, Any] = {
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "logit_bias": {},
+    "tools": [],
+    "tool_choice": "none",
+    "functions": [],
+    "function_call": "none",
+    "stream_options": {},
+    "prediction": {},
+    "audio": {},
+    "modalities": ["text"],
+}
+"""OpenAI fields that change the reply, which the service does not do: accepted only absent,
+null or at this default value (else a 400 naming the field). Fields not named here or in
+:class:`ChatCompletionRequest` (``user``, ``metadata``, ``store`` ...) do not change the reply and
+are ignored, as vLLM's server does."""
+
+
 class _ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     role: Literal["system", "user", "assistant"]
-    content: str | list[dict[str, Any]]
+    content: Any  # a string or a list of text parts (one type, so an error names the field alone)
+
+    @field_validator("content")
+    @classmethod
+    def _text_parts(cls, content: Any) -> str | list[Any]:
+        """A string, or a list of text parts (OpenAI's ``{"type": "text", "text": ...}``)."""
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise ValueError(f"must be a string or a list of text parts, not {type(content).__name__}")
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"part {i} is {kind!r}: only text parts ({{'type': 'text', 'text': ...}}) are judged")
+            if not isinstance(part.get("text"), str):
+                raise ValueError(f"part {i} has no string 'text'")
+        return content
 
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
-        return "".join(
-            str(part.get("text", "")) for part in self.content if part.get("type") == "text"
-        )
+        return "".join(part["text"] for part in self.content)
 
 
 class ChatCompletionRequest(BaseModel):
-    """The fields of an OpenAI chat-completion request this service reads (others are ignored)."""
+    """The fields of an OpenAI chat-completion request this service reads (see :data:`UNSUPPORTED`)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     model: str | None = None
     messages: list[_ChatMessage] = Field(..., min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0)
-    n: int = 1
-    stream: bool = False
-    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(None, ge=1, le=_INT64)
+    max_completion_tokens: int | None = Field(None, ge=1, le=_INT64)
+    temperature: float | None = Field(None, ge=0.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=-_INT64 - 1, le=_INT64)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=_INT64)
+    n: int | None = Field(None, ge=1, le=_INT64)
+    stream: bool | None = None
+    stop: Any = None  # a string or a list of them; any non-empty one is refused
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, stop: Any) -> Any:
+        if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(s, str) for s in stop)
+        ):
+            raise ValueError("must be a string or a list of strings")
+        return stop
 
 
 @dataclass(frozen=True)
@@ -70,6 +115,13 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
     Raises:
         RequestError: The body is malformed or asks for something the engine does not do.
     """
+    if not isinstance(body, dict):
+        raise RequestError(400, f"the body must be a JSON object, not {type(body).__name__}", "invalid_request")
+    for name, default in UNSUPPORTED.items():
+        if body.get(name) is not None and body[name] != default:
+            raise RequestError(
+                400, f"{name} is not supported by the judge service: omit it (or send {default!r})", "unsupported", name
+            )
     try:
         req = ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
@@ -85,7 +137,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
             "model_not_found",
             "model",
         )
-    if req.n != 1:
+    if req.n not in (None, 1):
         raise RequestError(
             400,
             f"n must be 1 (got {req.n}): the judge writes one reply per request",

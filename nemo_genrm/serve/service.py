@@ -14,16 +14,18 @@ and their rules are in :mod:`nemo_genrm.serve.app` and ``docs/serving.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
+import os
+import signal
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nemo_genrm.config import ConfigError, load_config, validate
+from nemo_genrm.errors import JudgeStartupError
+from nemo_genrm.orphan_guard import ray_descendants, start_guard, stop_guard
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
@@ -69,9 +71,11 @@ def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> Serv
 def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: bool = True) -> str:
     """Deploy the judge service on the current Ray cluster.
 
-    Starts Ray (locally) when it is not running. Ray Serve's HTTP host and port are set once per
-    cluster, so every service on one cluster uses the same ``serve.host``/``serve.port`` and a
-    different ``serve.app_name`` and ``serve.route_prefix``.
+    Starts Ray (locally) when it is not running. Clients connect to ``serve.host:serve.port``,
+    the service's edge (:mod:`nemo_genrm.serve.edge`: header timeout, Ray Serve's own routes
+    kept off the network), which forwards to Ray Serve's proxy on ``127.0.0.1``. That proxy is
+    set once per cluster, so services on one cluster share it and use a different
+    ``serve.app_name`` and ``serve.route_prefix``.
 
     Args:
         config: A :class:`ServiceConfig`, or a dict/DictConfig with ``judge`` and ``serve``.
@@ -86,15 +90,22 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         ConfigError: The config is invalid, the API key's variable or file is unset or empty,
             the judge's tokenizer cannot be loaded, the replicas need more GPUs than the
             cluster has, or Ray Serve already listens on another host/port.
-        TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``.
+        JudgeStartupError: A Ray worker process started for the service (a replica, Serve's
+            controller or proxy) exited before it connected, or Ray Serve could not deploy the
+            application: raised as soon as it is known, with the worker's own error read from its
+            node's Ray logs and what to check on the node (:mod:`nemo_genrm.serve.startup`).
+        TimeoutError: ``/health`` did not answer within ``serve.startup_timeout_s``; says what
+            each replica still waits for.
     """
     import ray
     from ray import serve
     from ray.serve.api import RunTarget, run_many
 
+    from nemo_genrm.judges.worker_logs import WorkerStartWatch
     from nemo_genrm.serve.app import JudgeDeployment
-
+    from nemo_genrm.serve.edge import start_edges
     from nemo_genrm.serve.guard import key_digest, load_api_key
+    from nemo_genrm.serve.startup import job_environment_check, wait_for_service
 
     cfg = validate(ServiceConfig, config)
     try:
@@ -116,12 +127,13 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
             "the judge engine runs inside replicas that reserve no GPU, so it runs on CPU: set "
             "serve.num_gpus_per_replica: 1 (or serve.engine_in_replica: false)"
         )
-    prepare_job_environment(cfg.serve.startup_timeout_s)  # Serve's own actors use the job's
-    serve.start(
-        proxy_location=cfg.serve.proxy_location,
-        http_options={"host": cfg.serve.host, "port": cfg.serve.port},
-    )
-    _check_proxy(cfg.serve)
+    watch = WorkerStartWatch()  # from here on, a worker that dies before it connects is reported
+    # Serve's own actors use the job's environment: built first, within the start-up bound.
+    prepare_job_environment(cfg.serve.startup_timeout_s, while_waiting=job_environment_check(cfg, watch))
+    _start_serve(cfg.serve)
+    proxy_port = _check_proxy(cfg.serve)
+    start_edges(cfg.serve.host, cfg.serve.port, proxy_port, cfg.serve.header_timeout_s,
+                cfg.serve.proxy_location, METRICS_NAMESPACE)
     metrics = (
         ray.remote(num_cpus=0, runtime_env=actor_runtime_env())(MetricsStore)
         .options(
@@ -153,13 +165,16 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         name=cfg.serve.app_name,
         route_prefix=cfg.serve.route_prefix,
     )
-    run_many(
-        [target], wait_for_ingress_deployment_creation=wait, wait_for_applications_running=wait
-    )
+    # Not Serve's own wait: it waits as long as Ray retries a worker that cannot start.
+    run_many([target], wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
     host = "127.0.0.1" if cfg.serve.host in ("0.0.0.0", "::") else cfg.serve.host
     url = f"http://{host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}/v1"
     if wait:
-        wait_until_healthy(url, cfg.serve.startup_timeout_s)
+        try:
+            wait_for_service(url, cfg, watch, cfg.serve.startup_timeout_s)
+        except BaseException:
+            stop_judge_service(cfg.serve.app_name)  # nothing left retrying a replica that cannot start
+            raise
         logger.info("judge service %r for model %r at %s", cfg.serve.app_name, cfg.model_id, url)
     return url
 
@@ -212,19 +227,17 @@ def wait_until_healthy(url: str, timeout_s: float = 600.0) -> None:
     Raises:
         TimeoutError: No 200 within ``timeout_s``.
     """
-    health = url.removesuffix("/").removesuffix("/v1") + "/health"
+    from nemo_genrm.serve.startup import answers, health_url
+
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(health, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError as exc:  # proxy not listening yet, or routes not ready (404/503)
-            last = exc
+        ok, last = answers(url)
+        if ok:
+            return
         time.sleep(0.2)
     raise TimeoutError(
-        f"judge service did not become healthy at {health} within {timeout_s:.0f} s: {last}"
+        f"judge service did not become healthy at {health_url(url)} within {timeout_s:.0f} s: {last}"
     )
 
 
@@ -239,6 +252,8 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
     import ray
     from ray import serve
 
+    from nemo_genrm.serve.edge import stop_edges
+
     if not ray.is_initialized():
         return
     try:
@@ -247,23 +262,57 @@ def stop_judge_service(app_name: str = "genrm-judge") -> None:
     except Exception as exc:  # Serve already shut down
         logger.debug("serve.delete(%r): %s", app_name, exc)
         remaining = {}
-    if not remaining:
-        serve.shutdown()
-    with contextlib.suppress(ValueError):  # no such actor: already stopped
+    try:
+        if not remaining:
+            serve.shutdown()
+            stop_edges(None, None, METRICS_NAMESPACE)
         ray.kill(ray.get_actor(_metrics_name(app_name), namespace=METRICS_NAMESPACE))
+    except ValueError:  # no such actor: already stopped
+        pass
+    except Exception as exc:  # noqa: BLE001 - the cluster is going or gone (a signal to the process group)
+        logger.warning("stopping the judge service %r: %s", app_name, str(exc).splitlines()[0] if str(exc) else exc)
 
 
-def _check_proxy(cfg: ServeConfig) -> None:
-    """Fail fast when Ray Serve already listens elsewhere (its HTTP options are per cluster)."""
+def _start_serve(cfg: ServeConfig) -> None:
+    """Start Ray Serve (or connect to it), its proxy on loopback only, behind the edge.
+
+    Serve's controller checks a new proxy every 5 s and replaces one not ready after three
+    checks; on a loaded machine a proxy's worker can take longer to start, and ``serve.start``
+    then raises for the proxy it was waiting on although its replacement is on the way. The
+    controller is up by then: Serve is joined, and the proxy's readiness is waited for with the
+    rest of the start-up (``serve.startup_timeout_s``).
+    """
+    import ray
+    from ray import serve
+
+    from nemo_genrm.judges.ray_hosts import free_port
+
+    options = {"proxy_location": cfg.proxy_location,
+               "http_options": {"host": "127.0.0.1", "port": cfg.proxy_port or free_port()}}
+    try:
+        serve.start(**options)
+    except ray.exceptions.RayActorError as exc:
+        logger.warning("Ray Serve replaced its HTTP proxy while it started (%s); waiting for the new one",
+                       str(exc).splitlines()[0])
+        serve.start(**options)
+
+
+def _check_proxy(cfg: ServeConfig) -> int:
+    """Ray Serve's proxy port on this cluster; fail fast when Serve listens otherwise.
+
+    Its HTTP options are set once per cluster: a Serve started before (by another service, or
+    by hand) must listen on loopback, behind the edges, on ``serve.proxy_port`` when one is set.
+    """
     from ray.serve.context import _get_global_client
 
     running = _get_global_client().http_config
-    if (running.host, running.port) != (cfg.host, cfg.port):
+    if running.host != "127.0.0.1" or (cfg.proxy_port is not None and running.port != cfg.proxy_port):
         raise ConfigError(
-            f"Ray Serve on this cluster already listens on {running.host}:{running.port}, not "
-            f"{cfg.host}:{cfg.port}: use that serve.host/serve.port (with another app_name and "
-            "route_prefix), or stop the other services first"
+            f"Ray Serve on this cluster already listens on {running.host}:{running.port}; the judge service "
+            f"needs its proxy on 127.0.0.1{f':{cfg.proxy_port}' if cfg.proxy_port else ''} behind its edge: "
+            "stop the other Serve applications (serve.shutdown()) first, or leave serve.proxy_port unset"
         )
+    return int(running.port)
 
 
 def replica_actor_options(serve_cfg: ServeConfig) -> dict[str, Any]:
@@ -296,19 +345,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    cfg: ServiceConfig | None = None
+    error = None
+    start_guard()  # a `uv run` killed at any moment takes this process and all it started with it
+    _stop_on_sigterm()
     try:
         cfg = load_service_config(args.config, args.overrides)
         url = start_judge_service(cfg)
-    except ConfigError as exc:  # the mistake and its fix, not a traceback (as the examples do)
-        sys.exit(f"error: {exc}")
-    logger.info("serving %r at %s (Ctrl-C stops)", cfg.model_id, url)
-    try:
+        _stop_on_sigterm()  # again: ray.init installs a SIGTERM handler of its own
+        logger.info("serving %r at %s (Ctrl-C or SIGTERM stops)", cfg.model_id, url)
         while True:
             time.sleep(1.0)
+    except (ConfigError, JudgeStartupError, TimeoutError) as exc:  # the cause and its fix, not a traceback
+        error = f"error: {exc}"
     except KeyboardInterrupt:
         logger.info("stopping the judge service")
     finally:
-        stop_judge_service(cfg.serve.app_name)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # the teardown runs to its end
+            signal.signal(signum, signal.SIG_IGN)
+        # On a cluster of its own the service goes with the cluster, at once; on a shared one
+        # (RAY_ADDRESS) only the service is deleted.
+        if cfg is not None and not ray_descendants(os.getpid()):
+            stop_judge_service(cfg.serve.app_name)
+        _shutdown_ray()
+    if error is not None:
+        sys.exit(error)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the service as Ctrl-C does (a process manager's stop, ``kill``)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _shutdown_ray() -> None:
+    """Stop the Ray cluster the CLI started, and its guard's sweep of what Ray leaves for seconds."""
+    import ray
+
+    try:
+        ray.shutdown()
+    except Exception as exc:  # noqa: BLE001 - the cluster is gone already
+        logger.warning("ray.shutdown: %s", exc)
+    stop_guard()
 
 
 if __name__ == "__main__":

@@ -116,6 +116,8 @@ class SimulatedCluster:
         import ray
         from ray.cluster_utils import Cluster
 
+        from nemo_genrm.ray_env import job_runtime_env
+
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process: ray.shutdown() first")
         for attempt in range(1, attempts + 1):
@@ -126,7 +128,12 @@ class SimulatedCluster:
                     head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": self._system_config},
                 )
                 self._session_dir = self._cluster.head_node.get_session_dir_path()
-                ray.init(address=self._cluster.address, log_to_driver=False, configure_logging=False)
+                # The job's folder used in place (nemo_genrm.ray_env.job_runtime_env): under `uv run`
+                # Ray would otherwise upload it, and every `uv run` worker of the job (Ray Serve's
+                # controller and proxy) would build a new environment of several GB from it, racing
+                # Ray's 60 s worker registration timeout on a loaded machine.
+                ray.init(address=self._cluster.address, log_to_driver=False, configure_logging=False,
+                         runtime_env=job_runtime_env())
                 return self
             except BaseException as exc:
                 self.shutdown()
@@ -142,6 +149,7 @@ class SimulatedCluster:
         cpus: float = 1,
         labels: dict[str, str] | None = None,
         resources: dict[str, float] | None = None,
+        env_vars: dict[str, str] | None = None,
         wait: bool = True,
     ) -> SimNode:
         """Start a worker node (a raylet) with these resources and labels.
@@ -151,6 +159,8 @@ class SimulatedCluster:
             cpus: CPUs it declares (several nodes share this machine's real cores).
             labels: Node labels (``ray start --labels``).
             resources: Custom resources (``ray start --resources``).
+            env_vars: Environment of the node's raylet, which its agents and workers inherit
+                (a node whose Python environment differs from the others').
             wait: Return once the node is registered (else call :meth:`wait_for_nodes`).
         """
         if name in self.nodes:
@@ -160,6 +170,7 @@ class SimulatedCluster:
                 node = self._spawning(
                     self._cluster.add_node,
                     num_cpus=cpus, labels=dict(labels or {}), resources=dict(resources or {}), wait=wait,
+                    **({"env_vars": dict(env_vars)} if env_vars else {}),
                 )
                 break
             except Exception as exc:
@@ -202,6 +213,23 @@ class SimulatedCluster:
             for a in actors().values()
             if class_name_part in a["ActorClassName"] and a["State"] == "ALIVE"
         )
+
+    def actor_pids(self, node: str, class_name_part: str) -> list[int]:
+        """Process ids of the alive actors on node ``node`` whose class name contains the part."""
+        from ray._private.state import actors
+
+        node_id = self.nodes[node].node_id
+        return sorted(
+            int(a["Pid"])
+            for a in actors().values()
+            if class_name_part in a["ActorClassName"] and a["State"] == "ALIVE" and a["Address"]["NodeID"] == node_id
+        )
+
+    def raylet_pid(self, node: str) -> int:
+        """The process id of node ``node``'s raylet (kill it alone to lose the node but not its workers)."""
+        from ray._private import ray_constants
+
+        return self.nodes[node].node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
 
     def wait_dead(self, node_id: str, timeout_s: float = 60.0) -> float:
         """Wait until Ray reports node ``node_id`` dead; the seconds it took.

@@ -7,7 +7,9 @@ until its first metrics record is written, and gets SIGTERM. Every process it ha
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,8 +59,11 @@ def _alive(pids: dict[int, str]) -> dict[int, str]:
     return alive
 
 
-def _start_driver(tmp_path: Path, cache_dir: str) -> subprocess.Popen:
-    """The real entry point with its own Ray cluster, once it has written a metrics record."""
+def _start_driver(tmp_path: Path, cache_dir: str, launcher: tuple[str, ...] = ()) -> subprocess.Popen:
+    """The real entry point with its own Ray cluster, once it has written a metrics record.
+
+    ``launcher``: what runs it (``uv run ...``); the driver is its child then.
+    """
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["NEMO_GENRM_CACHE"] = cache_dir
     overrides = [
@@ -71,17 +76,26 @@ def _start_driver(tmp_path: Path, cache_dir: str) -> subprocess.Popen:
     ]
     metrics = tmp_path / "logs" / "exp_001" / "metrics.jsonl"  # the run's own folder
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *overrides],
+        [*launcher, *(["python"] if launcher else [sys.executable]), str(SCRIPT), *overrides],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=bool(launcher),
     )
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().strip():
-            break
-        time.sleep(0.5)
-    if proc.poll() is not None or not (metrics.exists() and metrics.read_text().strip()):
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            if metrics.exists() and metrics.read_text().strip():
+                break
+            time.sleep(0.5)
+        if proc.poll() is not None or not (metrics.exists() and metrics.read_text().strip()):
+            raise AssertionError("the driver wrote no metrics record in 600 s")
+    except BaseException as exc:  # a failed wait (or pytest's timeout) leaves nothing running
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         proc.kill()
-        raise AssertionError("the driver wrote no metrics record in 600 s:\n" + proc.communicate()[0][-4000:])
+        if isinstance(exc, AssertionError):
+            raise AssertionError(f"{exc}:\n" + proc.communicate(timeout=30)[0][-4000:]) from None
+        raise
     return proc
 
 
@@ -132,6 +146,32 @@ def test_sigkill_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
         took = _gone_within(started, time.monotonic(), LEFT_BEHIND_S)
         print(f"every process of the killed run was gone {took:.1f} s after the SIGKILL")
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+KILLED_RUN_GONE_S = 10.0  # every process of a run whose `uv run` was killed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv on the PATH")
+def test_killing_uv_run_itself_stops_the_training_and_every_process_of_the_run(tmp_path, tiny_cache_dir):
+    # The process the user started is `uv run`, not the driver: killed by its real pid, the
+    # training it launched must not run on headless.
+    launcher = (shutil.which("uv"), "run", "--project", str(ROOT))
+    proc = _start_driver(tmp_path, tiny_cache_dir, launcher)
+    started: dict[int, str] = {}
+    try:
+        started = _descendants(proc.pid)
+        assert any("raylet" in name for name in started.values()), started
+        proc.kill()  # SIGKILL to uv itself
+        proc.wait(timeout=30)
+        took = _gone_within(started, time.monotonic(), KILLED_RUN_GONE_S)
+        print(f"every process of the run ({len(started)}) was gone {took:.1f} s after `uv run` was killed")
+    finally:
+        for pid in _alive(started):  # what the guard failed to stop, not left to the next test
+            os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)

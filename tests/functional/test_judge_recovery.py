@@ -25,6 +25,7 @@ from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.pooled import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.testing import cached_tiny_model
+from nemo_genrm.ray_env import job_runtime_env
 from nemo_genrm.testing.cluster import kill_actor
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)
@@ -83,7 +84,8 @@ def ray_cluster():
         return
     for attempt in range(3):
         try:
-            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     runtime_env=job_runtime_env())  # under `uv run`: the folder used in place, not uploaded
             break
         except Exception:
             ray.shutdown()

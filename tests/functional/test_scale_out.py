@@ -18,9 +18,13 @@ hand-computed value wherever the pool sent the sample.
 from __future__ import annotations
 
 import collections
+import os
+import signal
 import socket
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -258,10 +262,48 @@ def test_a_node_lost_mid_step_leaves_every_reward_right_and_its_replica_comes_ba
         assert _where(cluster, judge.stats())[0] == "n4"
         assert judge.pool.chunks_done()[0] > before
         assert judge.stats().node_losses == 1
+
+        # Training idle, no step: n4's raylet alone is killed. Its judge worker goes with it at
+        # once, and the loss is noticed and the replica brought back on a node that joins, all
+        # before any step.
+        workers = cluster.actor_pids("n4", "WorkerHost")
+        assert len(workers) == 1, workers
+        os.kill(cluster.raylet_pid("n4"), signal.SIGKILL)
+        killed = time.monotonic()
+        _wait_for(lambda: not any(_running(pid) for pid in workers), timeout_s=10)
+        outlived = time.monotonic() - killed
+        _wait_for(lambda: judge.stats().node_losses == 2, timeout_s=60)
+        cluster.remove_node("n4")  # what else of it is left (its agents)
+        cluster.add_node("n5", cpus=2, labels={**JUDGE_NODE, "zone": "e"})
+        _wait_for(lambda: _where(cluster, judge.stats())[0] == "n5", timeout_s=120)
+        print(f"the judge worker outlived its raylet by {outlived:.2f} s; "
+              f"the replica was back on a new node {time.monotonic() - killed:.1f} s after, with no step")
+        assert outlived < 3.0
+        fourth = env.step(logs, meta)
+        assert fourth.rewards.tolist() == expected
+        # The loss noticed between steps is counted in the next step's metrics, once.
+        assert env.last_metrics()["genrm/judge_node_losses"] == 1.0
+        assert judge.stats().restarts == 0
     finally:
         env.shutdown()
         judge.shutdown()
         resources.release()
+
+
+def _wait_for(predicate, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not so within {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 # ------------------------------------------------------------------------------------ service
@@ -273,7 +315,10 @@ def _free_port() -> int:
 
 def _health(base: str) -> dict[str, Any]:
     response = httpx.get(f"{base}/health", timeout=10)
-    return {"code": response.status_code, **response.json()}
+    try:
+        return {"code": response.status_code, **response.json()}
+    except ValueError:  # Serve's proxy's own plain-text 5xx, for a request it sent to the lost replica
+        return {"code": response.status_code, "error": response.text[:200]}
 
 
 def _wait_health(base: str, predicate, timeout_s: float) -> dict[str, Any]:
@@ -340,8 +385,8 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
             thread.start()
         time.sleep(1.0)
         judged: list[Any] = []
-        retrying = threading.Thread(target=lambda: judged.extend(
-            gen.text for gen in http_judge.generate([body["messages"]] * 24)))
+        retrying = threading.Thread(target=lambda: judged.extend(  # a daemon: a failure ends the test at once
+            gen.text for gen in http_judge.generate([body["messages"]] * 24)), daemon=True)
         retrying.start()
         cluster.remove_node(serving[0])  # its processes killed, requests in flight on it
         degraded = _wait_health(base, lambda h: h.get("status") == "degraded", timeout_s=60)
@@ -369,3 +414,47 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
                 thread.join(timeout=60)
         http_judge.shutdown()
         stop_judge_service(app)
+
+
+# A node whose Python cannot start Ray workers: its raylet's environment puts this
+# sitecustomize first on the path, which stops a Ray worker process before it connects (as a
+# missing or broken interpreter, or a failing import, would), and nothing else.
+BROKEN_SITE = """
+import sys
+if any(str(arg).endswith("default_worker.py") for arg in sys.orig_argv):
+    sys.stderr.write("broken-node: this node's Python cannot start Ray workers\\n")
+    sys.exit(3)
+"""
+
+
+def test_a_replica_whose_worker_cannot_start_fails_the_start_with_the_workers_own_error(cluster, tmp_path):
+    from nemo_genrm.errors import JudgeStartupError
+    from nemo_genrm.serve import start_judge_service, stop_judge_service
+
+    (tmp_path / "sitecustomize.py").write_text(BROKEN_SITE)
+    cluster.add_node("broken", cpus=2, labels={"zone": "broken"}, env_vars={"PYTHONPATH": str(tmp_path)})
+    app = "genrm-broken-node"
+    service = {
+        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1")), "precision": "float32",
+                  "max_model_len": 256, "sampling": {"max_new_tokens": 4}},
+        "serve": {"port": _free_port(), "app_name": app, "proxy_location": "HeadOnly", "num_replicas": 1,
+                  "node_labels": {"zone": "broken"}, "startup_timeout_s": 120},
+    }
+    try:
+        start = time.monotonic()
+        with pytest.raises(JudgeStartupError) as err:
+            start_judge_service(service)
+        took = time.monotonic() - start
+        message = str(err.value)
+        print(f"start-up failed after {took:.1f} s with:\n{message}")
+        # The worker's own words, where it ran, and what to check there.
+        assert "broken-node: this node's Python cannot start Ray workers" in message
+        assert "exited before it connected" in message and "'zone': 'broken'" in message
+        assert sys.executable in message and "docs/scale_out.md" in message
+        from ray._private.state import actors
+
+        left = [a["State"] for a in actors().values() if f"ServeReplica:{app}" in a["ActorClassName"]]
+        assert set(left) <= {"DEAD"}, left  # the service was taken down: nothing left retrying it
+    finally:
+        stop_judge_service(app)
+        cluster.remove_node("broken")

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
 import socket
+import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +39,9 @@ KEY = "svc-key-7d1f0c9e2b"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MAX_BODY = 64 * 1024
 ENGINE_SLOTS = 4  # the fixed service's engine slots per replica
-PER_KEY = 40  # and the open requests one key may hold
+PER_CLIENT = 8  # the open requests a client (key and address) may always hold
+OPEN = 64  # the open requests one replica holds, shared among its clients
+HEADER_TIMEOUT_S = 2.0  # both services' (one edge serves their port)
 JUDGE = {
     "backend": "dtensor",
     "precision": "float32",
@@ -62,6 +68,7 @@ def _service(model_path: str, name: str, port: int) -> dict[str, Any]:
             "batch_wait_timeout_s": 0.05,
             "num_cpus_per_replica": 1,
             "startup_timeout_s": 300,
+            "header_timeout_s": HEADER_TIMEOUT_S,
         },
     }
 
@@ -79,7 +86,7 @@ def services(ray_cluster, tiny_cache_dir):
     }
     configs["fixed"]["serve"].update(
         api_key_env=KEY_ENV, max_body_bytes=MAX_BODY, body_timeout_s=2.0, max_json_depth=16,
-        max_ongoing_requests=ENGINE_SLOTS, max_requests_per_key=PER_KEY,
+        max_ongoing_requests=ENGINE_SLOTS, max_requests_per_key=PER_CLIENT, max_open_requests=OPEN,
     )
     os.environ[KEY_ENV] = KEY  # read by start_judge_service on this (driver) process only
     urls = {}
@@ -268,13 +275,71 @@ def test_openai_shapes_and_request_rules(services):
     assert after["rejected"] - before["rejected"] == len(rejected) - 2
 
 
-def test_a_second_port_on_one_cluster_is_refused(services):
+def test_a_second_proxy_port_on_one_cluster_is_refused(services):
+    from ray.serve.context import _get_global_client
+
     from nemo_genrm.serve import start_judge_service
 
     cfg, _ = services["fixed"]
-    serve = {**cfg["serve"], "port": cfg["serve"]["port"] + 1, "app_name": "genrm-test-other"}
+    proxy_port = _get_global_client().http_config.port
+    serve = {**cfg["serve"], "proxy_port": proxy_port + 1, "app_name": "genrm-test-other"}
     with pytest.raises(ConfigError, match="already listens"):
         start_judge_service({**cfg, "serve": serve})
+
+
+def _machine_address() -> str | None:
+    """This machine's address on its network (not loopback), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: the route picks the address
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_slow_headers_are_cut_and_ray_serves_own_routes_stay_off_the_network(services):
+    # Real sockets that send their request line and headers a piece at a time, never whole.
+    from ray.serve.context import _get_global_client
+
+    cfg, url = services["fixed"]
+    port = cfg["serve"]["port"]
+
+    async def slow_heads(n: int) -> tuple[list[bytes], float]:
+        async def one() -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /fixed/v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            reply = asyncio.ensure_future(reader.read())  # all the edge sends, until it closes
+            for i in range(40):  # a header every 0.25 s, for 10 s unless cut
+                if reply.done():
+                    break
+                try:
+                    writer.write(f"X-Slow-{i}: 1\r\n".encode())
+                    await writer.drain()
+                except ConnectionError:
+                    break
+                await asyncio.sleep(0.25)
+            data = await asyncio.wait_for(reply, 10)
+            writer.close()
+            return data
+
+        start = time.monotonic()
+        replies = await asyncio.gather(*(one() for _ in range(n)))
+        return replies, time.monotonic() - start
+
+    replies, took = asyncio.run(slow_heads(50))
+    assert all(r.startswith(b"HTTP/1.1 408") for r in replies), replies[0][:200]
+    assert took < HEADER_TIMEOUT_S + 5, took  # closed at the timeout, not left open
+    for route in ("/-/routes", "/-/healthz", "/%2D/routes"):
+        assert httpx.get(f"http://127.0.0.1:{port}{route}").status_code == 404, route
+    # They are Ray Serve's, on its proxy's own port, which listens on loopback alone.
+    proxy = _get_global_client().http_config
+    assert proxy.host == "127.0.0.1" and httpx.get(f"http://127.0.0.1:{proxy.port}/-/routes").status_code == 200
+    if (address := _machine_address()) is not None:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://{address}:{proxy.port}/-/routes", timeout=5)
+    assert httpx.post(url + "/chat/completions", headers=AUTH,
+                      json={"messages": [{"role": "user", "content": "still served?"}]}).status_code == 200
 
 
 def test_service_config_rules():
@@ -419,8 +484,8 @@ def test_the_api_description_is_behind_the_key(services):
     assert httpx.get(open_url.removesuffix("/v1") + "/openapi.json").status_code == 200
 
 
-async def _open_slow_bodies(url: str, n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    """``n`` requests whose headers and first body bytes are sent, the rest never."""
+async def _open_slow_bodies(url: str, n: int, source: str = "127.0.0.1") -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``n`` requests from address ``source`` whose headers and first body bytes are sent, the rest never."""
     parts = urlsplit(url)
     head = (
         f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
@@ -429,7 +494,7 @@ async def _open_slow_bodies(url: str, n: int) -> list[tuple[asyncio.StreamReader
     )
     held = []
     for _ in range(n):
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port, local_addr=(source, 0))
         writer.write(head.encode())
         await writer.drain()
         held.append((reader, writer))
@@ -479,22 +544,134 @@ def test_slow_bodies_hold_no_engine_slot(services):
     assert late == [408] * n
 
 
-def test_one_key_cannot_hold_every_open_request(services):
+def test_one_slow_client_shuts_out_no_request_of_its_key(services):
+    # The issue as met: one key, slow bodies from real sockets, and plain requests with the same
+    # key from the same machine, more of them than the per-client floor. None gets a 429.
     _, url = services["fixed"]
     before = _metrics(url)
+    slow, plain = 40, 20  # 60 of the replica's 64 open requests, one client
 
-    async def run() -> tuple[int, list[int]]:
-        held = await _open_slow_bodies(url, PER_KEY)
+    async def run() -> tuple[list[int], list[int]]:
+        held = await _open_slow_bodies(url, slow)
         try:
             await asyncio.sleep(0.3)
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
-                extra = await client.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
-            return extra.status_code, await _statuses(held, 10)
+                answers = await asyncio.gather(*(
+                    client.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": f"q{i}"}]})
+                    for i in range(plain)))
+            return [a.status_code for a in answers], await _statuses(held, 10)
         finally:
             _close(held)
 
-    status, statuses = asyncio.run(run())
-    assert status == 429  # at once, not after the held bodies time out
-    assert statuses == [408] * PER_KEY
+    codes, statuses = asyncio.run(run())
+    assert codes == [200] * plain
+    assert statuses == [408] * slow
     after = _metrics(url)
-    assert after["rejected_by_code"].get("too_many_requests", 0) - before["rejected_by_code"].get("too_many_requests", 0) == 1
+    assert after["rejected_by_code"].get("too_many_requests", 0) == before["rejected_by_code"].get("too_many_requests", 0)
+
+
+def test_a_client_past_its_share_gets_429_and_another_machine_on_the_same_key_is_served(services):
+    # Two machines share the service's one key (127.0.0.1 and 127.0.0.2). The first holds 40
+    # slow bodies; once the second holds requests too, each may hold half of the 64: the first
+    # gets a 429 at once, the second is served.
+    _, url = services["fixed"]
+    other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+
+    async def run() -> tuple[int, int, list[int]]:
+        first = await _open_slow_bodies(url, 40)
+        second = await _open_slow_bodies(url, 4, source="127.0.0.2")
+        try:
+            await asyncio.sleep(0.3)
+            body = {"messages": [{"role": "user", "content": "x"}]}
+            async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
+                refused = await client.post(url + "/chat/completions", json=body)
+            async with httpx.AsyncClient(headers=AUTH, timeout=30, transport=other) as client:
+                served = await client.post(url + "/chat/completions", json=body)
+            return refused.status_code, served.status_code, await _statuses(first + second, 10)
+        finally:
+            _close(first + second)
+
+    refused, served, statuses = asyncio.run(run())
+    assert (refused, served) == (429, 200)
+    assert statuses == [408] * 44
+
+
+# ---------------------------------------------------------------------------- stopping the CLI
+STOPPED_WITHIN_S = 10.0  # every process of the service gone after its stop or kill
+
+
+def _alive_of(procs: dict[int, float]) -> list[int]:
+    """The processes of ``procs`` (pid -> create time) still running (not zombies)."""
+    import psutil
+
+    alive = []
+    for pid, created in procs.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _as_a_shell_starts_it() -> None:
+    """Default SIGINT and SIGTERM in the child, as a shell starts a command (a test session may
+    have inherited them ignored, and an ignored signal stays ignored across exec)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv on the PATH")
+@pytest.mark.parametrize("stop", ["SIGINT to the process group", "SIGTERM to the driver", "SIGKILL to uv"])
+def test_the_service_cli_stopped_or_killed_leaves_no_process_and_no_traceback(stop, tiny_cache_dir, tmp_path):
+    # As users start it: `uv run python -m nemo_genrm.serve ...`, with no terminal (a process
+    # manager, `nohup`, CI). Stopped or killed by real pids, every process it started goes.
+    import psutil
+
+    from nemo_genrm.testing import cached_tiny_judge
+
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "service.log"
+    command = [shutil.which("uv"), "run", "--project", str(root), "python", "-m", "nemo_genrm.serve",
+               "--config", str(root / "examples" / "configs" / "serve_judge_tiny.yaml"),
+               f"judge.model_name={cached_tiny_judge('1')}", f"serve.port={_free_port()}"]
+    # A cluster of its own, even where a `ray start` (or a simulated) cluster runs on the machine.
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    with log.open("w") as out:
+        uv = subprocess.Popen(command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_as_a_shell_starts_it)
+    run: dict[int, float] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while "serving 'tiny-judge'" not in log.read_text():
+            assert uv.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        run = {p.pid: p.create_time() for p in psutil.Process(uv.pid).children(recursive=True)}
+        driver = next(p.pid for p in psutil.Process(uv.pid).children() if "nemo_genrm.serve" in " ".join(p.cmdline()))
+        assert len(run) > 5, run  # uv's driver, Ray's GCS, raylet, agents, Serve's actors, the guard
+        if stop == "SIGINT to the process group":  # Ctrl-C where there is no terminal
+            os.killpg(uv.pid, signal.SIGINT)
+        elif stop == "SIGTERM to the driver":
+            os.kill(driver, signal.SIGTERM)
+        else:
+            os.kill(uv.pid, signal.SIGKILL)
+        stopped = time.monotonic()
+        while _alive_of(run) and time.monotonic() - stopped < STOPPED_WITHIN_S:
+            time.sleep(0.1)
+        left = {pid: psutil.Process(pid).name() for pid in _alive_of(run)}
+        ignored = Path(f"/proc/{driver}/status").read_text().split("SigIgn:")[1].split()[0] if driver in left else ""
+        assert not left, f"{stop}: still running {STOPPED_WITHIN_S:g} s later: {left} (driver SigIgn {ignored})"
+        print(f"{stop}: every process of the service gone {time.monotonic() - stopped:.1f} s after")
+        uv.wait(timeout=30)
+        output = log.read_text()
+        assert "Traceback" not in output, output[-3000:]
+        if stop != "SIGKILL to uv":
+            assert "stopping the judge service" in output and uv.returncode == 0, (uv.returncode, output[-2000:])
+    finally:
+        for pid in _alive_of(run):
+            os.kill(pid, signal.SIGKILL)
+        if uv.poll() is None:
+            uv.kill()
+            uv.wait(timeout=30)

@@ -11,8 +11,8 @@ from nemo_genrm.config import ConfigError, validate
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve import MetricsStore, ServiceConfig, prometheus_text
 from nemo_genrm.serve.guard import (
-    ClientCap,
     EngineHealth,
+    FairShare,
     RequestError,
     check_bearer,
     client_identity,
@@ -236,18 +236,28 @@ def test_engine_gone_tells_a_dead_engine_from_a_bad_request():
     assert not engine_gone(errors=["http_connect", "http_timeout"]) and not engine_gone(errors=[])
 
 
-def test_client_cap_counts_open_requests_per_key():
-    cap = ClientCap(limit=2)
-    alice, bob = client_identity("Bearer k1", "10.0.0.1"), client_identity("Bearer k2", "10.0.0.1")
-    assert alice != bob and alice.startswith("key:") and "k1" not in alice  # the key's digest only
-    assert client_identity(None, "10.0.0.9") == "host:10.0.0.9"  # no key: one count per address
-    assert cap.enter(alice) and cap.enter(alice) and not cap.enter(alice)  # the third waits its turn
-    assert cap.enter(bob)  # another key is not held up
-    cap.leave(alice)
-    assert cap.enter(alice)
-    for who in (alice, alice, bob):
-        cap.leave(who)
-    assert cap.open == {}
+def test_clients_are_told_apart_by_key_and_address_and_the_key_is_never_kept():
+    alice, bob = client_identity("Bearer k1", "10.0.0.1"), client_identity("Bearer k1", "10.0.0.2")
+    assert alice != bob and "k1" not in alice and key_digest("k1") in alice  # one key, two machines
+    assert client_identity("Bearer k2", "10.0.0.1") != alice
+    assert client_identity(None, "10.0.0.9") == "no-key|host:10.0.0.9"
+
+
+def test_a_client_alone_may_use_the_whole_replica_and_shares_it_as_others_come():
+    share = FairShare(capacity=12, floor=2)
+    alice, bob, carol = "a", "b", "c"
+    assert all(share.enter(alice) for _ in range(12)) and not share.enter(alice)  # alone: all 12
+    assert share.enter(bob) and share.enter(bob)  # the floor, however full the replica is
+    assert share.share(bob) == 6 and share.enter(bob)  # two clients: half each
+    for _ in range(7):
+        share.leave(alice)
+    assert share.open[alice] == 5 and share.enter(carol)  # a newcomer is let in at once
+    assert share.share(carol) == 4 and share.open[bob] == 3  # three clients: a third each
+    assert not share.enter(alice) and share.enter(bob)  # alice is past her third, bob is not
+    for who, count in list(share.open.items()):
+        for _ in range(count):
+            share.leave(who)
+    assert share.open == {}
 
 
 def test_engine_slots_cannot_exceed_open_requests():
