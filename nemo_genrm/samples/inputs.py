@@ -168,18 +168,19 @@ def metadata_list(metadata: Any, size: int) -> list[Any]:
     return list(metadata)
 
 
-TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
-"""Content part types that hold text in their ``text`` field: Chat Completions' ``text``, the
-Responses API's ``input_text`` and ``output_text``."""
+TEXT_PARTS: Mapping[str, str] = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
+"""Content part types that hold text, and the field that holds it: Chat Completions' ``text``, the
+Responses API's ``input_text`` and ``output_text``, and a refusal's words (OpenAI's ``refusal``
+part: what the model said, judged like any other reply)."""
 
 
 def content_text(content: Any) -> tuple[str | None, str | None]:
     """The text of a message's content: a string, or a list of OpenAI-style content parts.
 
     Content parts (``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``, what vLLM,
-    OpenAI clients and chat datasets produce) are read as their text parts
-    (:data:`TEXT_PART_TYPES`) joined by newlines, as vLLM renders them for a text-only model.
-    Parts of other types (images, audio, files, refusals) are left out: the judge reads text.
+    OpenAI clients and chat datasets produce) are read as their text parts (:data:`TEXT_PARTS`)
+    joined by newlines, as vLLM renders them for a text-only model. Parts of other types
+    (images, audio, files) are left out: the judge reads text.
     Every reader of messages in the package (the environment, the drop-ins, the judge service)
     reads content here.
 
@@ -190,7 +191,7 @@ def content_text(content: Any) -> tuple[str | None, str | None]:
     Returns:
         ``(text, None)``, or ``(None, why)`` when the content holds no text to read:
         ``content_not_text`` (neither a string nor a list of parts, or a part that is not a dict
-        with a string ``type``, or a text part whose ``text`` is not a string) or
+        with a string ``type``, or a text part whose text field is not a string) or
         ``no_text_part`` (parts, none of them text; an empty list too).
     """
     if isinstance(content, str):
@@ -204,12 +205,13 @@ def content_text(content: Any) -> tuple[str | None, str | None]:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if not isinstance(kind, str):
             return None, CONTENT_NOT_TEXT
-        if kind in TEXT_PART_TYPES:
+        if kind in TEXT_PARTS:
             # A dataset's other part types often carry "text": None (Arrow fills a struct's
             # missing fields); a text part must hold text.
-            if not isinstance(part.get("text"), str):
+            text = part.get(TEXT_PARTS[kind])
+            if not isinstance(text, str):
                 return None, CONTENT_NOT_TEXT
-            texts.append(part["text"])
+            texts.append(text)
     if not texts:
         return None, NO_TEXT_PART
     return "\n".join(texts), None

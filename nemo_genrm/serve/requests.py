@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nemo_genrm.judges.base import JudgeRequest
+from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.guard import RequestError
 
@@ -30,12 +31,23 @@ class _ChatMessage(BaseModel):
     role: Literal["system", "user", "assistant"]
     content: str | list[dict[str, Any]]
 
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(
-            str(part.get("text", "")) for part in self.content if part.get("type") == "text"
-        )
+    def text(self, index: int) -> str:
+        """The content's text (content parts: their text parts, as the environment reads them).
+
+        Raises:
+            RequestError: The content holds no text part, or a malformed part.
+        """
+        text, why = content_text(self.content)
+        if text is None:
+            where = f"messages.{index}.content"
+            raise RequestError(
+                400,
+                f"invalid request: {where}: no text to read ({why}); send a string or "
+                '[{"type": "text", "text": ...}] parts: the judge reads text only',
+                "invalid_request",
+                where,
+            )
+        return text
 
 
 class ChatCompletionRequest(BaseModel):
@@ -105,7 +117,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
         )
     max_tokens = req.max_completion_tokens or req.max_tokens
     judge_request = JudgeRequest(
-        messages=tuple({"role": m.role, "content": m.text()} for m in req.messages)
+        messages=tuple({"role": m.role, "content": m.text(i)} for i, m in enumerate(req.messages))
     )
     if req.logprobs:
         if max_tokens != 1:

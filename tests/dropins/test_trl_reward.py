@@ -70,17 +70,43 @@ def _args(tmp_path, **overrides):
     return GRPOConfig(**{**settings, **overrides})
 
 
+# The tiny tokenizer's ChatML template, reading a content that is a list of parts as its text
+# parts (as the chat templates of vision-language models do).
+PARTS_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}{{- part['text'] -}}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def _text_of(content) -> str:
+    return content if isinstance(content, str) else "\n".join(part["text"] for part in content)
+
+
 def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
-    """TRL's GRPOTrainer awaits the reward, turns judge failures into NaN and keeps training."""
+    """TRL's GRPOTrainer awaits the reward, turns judge failures into NaN and keeps training.
+
+    The dataset's prompts hold OpenAI-style content parts (a chat dataset's shape), which TRL
+    passes on as they are: the judge must be shown their text, or no RIGHT question scores 1.
+    """
     from datasets import Dataset
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     model_path = cached_tiny_model(cache_dir=tiny_cache_dir)
-    reward = Recording(GENRM_SECTION, judge=RuleJudge())
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.chat_template = PARTS_TEMPLATE
+    judge = RuleJudge()
+    reward = Recording(GENRM_SECTION, judge=judge)
     questions = ["Say RIGHT.", "Say anything.", "CONFUSE the judge.", "Count the a's."]
     data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": q}], "ground_truth": "4"} for q in questions]
-    )
+        [{"prompt": [{"role": "user", "content": [{"type": "text", "text": "Task:"}, {"type": "text", "text": q}]}],
+          "ground_truth": "4"} for q in questions]
+    )  # fmt: skip
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -96,13 +122,14 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
         bf16=False,
         dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data)
+    trainer = GRPOTrainer(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data,
+                          processing_class=tokenizer)  # fmt: skip
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
 
     assert trainer.state.global_step == 3
     samples = [
-        (prompt[-1]["content"], completion[-1]["content"], out)
+        (_text_of(prompt[-1]["content"]), completion[-1]["content"], out)
         for prompts, completions, outs in reward.calls
         for prompt, completion, out in zip(prompts, completions, outs, strict=True)
     ]
@@ -119,6 +146,8 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
         else:
             assert out in (0.0, 1.0)
     assert any(out is None for _, _, out in samples), "the CONFUSE prompt makes the judge fail"
+    assert any(out == 1.0 for question, _, out in samples if "RIGHT" in question)
+    assert any("Task:\nSay RIGHT." in prompt for prompt in judge.prompts)  # the parts' text, as vLLM joins it
     logged = [entry for entry in trainer.state.log_history if "rewards/genrm/mean" in entry]
     assert logged and all(not math.isnan(entry["rewards/genrm/mean"]) for entry in logged)
     assert any("genrm/num_samples" in entry for entry in trainer.state.log_history)

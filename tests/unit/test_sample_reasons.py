@@ -58,7 +58,8 @@ def _genrm(result) -> list[tuple[str, str | None]]:
         (_parts(""), ("", None)),  # a text part holding nothing is text (no_answer later, not bad_input)
         ([IMAGE], (None, "no_text_part")),
         ([], (None, "no_text_part")),
-        ([{"type": "refusal", "refusal": "I cannot."}], (None, "no_text_part")),
+        ([{"type": "refusal", "refusal": "I cannot."}], ("I cannot.", None)),  # a refusal's words are text
+        ([{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}], (None, "no_text_part")),
         (None, (None, "content_not_text")),
         (7, (None, "content_not_text")),
         ({"type": "text", "text": "a"}, (None, "content_not_text")),  # one part, not a list of them
@@ -165,3 +166,21 @@ def test_every_returned_entry_is_a_dict_holding_its_result(mode):
     assert [m["metadata"] for m in result.metadata[1:4]] == passed[1:4]
     assert {k: v for k, v in result.metadata[4].items() if k != "genrm"} == passed[4]
     assert all(isinstance(r, SampleResult) for r in sample_results(result.metadata, len(passed)))
+
+
+# ------------------------------------------------------------------- the judge service's requests
+def test_the_judge_service_reads_text_parts_and_refuses_content_without_text():
+    from nemo_genrm.config import JudgeConfig
+    from nemo_genrm.serve.config import ServiceConfig
+    from nemo_genrm.serve.guard import RequestError
+    from nemo_genrm.serve.requests import parse_chat
+
+    cfg = ServiceConfig(judge=JudgeConfig(model_name="judge"))
+    body = {"messages": [{"role": "system", "content": "Grade."}, {"role": "user", "content": [IMAGE, *_parts("a", "b")]}]}
+    call = parse_chat(body, cfg)
+    assert call.request.messages == ({"role": "system", "content": "Grade."}, {"role": "user", "content": "a\nb"})
+    for content, why in (([IMAGE], "no_text_part"), ([{"type": "text"}], "content_not_text")):
+        with pytest.raises(RequestError) as info:
+            parse_chat({"messages": [{"role": "user", "content": content}]}, cfg)
+        assert (info.value.status, info.value.body["error"]["param"]) == (400, "messages.0.content")
+        assert why in str(info.value)
