@@ -289,9 +289,10 @@ def _torchrun(script: str, *args: str, timeout: int) -> subprocess.CompletedProc
 def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
     """Two processes, no trainer: a rank that fails before the exchange makes every rank raise.
 
-    Only process 0 builds a judge (it alone judges pairwise groups). A completion one rank cannot
-    read, or a column it cannot send, raises there as itself and on the other rank as an error
-    naming it, at once (a rank left waiting in the exchange would time out after 15 s, with
+    Only process 0 builds a judge (it alone judges pairwise groups). A completion with no text to
+    read is bad_input, a per-sample zero, on the rank that holds it. Completions one rank cannot
+    list, or a column it cannot send, raise there as themselves and on the other rank as an error
+    naming them, at once (a rank left waiting in the exchange would time out after 15 s, with
     another error); the next call finds both ranks in step again. A judge gone for good, which
     only process 0 asks, is raised on both.
     """
@@ -301,12 +302,14 @@ def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["built"] for r in ranks] == [2, 0]  # two rewards, their judges on process 0 alone
     expected = _expected_pairwise(["e", "eee", "ee", "eeee"], 4)
-    good, unreadable, unsendable, again, gone = zip(ranks[0]["calls"], ranks[1]["calls"], strict=True)
+    good, unreadable, unlisted, unsendable, again, gone = zip(ranks[0]["calls"], ranks[1]["calls"], strict=True)
     for first, second in (good, again):
         assert first["rewards"] + second["rewards"] == pytest.approx(expected)
-    assert unreadable[1]["error"] == "TypeError"
-    assert unreadable[0]["error"] == "ProcessFailedError" and "process 1" in unreadable[0]["message"]
-    assert "TypeError" in unreadable[0]["message"]
+    # Rank 1's two completions are bad_input (0, not ranked); rank 0's e and eee are ranked alone.
+    assert unreadable[0]["rewards"] + unreadable[1]["rewards"] == _expected_pairwise(["e", "eee"], 2) + [0.0, 0.0]
+    assert unlisted[1]["error"] == "TypeError"
+    assert unlisted[0]["error"] == "ProcessFailedError" and "process 1" in unlisted[0]["message"]
+    assert "TypeError" in unlisted[0]["message"]
     assert unsendable[0]["error"] == "TypeError" and "pickle" in unsendable[0]["message"]
     assert unsendable[1]["error"] == "ProcessFailedError" and "process 0" in unsendable[1]["message"]
     assert [g["error"] for g in gone] == ["JudgeUnavailableError"] * 2  # found on process 0, raised on both
