@@ -13,6 +13,11 @@ expects (``None`` in TRL, a masked sample in NeMo Gym, a reason field in verl). 
 environment masks (``incomplete_group``, a masked parse failure) is :attr:`Judgement.masked`,
 reported the same way.
 
+A response may be text, OpenAI-style content parts, or a conversational completion (a list of
+messages whose last assistant message is the response), and a question text or content parts:
+the environment reads content parts as their text (:func:`nemo_genrm.samples.inputs.content_text`),
+and a response it cannot read is ``bad_input`` with its :attr:`Judgement.why`.
+
 Every reward mode is fed here: the reference (reference mode), and per sample extra metadata
 (what names a pairwise group, :mod:`nemo_genrm.samples.groups`; rubric items) from the drop-in. :meth:`JudgeReward.ajudge` is
 awaited on the caller's event loop without holding a thread: concurrent calls (verl's reward
@@ -50,6 +55,8 @@ class Judgement:
             and rubric modes the whole response as shown), ``None`` when nothing was sent.
         masked: The environment masked the sample (``incomplete_group``, a parse failure under
             ``verdict.on_parse_failure: mask``): its reward is no measurement of the policy.
+        why: The reason's detail: what was wrong for ``bad_input``, why no verdict was read for
+            ``parse_failure`` (:class:`~nemo_genrm.samples.types.SampleResult`), else ``None``.
     """
 
     reward: float
@@ -57,6 +64,7 @@ class Judgement:
     verdict: int | None
     answer: str | None
     masked: bool = False
+    why: str | None = None
 
     @property
     def judge_failed(self) -> bool:
@@ -130,6 +138,12 @@ def rubric_items(value: Any) -> Any:
     return value
 
 
+def _is_message_list(value: Any) -> bool:
+    """Whether a response is a list of messages (each a dict with a ``role``), not content parts
+    (dicts with a ``type`` and no ``role``) or text."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(m, Mapping) and "role" in m for m in value)
+
+
 class JudgeReward:
     """Judge answers against references with this package's environment logic, no Ray needed.
 
@@ -174,18 +188,21 @@ class JudgeReward:
 
     def judge(
         self,
-        answers: Sequence[str],
+        answers: Sequence[Any],
         references: Sequence[Any] | None = None,
-        questions: Sequence[str | None] | None = None,
+        questions: Sequence[Any] | None = None,
         extras: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[Judgement]:
         """Judge each answer in one batched judge call, as the configured mode does.
 
         Args:
-            answers: The policy's responses (the answer is extracted from each as configured).
+            answers: The policy's responses (the answer is extracted from each as configured):
+                each a string, OpenAI-style content parts, or a list of messages (dicts with a
+                ``role``) whose last ``assistant`` message is the response.
             references: The reference answer of each (``None`` or empty:
                 ``missing_ground_truth`` in reference mode; unused by the other modes).
-            questions: The question of each, when known (shown to the judge).
+            questions: The question of each, when known (shown to the judge): a string or
+                content parts.
             extras: Further metadata of each sample: for pairwise groups what names the group
                 (``group_id`` under ``reward.pairwise_group.group_key``, ``data_source``,
                 ``genrm_prompt``, ``genrm_group_unique``: :mod:`nemo_genrm.samples.groups`), the
@@ -204,9 +221,9 @@ class JudgeReward:
 
     async def ajudge(
         self,
-        answers: Sequence[str],
+        answers: Sequence[Any],
         references: Sequence[Any] | None = None,
-        questions: Sequence[str | None] | None = None,
+        questions: Sequence[Any] | None = None,
         extras: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[Judgement]:
         """:meth:`judge` awaited on the caller's event loop, without holding a thread.
@@ -219,11 +236,11 @@ class JudgeReward:
 
     @staticmethod
     def _inputs(
-        answers: Sequence[str],
+        answers: Sequence[Any],
         references: Sequence[Any] | None,
-        questions: Sequence[str | None] | None,
+        questions: Sequence[Any] | None,
         extras: Sequence[Mapping[str, Any] | None] | None,
-    ) -> tuple[list[list[dict[str, str]]], list[dict[str, Any]]]:
+    ) -> tuple[list[list[Any]], list[dict[str, Any]]]:
         """The environment's message logs and metadata for these samples."""
         size = len(answers)
         references = list(references) if references is not None else [None] * size
@@ -236,7 +253,8 @@ class JudgeReward:
             )
         logs, metas = [], []
         for answer, reference, question, extra in zip(answers, references, questions, extras, strict=True):
-            logs.append([{"role": "user", "content": question or ""}, {"role": "assistant", "content": answer}])
+            user = {"role": "user", "content": question or ""}
+            logs.append([user, *answer] if _is_message_list(answer) else [user, {"role": "assistant", "content": answer}])
             meta: dict[str, Any] = {**(extra or {}), "ground_truth": reference}
             if question:
                 meta["question"] = question
@@ -250,7 +268,7 @@ class JudgeReward:
         for reward, outcome, ans in zip(rewards, sample_results(result.metadata, size), result.answers, strict=True):
             if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
                 raise RuntimeError("the GenRM environment returned a sample without its result")
-            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans, outcome.masked))
+            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans, outcome.masked, outcome.why))
         return judgements
 
     def metrics(self) -> dict[str, float]:

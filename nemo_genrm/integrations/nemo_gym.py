@@ -12,7 +12,12 @@ engine failure (``judge_failed``) and a task with no reference (``verifier_error
 with ``mask_sample: true``, as does every sample the environment masks (``incomplete_group``:
 ``genrm:incomplete_group``). An answer that cannot be judged (none found, or past the length
 cap) is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
-``genrm:too_long``. A judge gone for good (:class:`~nemo_genrm.errors.JudgeUnavailableError`)
+``genrm:too_long``; an output without an assistant message (reasoning or a tool call alone) has
+no answer. A request the judge cannot read is ``bad_input``: reward 0, not masked,
+``failure_kind`` ``genrm:bad_input``, what was wrong in ``genrm_why`` and ``failure_reason`` (an
+assistant message holding no text part, a malformed rubric). The response's and the question's
+content parts are read as their text (``output_text``, ``input_text``, ``text``; images and
+other parts left out). A judge gone for good (:class:`~nemo_genrm.errors.JudgeUnavailableError`)
 is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a masked
 ``judge_failed`` row whose ``failure_reason`` names the error (routed to Gym's failures file).
 
@@ -20,8 +25,8 @@ Per mode, a request carries: ``expected_answer`` (reference mode), ``group_id`` 
 rollouts of one task share it; a group is the rollouts with one ``group_id`` and one request
 input; ``reward.pairwise_group.group_size`` must be set, since Gym posts one ``/verify`` per
 rollout), ``rubric`` (rubric mode: the task's items, else
-``reward.rubric.file``; a value that is not a list of criteria is ``bad_input``: reward 0, not
-masked, no ``failure_kind``, never judged). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
+``reward.rubric.file``; a value that is not a list of criteria is ``bad_input``
+(``bad_rubric``): reward 0, not masked, never judged). The server declares ``ray_enabled = False``: Gym starts no Ray cluster
 for it; an in-process judge engine (``dtensor``, ``vllm``) connects to Gym's cluster, or starts
 one, when the server is built.
 
@@ -48,6 +53,7 @@ from nemo_gym.judge import JudgeError
 from pydantic import Field, PrivateAttr
 
 from nemo_genrm.samples.types import (
+    BAD_INPUT,
     INCOMPLETE_GROUP,
     JUDGE_ERROR,
     MISSING_GROUND_TRUTH,
@@ -73,6 +79,7 @@ _FAILURES: dict[str, tuple[str, bool, str]] = {
     TOO_LONG: ("genrm:too_long", False, "the answer is past the length cap, or its prompt does not fit the judge"),
     INCOMPLETE_GROUP: ("genrm:incomplete_group", True, "no other response of its group was judged with it"),
     MISSING_RUBRIC: ("verifier_error", True, "the task has no rubric items"),
+    BAD_INPUT: ("genrm:bad_input", False, "the request cannot be judged as sent"),
 }
 
 
@@ -108,39 +115,29 @@ class GenRMVerifyResponse(BaseVerifyResponse):
     expected_answer: str | None = None
     verdict: int | None = None
     genrm_reason: str
+    genrm_why: str | None = Field(None, description="The reason's detail: what was wrong for bad_input.")
     extracted_answer: str | None = None
 
 
-def _text_parts(content: Any, kinds: tuple[str, ...]) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content or []:
-        part_type = part.get("type") if isinstance(part, dict) else getattr(part, "type", None)
-        text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
-        if part_type in kinds and isinstance(text, str):
-            parts.append(text)
-    return "".join(parts)
-
-
-def response_text(body: BaseVerifyRequest) -> str:
-    """The text of the response's last assistant message (reasoning and tool calls left out)."""
-    for item in reversed(body.response.output):
-        if getattr(item, "type", None) == "message" and getattr(item, "role", None) == "assistant":
-            return _text_parts(item.content, ("output_text",))
+def response_content(body: BaseVerifyRequest) -> Any:
+    """The content of the response's last assistant message, as JSON (a string or content parts,
+    read by the environment); ``""`` when the output has none (reasoning or tool calls alone)."""
+    output = body.response.model_dump(mode="json").get("output") or []
+    for item in reversed(output):
+        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "assistant":
+            return item.get("content")
     return ""
 
 
-def question_text(body: BaseVerifyRequest) -> str | None:
-    """The last user message of the request's input (a plain string input is the question)."""
-    given = body.responses_create_params.input
+def question_content(body: BaseVerifyRequest) -> Any:
+    """The content of the request input's last user message, as JSON (a plain string input is the
+    question); ``None`` when it has none."""
+    given = body.responses_create_params.model_dump(mode="json").get("input")
     if isinstance(given, str):
         return given
-    for message in reversed(list(given or [])):
-        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-        if role == "user":
-            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-            return _text_parts(content, ("input_text", "text"))
+    for message in reversed(given if isinstance(given, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message.get("content")
     return None
 
 
@@ -148,6 +145,8 @@ def failure_fields(judgement: Judgement) -> dict[str, Any]:
     """``reward``, ``mask_sample``, ``failure_kind`` and ``failure_reason`` for one judgement."""
     kind, masked, reason = _FAILURES.get(judgement.reason, (None, False, None))
     masked = masked or judgement.masked  # every sample the environment masks
+    if judgement.reason == BAD_INPUT and judgement.why is not None:
+        reason = f"{reason}: {judgement.why}"
     return {"reward": judgement.reward, "mask_sample": masked, "failure_kind": kind, "failure_reason": reason}
 
 
@@ -192,11 +191,11 @@ class GenRMResourcesServer(SimpleResourcesServer):
             JudgeError: The judge is gone for good (Gym's failsafe masks the row as
                 ``judge_failed``, its ``failure_reason`` naming :class:`JudgeUnavailableError`).
         """
-        question = body.question or question_text(body)
+        question = body.question or question_content(body)
         extras = mode_extras(self._reward, body)
         try:
             (judgement,) = await self._reward.ajudge(
-                [response_text(body)], [body.expected_answer], [question], [extras]
+                [response_content(body)], [body.expected_answer], [question], [extras]
             )
         except JudgeUnavailableError as exc:
             raise JudgeError(f"JudgeUnavailableError: {exc}") from exc
@@ -206,6 +205,7 @@ class GenRMResourcesServer(SimpleResourcesServer):
             expected_answer=body.expected_answer,
             verdict=judgement.verdict,
             genrm_reason=judgement.reason,
+            genrm_why=judgement.why,
             extracted_answer=judgement.answer,
         )
 

@@ -12,7 +12,10 @@ warns about it); next to other reward functions a ``None`` adds nothing to the s
 failed (no verdict in its reply, or the engine failed) or the environment masked the sample
 (``incomplete_group``): a broken judge is not a wrong answer. An answer that cannot be judged
 (empty, past the length cap, no reference) gets 0.0, as in every other entry point of this
-package. A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
+package; one the environment cannot read (a completion whose content holds no text part, e.g. an
+image alone) gets 0.0 as ``bad_input``, its detail logged in the ``<name>_why`` column. Completions
+and chat prompts may hold OpenAI-style content parts, as TRL's ``prepare_multimodal_messages``
+makes them for vision-language models: their text parts are what the judge reads. A judge gone for good raises :class:`~nemo_genrm.errors.JudgeUnavailableError` out of
 the call, which stops ``trainer.train()``.
 
 What each mode reads from TRL's batch (one call holds every completion of the step, in one
@@ -60,24 +63,15 @@ logger = logging.getLogger(__name__)
 __all__ = ["GenRMReward"]
 
 
-def _text(item: Any) -> str:
-    """A prompt or completion as text: a plain string, or the content of its last message."""
-    if isinstance(item, str):
-        return item
-    if isinstance(item, Sequence) and item and isinstance(item[-1], dict):
-        content = item[-1].get("content")
-        if isinstance(content, list):  # content blocks: keep the text parts
-            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        return content if isinstance(content, str) else ""
-    return ""
-
-
-def _question(prompt: Any) -> str:
-    """The question a prompt asks: the last user message of a chat prompt, or the prompt text."""
+def _question(prompt: Any) -> Any:
+    """The question a prompt asks: the content (text or content parts) of a chat prompt's last
+    user message, else of its last message, or the prompt text; the environment reads it."""
     if isinstance(prompt, Sequence) and not isinstance(prompt, str):
-        users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return _text(users[-1:]) if users else _text(prompt)
-    return _text(prompt)
+        messages = [m for m in prompt if isinstance(m, dict)]
+        users = [m for m in messages if m.get("role") == "user"]
+        last = users[-1] if users else messages[-1] if messages else {}
+        return last.get("content")
+    return prompt
 
 
 def _tag(group: Any) -> Any:
@@ -228,7 +222,8 @@ class GenRMReward:
 
         Args:
             prompts: One prompt per completion (text, or chat messages).
-            completions: The completions (text, or a list holding the assistant message).
+            completions: The completions (text, or TRL's list of messages, whose last assistant
+                message is the response; its content text or content parts).
             completion_ids: Token ids per completion (not used: the judge reads the text).
             **kwargs: The dataset's columns (the reference column is required) and TRL's own
                 keyword arguments; ``log_metric`` and ``log_extra`` are used when given.
@@ -248,7 +243,7 @@ class GenRMReward:
                 judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
             else:
                 reward = self._judging()
-                judgements = await reward.ajudge([_text(c) for c in completions], *self._inputs(prompts, kwargs))
+                judgements = await reward.ajudge(list(completions), *self._inputs(prompts, kwargs))
                 metrics = reward.metrics()
         except BaseException as exc:
             published.set_result(exc)  # the reward functions it masks raise it too
@@ -305,7 +300,8 @@ class GenRMReward:
         if mode == "reference":
             references = list(self._column(kwargs, self.reference_column, "the reference answer"))
         if self.question_column is not None and self.question_column in kwargs:
-            questions = [str(q) if q is not None else None for q in kwargs[self.question_column]]
+            # text, or content parts, as they are; a number as its text
+            questions = [q if q is None or isinstance(q, (str, list, tuple)) else str(q) for q in kwargs[self.question_column]]
         else:
             questions = [_question(p) for p in prompts]
         return references, questions, self._extras(mode, prompts, kwargs)
@@ -326,7 +322,7 @@ class GenRMReward:
         columns = [c for c in (self.question_column, self.group_column) if c is not None and c in kwargs]
 
         def prepare() -> dict[str, Any]:
-            texts = [_text(c) for c in completions]
+            texts = list(completions)  # as TRL passes them: the environment reads them
             return {"prompts": list(prompts), "texts": texts, "columns": {c: list(kwargs[c]) for c in columns}}
 
         def judge(slices: list[dict[str, Any]]) -> list[tuple[list[Judgement], dict[str, float]]]:
@@ -401,6 +397,7 @@ class GenRMReward:
                 log_metric(key, float(value))
         if log_extra is not None:
             log_extra(f"{self.__name__}_reason", [j.reason for j in judgements])
+            log_extra(f"{self.__name__}_why", [j.why for j in judgements])
 
     def close(self) -> None:
         """Free the judge this reward built, if it built one; safe to call twice."""

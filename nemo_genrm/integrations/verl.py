@@ -30,12 +30,14 @@ its data source and prompt, which only this package's reward manager passes
 ``reward.pairwise_group.group_size`` must be set (``rollout.n``); ``rubric``: the items in
 ``extra_info[reward.rubric.items_key]`` (a list; any other value is ``bad_input``), else
 ``reward.rubric.file``. The question shown is
-``extra_info.question`` (or ``problem``, ``query``) when the row has one.
+``extra_info.question`` (or ``problem``, ``query``) when the row has one, as text or as
+OpenAI-style content parts (their text parts are read).
 
 The returned dict holds ``score`` (the reward verl trains on) and what verl logs per sample:
 ``acc`` (the verdict; ``None`` where the judge failed or the sample is masked, and in the modes
 without a verdict, which verl's validation metrics leave out), ``pred`` (what the judge was
 shown, the extracted answer in reference mode, for verl's majority vote), ``genrm_reason``,
+``genrm_why`` (the reason's detail: what was wrong for ``bad_input``, else mostly ``None``),
 ``genrm_judge_failed`` and ``genrm_masked``. verl 0.9.1 has no way for a reward function to keep
 a sample out of the loss: a masked sample or a judge failure trains as ``score`` 0.0 unless the
 trainer drops the rows flagged ``genrm_masked`` / ``genrm_judge_failed`` (docs/integrations.md
@@ -55,6 +57,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD
+from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, check_per_sample, genrm_section, rubric_items
 from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
 
@@ -169,6 +172,7 @@ def result_fields(judgement: Judgement, mode: str = "reference") -> dict[str, An
         "acc": None if failed or judgement.masked or verdictless else float(judgement.verdict or 0),
         "pred": judgement.answer or "",
         "genrm_reason": judgement.reason,
+        "genrm_why": judgement.why,
         "genrm_judge_failed": float(failed),
         "genrm_masked": float(judgement.masked),
     }
@@ -267,10 +271,12 @@ def _mode_inputs(
 
 
 def _question(extra_info: Any) -> str | None:
+    """The row's question: the first of ``question``, ``problem``, ``query`` with text (a string,
+    or content parts read as their text)."""
     if isinstance(extra_info, Mapping):
         for key in ("question", "problem", "query"):
-            value = extra_info.get(key)
-            if isinstance(value, str) and value:
+            value, _ = content_text(extra_info.get(key))
+            if value:
                 return value
     return None
 
@@ -310,8 +316,8 @@ async def compute_score(
             exact copies of real rows.
 
     Returns:
-        ``{"score", "acc", "pred", "genrm_reason", "genrm_judge_failed", "genrm_masked"}`` (see
-        the module docstring).
+        ``{"score", "acc", "pred", "genrm_reason", "genrm_why", "genrm_judge_failed",
+        "genrm_masked"}`` (see the module docstring).
 
     Raises:
         ValueError: No ``genrm_config`` in ``reward_kwargs``.

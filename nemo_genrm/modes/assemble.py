@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -24,13 +25,14 @@ def assemble(
 
     The mode's results are settled here (reward 0 unless judged; a ``judge_error`` always masked,
     since its verdict rests on no judge answer and its 0 would train as one; parse failures
-    masked under ``mask_parse_failures``) and every dict in ``metas`` comes back as a copy whose ``genrm``
-    entry is the settled result (:class:`~nemo_genrm.samples.types.GenRMInfo`).
+    masked under ``mask_parse_failures``) and every sample's metadata comes back as a dict whose
+    ``genrm`` entry is the settled result (:class:`~nemo_genrm.samples.types.GenRMInfo`):
+    see :func:`returned_metadata`.
 
     Args:
         samples: The call's prepared samples.
         results: The mode's result per sample.
-        metas: The caller's metadata per sample (dicts get a ``genrm`` entry).
+        metas: The caller's metadata per sample, whatever it is.
         tally: The call's counters.
         mask_parse_failures: ``verdict.on_parse_failure: mask``.
 
@@ -54,7 +56,7 @@ def assemble(
         rewards.append(result.reward)
         answers.append(sample.answer if sent else None)
         observations.append({"role": "environment", "content": _observation(result)})
-        out_meta.append({**meta, "genrm": result.metadata()} if isinstance(meta, dict) else meta)
+        out_meta.append(returned_metadata(meta, result))
     size = len(samples)
     return EnvironmentReturn(
         observations=observations,
@@ -64,6 +66,21 @@ def assemble(
         terminateds=torch.ones(size, dtype=torch.bool),  # [B]
         answers=answers,
     )
+
+
+def returned_metadata(meta: Any, result: SampleResult) -> dict[str, Any]:
+    """A sample's returned metadata: the caller's, with its ``genrm`` result, always a dict.
+
+    A mapping comes back as a copy of its items with ``genrm`` set; ``None`` (no metadata) as
+    ``{"genrm": ...}``; anything else (a string, a number, a list: ``bad_input``) as
+    ``{"metadata": <what was passed>, "genrm": ...}``, so that code reading
+    ``m["genrm"]["reason"]`` works on every sample and nothing the caller passed is lost.
+    """
+    if isinstance(meta, Mapping):
+        return {**meta, "genrm": result.metadata()}
+    if meta is None:
+        return {"genrm": result.metadata()}
+    return {"metadata": meta, "genrm": result.metadata()}
 
 
 def _observation(result: SampleResult) -> str:

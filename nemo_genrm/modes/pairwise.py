@@ -265,7 +265,7 @@ class PairwiseGroupMode(Mode):
             "pairwise/order_disagreements", "pairwise/failed_pairs", "pairwise/identical_pairs",
         )  # fmt: skip
         results: list[SampleResult | None] = [
-            None if s.reason is None else SampleResult(s.reason) for s in samples
+            None if s.reason is None else s.result() for s in samples
         ]
         if groups is None:
             groups = call_tags(sample_keys(samples, metas, self.cfg.group_key), 0)

@@ -122,7 +122,7 @@ class ReferenceMode(Mode):
         decided: dict[int, SampleResult] = {}
         for sample, slot, check in zip(samples, slots, checks, strict=True):
             if sample.reason is not None:
-                results.append(SampleResult(sample.reason))
+                results.append(sample.result())
             elif slot is None:  # rule_first: the verifier decided
                 results.append(_verified(check))
             else:

@@ -31,7 +31,7 @@ import yaml
 
 from nemo_genrm.config import ConfigError, RubricConfig
 from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.types import BAD_INPUT, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
+from nemo_genrm.samples.types import BAD_INPUT, BAD_RUBRIC, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 from nemo_genrm.guard.injection import FENCE_NAME
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Panel
@@ -159,17 +159,19 @@ class RubricMode(Mode):
         self.cfg, self._template, self._panel, self._presenter = cfg, template, panel, presenter
         self._file = load_rubric_file(cfg.file) if cfg.file else {}
 
-    def _items(self, sample: PreparedSample, meta: Any) -> list[Item] | str:
-        """The sample's items, or the reason it has none."""
+    def _items(self, sample: PreparedSample, meta: Any) -> list[Item] | SampleResult:
+        """The sample's items, or its result when it has none to judge."""
+        if sample.reason is not None:
+            return sample.result()
         value = meta.get(self.cfg.items_key) if isinstance(meta, dict) else None
         if value is None:
             value = self._file.get(sample.question, self._file.get("*"))
         if value is None:
-            return MISSING_RUBRIC
+            return SampleResult(MISSING_RUBRIC)
         items = parse_items(value)
         if items is None:
-            return BAD_INPUT
-        return items or MISSING_RUBRIC
+            return SampleResult(BAD_INPUT, why=BAD_RUBRIC)
+        return items or SampleResult(MISSING_RUBRIC)
 
     def judge(
         self,
@@ -183,18 +185,18 @@ class RubricMode(Mode):
         counters.declare("rubric/items", "rubric/items_met", "rubric/item_failures")
         requests: list[JudgeRequest] = []
         slots: dict[tuple[str, str, str], int] = {}
-        plans: list[list[tuple[Item, int]] | str] = []
+        plans: list[list[tuple[Item, int]] | SampleResult] = []
         for sample, meta in zip(samples, metas, strict=True):
-            items = sample.reason or self._items(sample, meta)
-            if isinstance(items, str):
+            items = self._items(sample, meta)
+            if isinstance(items, SampleResult):
                 plans.append(items)
                 continue
             plans.append([(item, self._slot(sample, item, requests, slots)) for item in items])
         ballots = self._panel.cast(requests, ask, counters)
         results = []
         for plan in plans:
-            if isinstance(plan, str):
-                results.append(SampleResult(plan))
+            if isinstance(plan, SampleResult):
+                results.append(plan)
                 continue
             results.append(self._score(plan, ballots, counters))
         return results

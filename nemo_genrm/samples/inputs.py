@@ -17,6 +17,15 @@ from fractions import Fraction
 from typing import Any
 
 from nemo_genrm.samples.types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
+from nemo_genrm.samples.types import (
+    BAD_GROUND_TRUTH,
+    CONTENT_NOT_TEXT,
+    METADATA_NOT_DICT,
+    NO_ASSISTANT_MESSAGE,
+    NO_TEXT_PART,
+    NOT_MESSAGES,
+    SampleResult,
+)
 from nemo_genrm.guard.injection import is_content_free
 from nemo_genrm.judges.fitting import shorten
 from nemo_genrm.prompts import PromptBuilder
@@ -39,6 +48,7 @@ class PreparedSample:
         value: The bare final answer the response states (reference mode), for value-level
             checks beside the judge; ``None`` when there is none or the mode judges the whole
             response. ``answer`` may show it with the words around it; ``value`` is the value alone.
+        why: For a ``bad_input``, what was wrong (:data:`~nemo_genrm.samples.types.BAD_INPUT_WHYS`).
     """
 
     reason: str | None
@@ -46,6 +56,13 @@ class PreparedSample:
     reference: str = ""
     answer: str | None = None
     value: str | None = None
+    why: str | None = None
+
+    def result(self) -> SampleResult:
+        """The result of a sample decided here, without the judge: its reason and its detail."""
+        if self.reason is None:
+            raise ValueError("the sample is to be judged: it has no result of its own")
+        return SampleResult(self.reason, why=self.why)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -151,43 +168,95 @@ def metadata_list(metadata: Any, size: int) -> list[Any]:
     return list(metadata)
 
 
-def _last_assistant(log: Any) -> tuple[int, Mapping[str, Any]] | None:
-    """Index and message of the last assistant message, or ``None`` when absent or malformed."""
+TEXT_PARTS: Mapping[str, str] = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
+"""Content part types that hold text, and the field that holds it: Chat Completions' ``text``, the
+Responses API's ``input_text`` and ``output_text``, and a refusal's words (OpenAI's ``refusal``
+part: what the model said, judged like any other reply)."""
+
+
+def content_text(content: Any) -> tuple[str | None, str | None]:
+    """The text of a message's content: a string, or a list of OpenAI-style content parts.
+
+    Content parts (``[{"type": "text", "text": ...}, {"type": "image_url", ...}]``, what vLLM,
+    OpenAI clients and chat datasets produce) are read as their text parts (:data:`TEXT_PARTS`)
+    joined by newlines, as vLLM renders them for a text-only model. Parts of other types
+    (images, audio, files) are left out: the judge reads text.
+    Every reader of messages in the package (the environment, the drop-ins, the judge service)
+    reads content here.
+
+    Args:
+        content: A message's ``content``: a string, or a list (or tuple, or 1-d NumPy array, as
+            Parquet gives) of parts, each a dict with a string ``type``.
+
+    Returns:
+        ``(text, None)``, or ``(None, why)`` when the content holds no text to read:
+        ``content_not_text`` (neither a string nor a list of parts, or a part that is not a dict
+        with a string ``type``, or a text part whose text field is not a string) or
+        ``no_text_part`` (parts, none of them text; an empty list too).
+    """
+    if isinstance(content, str):
+        return content, None
+    if type(content).__module__ == "numpy" and getattr(content, "ndim", None) == 1:
+        content = content.tolist()
+    if not isinstance(content, (list, tuple)):
+        return None, CONTENT_NOT_TEXT
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if not isinstance(kind, str):
+            return None, CONTENT_NOT_TEXT
+        if kind in TEXT_PARTS:
+            # A dataset's other part types often carry "text": None (Arrow fills a struct's
+            # missing fields); a text part must hold text.
+            text = part.get(TEXT_PARTS[kind])
+            if not isinstance(text, str):
+                return None, CONTENT_NOT_TEXT
+            texts.append(text)
+    if not texts:
+        return None, NO_TEXT_PART
+    return "\n".join(texts), None
+
+
+def _last_assistant(log: Any) -> tuple[int, Mapping[str, Any]] | str:
+    """Index and message of the last assistant message, or why there is none (a bad-input why)."""
     if not isinstance(log, Sequence) or isinstance(log, (str, bytes)):
-        return None
+        return NOT_MESSAGES
     if not all(isinstance(m, Mapping) for m in log):
-        return None
+        return NOT_MESSAGES
     for index in range(len(log) - 1, -1, -1):
         if log[index].get("role") == "assistant":
             return index, log[index]
-    return None
+    return NO_ASSISTANT_MESSAGE
 
 
 def _question(log: Sequence[Mapping[str, Any]], before: int, meta: Mapping[str, Any]) -> str:
     """``metadata["question"]`` when given, else the last user message before the response.
 
-    A user message may hold the policy's whole chat-templated prompt (NeMo-RL's math processors
-    put it there); its template scaffolding is stripped so the judge sees the user's words only.
+    Either may be text or content parts (:func:`content_text`). A user message may hold the
+    policy's whole chat-templated prompt (NeMo-RL's math processors put it there); its template
+    scaffolding is stripped so the judge sees the user's words only.
     """
-    given = meta.get("question")
-    if isinstance(given, str) and given.strip():
+    given, _ = content_text(meta.get("question"))
+    if given is not None and given.strip():
         return given
     for index in range(before - 1, -1, -1):
         message = log[index]
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return strip_chat_scaffolding(message["content"])
+        text, _ = content_text(message.get("content")) if message.get("role") == "user" else (None, None)
+        if text is not None:
+            return strip_chat_scaffolding(text)
     return ""
 
 
 def _reference(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(reference, reason): the ground truth as text, or why there is none."""
+    """(reference, reason): the ground truth as text, or why there is none (``missing_ground_truth``,
+    or the bad-input why ``bad_ground_truth``)."""
     value = meta.get("ground_truth")
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, MISSING_GROUND_TRUTH
     if isinstance(value, str):
         return value, None
     text = number_text(value)
-    return (text, None) if text is not None else (None, BAD_INPUT)
+    return (text, None) if text is not None else (None, BAD_GROUND_TRUTH)
 
 
 # Integral binary floats below this are written as integers; above it a float is not exact at
@@ -281,21 +350,21 @@ def prepare_sample(
         The prepared sample (``reason`` is ``None`` when it should be judged).
     """
     if meta is not None and not isinstance(meta, Mapping):
-        return PreparedSample(BAD_INPUT)
+        return PreparedSample(BAD_INPUT, why=METADATA_NOT_DICT)
     meta = meta or {}
     found = _last_assistant(log)
-    if found is None:
-        return PreparedSample(BAD_INPUT)
+    if isinstance(found, str):
+        return PreparedSample(BAD_INPUT, why=found)
     index, message = found
-    content = message.get("content")
-    if not isinstance(content, str):
+    content, unreadable = content_text(message.get("content"))
+    if content is None:
         # Its question is readable: in the modes that rank a group it still arrived in its group
         # (which would otherwise never fill), though it is not judged.
         question = clean_text(_question(log, index, meta)) if response_chars is not None else ""
-        return PreparedSample(BAD_INPUT, question=question)
+        return PreparedSample(BAD_INPUT, question=question, why=unreadable)
     reference, problem = _reference(meta)
     if problem is not None and needs_reference:
-        return PreparedSample(problem)
+        return _unreferenced(problem)
     if response_chars is not None:
         return _whole_response(content, clean_text(_question(log, index, meta)), reference, response_chars)
     extracted = builder.extract(content)
@@ -308,6 +377,11 @@ def prepare_sample(
         answer=clean_text(extracted.text),
         value=clean_text(extracted.text),
     )
+
+
+def _unreferenced(problem: str) -> PreparedSample:
+    """A sample without a usable reference: ``missing_ground_truth``, or ``bad_input`` with its why."""
+    return PreparedSample(problem) if problem == MISSING_GROUND_TRUTH else PreparedSample(BAD_INPUT, why=problem)
 
 
 def _whole_response(content: str, question: str, reference: str | None, max_chars: int) -> PreparedSample:

@@ -17,6 +17,9 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   usable label probability (verdicts from logprobs). ``truncated`` is always reported, the
   others from the first step that has one. Pairwise and rubric samples combine several replies
   and are not split by sub-reason.
+- ``genrm/bad_input/<why>``: the ``bad_input`` samples per detail
+  (:data:`nemo_genrm.samples.types.BAD_INPUT_WHYS`: ``metadata_not_dict``, ``content_not_text``,
+  ``no_text_part``, ...), each from the first step that has one.
 - ``genrm/masked``: samples left out of ``mean_reward`` (masked parse failures).
 - ``genrm/judge_prompts``: distinct prompts sent to the judge; ``genrm/dedup_hits``: samples
   that reused another sample's verdict in the same step (sent samples minus prompts).
@@ -56,7 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from nemo_genrm.judges.results import reasoning_summary
-from nemo_genrm.samples.types import JUDGED, PARSE_FAILURE, REASONS, SampleResult
+from nemo_genrm.samples.types import BAD_INPUT, JUDGED, PARSE_FAILURE, REASONS, SampleResult
 from nemo_genrm.verdicts import TRUNCATED
 
 PREFIX = "genrm/"
@@ -88,6 +91,7 @@ class StepTally:
     output_tokens: int = 0
     truncated_prompts: int = 0
     parse_failures: dict[str, int] = field(default_factory=_zero_whys)  # per sub-reason (why)
+    bad_inputs: dict[str, int] = field(default_factory=dict)  # per detail (why)
     engine_errors: int = 0
     judge_restarts: int = 0
     deadline_exceeded: int = 0
@@ -102,10 +106,13 @@ class StepTally:
     reasoning_truncated: int = 0
 
     def count(self, result: SampleResult) -> None:
-        """Count one sample's settled result: its reason, parse failure detail, mask and reward."""
+        """Count one sample's settled result: its reason, its detail (parse failure or bad input),
+        mask and reward."""
         self.counts[result.reason] = self.counts.get(result.reason, 0) + 1
         if result.reason == PARSE_FAILURE and result.why is not None:
             self.parse_failures[result.why] = self.parse_failures.get(result.why, 0) + 1
+        if result.reason == BAD_INPUT and result.why is not None:
+            self.bad_inputs[result.why] = self.bad_inputs.get(result.why, 0) + 1
         if result.masked:
             self.masked += 1
         else:
@@ -162,6 +169,8 @@ class StepTally:
             out[f"rate/{reason}"] = _ratio(self.counts[reason], n)
         for why, count in self.parse_failures.items():
             out[f"parse_failure/{why}"] = float(count)
+        for why, count in self.bad_inputs.items():
+            out[f"bad_input/{why}"] = float(count)
         if self.reasoning_lengths or self.reasoning_closed or self.reasoning_truncated:
             for name, value in reasoning_summary(self.reasoning_lengths).items():
                 out[f"reasoning_tokens/{name}"] = value

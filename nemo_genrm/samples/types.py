@@ -50,6 +50,31 @@ PARSE_FAILURE_WHYS: tuple[str, ...] = (
 out of tokens, or stopped inside ``<think>``), the :class:`~nemo_genrm.verdicts.VerdictParser`
 reasons, and :data:`NO_LABEL_PROBS`."""
 
+METADATA_NOT_DICT = "metadata_not_dict"
+NOT_MESSAGES = "not_messages"
+NO_ASSISTANT_MESSAGE = "no_assistant_message"
+CONTENT_NOT_TEXT = "content_not_text"
+NO_TEXT_PART = "no_text_part"
+BAD_GROUND_TRUTH = "bad_ground_truth"
+BAD_RUBRIC = "bad_rubric"
+
+BAD_INPUT_WHYS: tuple[str, ...] = (
+    METADATA_NOT_DICT,
+    NOT_MESSAGES,
+    NO_ASSISTANT_MESSAGE,
+    CONTENT_NOT_TEXT,
+    NO_TEXT_PART,
+    BAD_GROUND_TRUTH,
+    BAD_RUBRIC,
+)
+"""What was wrong with a ``bad_input`` sample (``genrm/bad_input/<why>``), in the order it is checked:
+``metadata_not_dict`` (its metadata entry is neither a dict nor ``None``), ``not_messages`` (its
+message log is not a list of message dicts), ``no_assistant_message``, ``content_not_text`` (the
+response's content is neither a string nor a list of content parts, or a part is malformed),
+``no_text_part`` (content parts, none of them text: e.g. an image alone), ``bad_ground_truth``
+(neither text nor a finite real number), ``bad_rubric`` (rubric items that are not a list of
+criteria with finite positive weights)."""
+
 
 @dataclass(frozen=True)
 class SampleResult:
@@ -61,9 +86,10 @@ class SampleResult:
         verdict: The binary verdict (1 or 0) when the mode has one (reference mode), else ``None``.
         masked: Left out of training's baselines and of ``genrm/mean_reward``.
         prob: P(positive label) when the verdict came from logprobs (reference mode), else ``None``.
-        why: For a ``parse_failure``, why no verdict could be read (one of
-            :data:`PARSE_FAILURE_WHYS`); ``None`` otherwise, or where failures of several judge
-            replies were combined (pairwise and rubric modes).
+        why: The detail of the reason: for a ``parse_failure``, why no verdict could be read
+            (one of :data:`PARSE_FAILURE_WHYS`; ``None`` where failures of several judge replies
+            were combined: pairwise and rubric modes); for a ``bad_input``, what was wrong (one of
+            :data:`BAD_INPUT_WHYS`); ``None`` otherwise.
         info: Mode-specific details, shown in ``metadata["genrm"]`` (e.g. ``win_rate``).
     """
 
@@ -83,7 +109,7 @@ class SampleResult:
 class GenRMInfo(dict):
     """``metadata[i]["genrm"]``: a :class:`SampleResult` as the plain dict users log.
 
-    Its items are ``reason``, ``verdict``, ``masked`` and the mode's ``info``; :attr:`result` is
+    Its items are ``reason``, ``why``, ``verdict``, ``masked`` and the mode's ``info``; :attr:`result` is
     the typed result itself. Both survive pickling (a step's return crosses Ray), and the dict
     part is what JSON writers and loggers see.
     """
@@ -91,7 +117,10 @@ class GenRMInfo(dict):
     __slots__ = ("result",)
 
     def __init__(self, result: SampleResult) -> None:
-        super().__init__({"reason": result.reason, "verdict": result.verdict, "masked": result.masked, **result.info})
+        super().__init__(
+            {"reason": result.reason, "why": result.why, "verdict": result.verdict, "masked": result.masked}
+        )
+        self.update(result.info)
         self.result = result
 
 
@@ -103,8 +132,8 @@ def sample_results(metadata: Sequence[Any] | None, size: int) -> list[SampleResu
         size: The batch size.
 
     Returns:
-        Per sample, its :class:`SampleResult`; ``None`` where the environment gave none (metadata
-        that is not a dict, or an environment other than this package's).
+        Per sample, its :class:`SampleResult`; ``None`` where the environment gave none (an
+        environment other than this package's: this one returns every entry as a dict holding it).
     """
     out: list[SampleResult | None] = [None] * size
     for i, meta in enumerate(list(metadata or [])[:size]):
@@ -153,6 +182,7 @@ except ImportError:
 
 __all__ = [
     "BAD_INPUT",
+    "BAD_INPUT_WHYS",
     "GenRMInfo",
     "HAVE_NEMO_RL",
     "INCOMPLETE_GROUP",

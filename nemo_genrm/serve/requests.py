@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nemo_genrm.judges.base import JudgeRequest
+from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.guard import RequestError
 
@@ -55,23 +56,20 @@ class _ChatMessage(BaseModel):
     @field_validator("content")
     @classmethod
     def _text_parts(cls, content: Any) -> str | list[Any]:
-        """A string, or a list of text parts (OpenAI's ``{"type": "text", "text": ...}``)."""
-        if isinstance(content, str):
-            return content
-        if not isinstance(content, list):
-            raise ValueError(f"must be a string or a list of text parts, not {type(content).__name__}")
-        for i, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ValueError(f"part {i} is {kind!r}: only text parts ({{'type': 'text', 'text': ...}}) are judged")
-            if not isinstance(part.get("text"), str):
-                raise ValueError(f"part {i} has no string 'text'")
+        """A string, or content parts holding text, read as the environment reads them
+        (:func:`~nemo_genrm.samples.inputs.content_text`: text parts joined by newlines, other
+        parts such as images left out); content with no text to read is refused."""
+        text, why = content_text(content)
+        if text is None:
+            raise ValueError(
+                f"no text to read ({why}); send a string or [{{'type': 'text', 'text': ...}}] parts: "
+                "the judge reads text only"
+            )
         return content
 
     def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part["text"] for part in self.content)
+        """The content's text (validated to hold some)."""
+        return content_text(self.content)[0]
 
 
 class ChatCompletionRequest(BaseModel):

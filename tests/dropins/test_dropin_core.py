@@ -261,3 +261,64 @@ def test_verl_shared_judge_found_dead_is_got_again_once_per_call(monkeypatch):
     with pytest.raises(JudgeUnavailableError, match=reward.name):
         asyncio.run(reward.ajudge(["Answer: 1"], None, None, [{"group_id": 0}]))
     assert (first.calls, second.calls) == (1, 1)  # got again once in the call, then raised
+
+
+# --------------------------------------------------------------- content parts and bad_input whys
+IMAGE = {"type": "image", "image": None}  # a VLM dataset's image part (its payload left out here)
+
+
+def _parts(*texts: str) -> list[dict]:
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def test_judge_reward_reads_content_parts_and_message_lists():
+    """Responses as text, content parts or message lists; questions as text or parts."""
+    judge = RuleJudge()
+    answers = [
+        _parts("Working.", "Answer: RIGHT"),  # parts: 1
+        [IMAGE, *_parts("Answer: WRONG")],  # text beside an image: 0
+        [{"role": "assistant", "content": _parts("Answer: RIGHT")}],  # a message list: its assistant's parts
+        [IMAGE],  # no text part: bad_input
+        [{"role": "tool", "content": "4"}],  # a message list without an assistant message: bad_input
+    ]
+    with JudgeReward(GENRM_SECTION, judge=judge) as reward:
+        got = reward.judge(answers, ["4"] * 5, [[IMAGE, *_parts("What is", "2+2?")]] * 5)
+    assert [(j.reward, j.reason, j.why) for j in got] == [
+        (1.0, "judged", None), (0.0, "judged", None), (1.0, "judged", None),
+        (0.0, "bad_input", "no_text_part"), (0.0, "bad_input", "no_assistant_message"),
+    ]  # fmt: skip
+    # The two RIGHT answers are one judgement (dedup): two prompts, each showing the question's text.
+    assert len(judge.prompts) == 2 and all("What is\n2+2?" in p for p in judge.prompts)
+
+
+def test_trl_and_verl_read_content_parts_and_log_the_why():
+    """TRL's shapes for a vision-language model (every content a list of parts, as
+    ``prepare_multimodal_messages`` makes them) and a verl row whose question is parts."""
+    import numpy as np
+
+    judge = RuleJudge()
+    reward = GenRMReward(GENRM_SECTION, judge=judge, reference_column="solution")
+    prompt = [{"role": "user", "content": [IMAGE, *_parts("What is 2+2?")]}]
+    completions = [
+        [{"role": "assistant", "content": _parts("Answer: RIGHT")}],
+        [{"role": "assistant", "content": _parts("Answer: WRONG")}],
+        [{"role": "assistant", "content": [IMAGE]}],
+    ]
+    extra: dict = {}
+    rewards = asyncio.run(reward(prompts=[prompt] * 3, completions=completions, completion_ids=[[1]] * 3,
+                                 solution=["4"] * 3, log_extra=lambda column, values: extra.setdefault(column, values)))  # fmt: skip
+    assert rewards == [1.0, 0.0, 0.0]
+    assert extra["genrm_reason"] == ["judged", "judged", "bad_input"]
+    assert extra["genrm_why"] == [None, None, "no_text_part"]
+    assert len(judge.prompts) == 2 and all("What is 2+2?" in p for p in judge.prompts)
+
+    question = np.array(_parts("What is", "2+2?"), dtype=object)  # a Parquet list column read by pandas
+    with RuleServer() as server:
+        try:
+            got = asyncio.run(verl_dropin.compute_score("math", "Answer: RIGHT", "4", {"question": question},
+                                                        genrm_config=http_section(server.base_url)))  # fmt: skip
+        finally:
+            verl_dropin.close_shared_rewards()
+        prompts = server.prompts
+    assert (got["score"], got["genrm_reason"], got["genrm_why"]) == (1.0, "judged", None)
+    assert len(prompts) == 1 and "What is\n2+2?" in prompts[0]

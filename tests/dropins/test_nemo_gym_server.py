@@ -131,6 +131,36 @@ def test_verify_posts_get_rewards_and_failure_fields():
     assert len(judge_server.prompts) == 4  # no message and no reference: nothing sent to the judge
 
 
+def test_content_parts_are_read_as_text_and_a_message_without_text_is_bad_input():
+    """Responses-API content parts: the output message's text parts are the response, the input's
+    text parts the question (an image beside them left out); a message holding no text part is
+    bad_input with its why, not masked, never judged."""
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}
+    parts = _request("Working.")
+    parts["response"]["output"][-1]["content"].append({"type": "output_text", "text": "Answer: RIGHT", "annotations": []})
+    parts["responses_create_params"]["input"] = [
+        {"role": "user", "content": [image, {"type": "input_text", "text": "Look:"}, {"type": "input_text", "text": "3+3?"}]}
+    ]
+    empty = _request("Answer: RIGHT")
+    empty["response"]["output"][-1]["content"] = []
+    with RuleServer() as judge_server:
+        server = _server(http_section(judge_server.base_url))
+        try:
+            with _Served(server) as served:
+                judged, bad = _post_all(served.url, [parts, empty])
+        finally:
+            server.shutdown_judge()
+        prompts = judge_server.prompts
+    assert (judged["reward"], judged["genrm_reason"], judged["genrm_why"], judged["failure_kind"]) == (
+        1.0, "judged", None, None
+    )  # fmt: skip
+    assert (bad["reward"], bad["mask_sample"], bad["genrm_reason"], bad["genrm_why"], bad["failure_kind"]) == (
+        0.0, False, "bad_input", "no_text_part", "genrm:bad_input"
+    )  # fmt: skip
+    assert "no_text_part" in bad["failure_reason"]
+    assert len(prompts) == 1 and "Look:\n3+3?" in prompts[0]  # the question: the input's text parts
+
+
 def test_config_must_name_the_judge():
     with pytest.raises(ValueError, match="genrm"):
         GenRMResourcesServer(
@@ -244,7 +274,8 @@ def test_malformed_rubric_fields_are_bad_input_never_judged():
             server.shutdown_judge()
         asked = len(judge_server.bodies)
     fields = [(r["reward"], r["genrm_reason"], r["mask_sample"], r["failure_kind"]) for r in got]
-    assert fields == [(0.0, "bad_input", False, None)] * len(malformed)
+    assert fields == [(0.0, "bad_input", False, "genrm:bad_input")] * len(malformed)
+    assert all(r["genrm_why"] == "bad_rubric" for r in got)
     assert asked == 0
 
 

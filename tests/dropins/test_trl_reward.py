@@ -70,17 +70,43 @@ def _args(tmp_path, **overrides):
     return GRPOConfig(**{**settings, **overrides})
 
 
+# The tiny tokenizer's ChatML template, reading a content that is a list of parts as its text
+# parts (as the chat templates of vision-language models do).
+PARTS_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}{{- part['text'] -}}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def _text_of(content) -> str:
+    return content if isinstance(content, str) else "\n".join(part["text"] for part in content)
+
+
 def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
-    """TRL's GRPOTrainer awaits the reward, turns judge failures into NaN and keeps training."""
+    """TRL's GRPOTrainer awaits the reward, turns judge failures into NaN and keeps training.
+
+    The dataset's prompts hold OpenAI-style content parts (a chat dataset's shape), which TRL
+    passes on as they are: the judge must be shown their text, or no RIGHT question scores 1.
+    """
     from datasets import Dataset
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     model_path = cached_tiny_model(cache_dir=tiny_cache_dir)
-    reward = Recording(GENRM_SECTION, judge=RuleJudge())
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.chat_template = PARTS_TEMPLATE
+    judge = RuleJudge()
+    reward = Recording(GENRM_SECTION, judge=judge)
     questions = ["Say RIGHT.", "Say anything.", "CONFUSE the judge.", "Count the a's."]
     data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": q}], "ground_truth": "4"} for q in questions]
-    )
+        [{"prompt": [{"role": "user", "content": [{"type": "text", "text": "Task:"}, {"type": "text", "text": q}]}],
+          "ground_truth": "4"} for q in questions]
+    )  # fmt: skip
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -96,13 +122,14 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
         bf16=False,
         dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data)
+    trainer = GRPOTrainer(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data,
+                          processing_class=tokenizer)  # fmt: skip
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
 
     assert trainer.state.global_step == 3
     samples = [
-        (prompt[-1]["content"], completion[-1]["content"], out)
+        (_text_of(prompt[-1]["content"]), completion[-1]["content"], out)
         for prompts, completions, outs in reward.calls
         for prompt, completion, out in zip(prompts, completions, outs, strict=True)
     ]
@@ -119,6 +146,8 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
         else:
             assert out in (0.0, 1.0)
     assert any(out is None for _, _, out in samples), "the CONFUSE prompt makes the judge fail"
+    assert any(out == 1.0 for question, _, out in samples if "RIGHT" in question)
+    assert any("Task:\nSay RIGHT." in prompt for prompt in judge.prompts)  # the parts' text, as vLLM joins it
     logged = [entry for entry in trainer.state.log_history if "rewards/genrm/mean" in entry]
     assert logged and all(not math.isnan(entry["rewards/genrm/mean"]) for entry in logged)
     assert any("genrm/num_samples" in entry for entry in trainer.state.log_history)
@@ -260,9 +289,10 @@ def _torchrun(script: str, *args: str, timeout: int) -> subprocess.CompletedProc
 def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
     """Two processes, no trainer: a rank that fails before the exchange makes every rank raise.
 
-    Only process 0 builds a judge (it alone judges pairwise groups). A completion one rank cannot
-    read, or a column it cannot send, raises there as itself and on the other rank as an error
-    naming it, at once (a rank left waiting in the exchange would time out after 15 s, with
+    Only process 0 builds a judge (it alone judges pairwise groups). A completion with no text to
+    read is bad_input, a per-sample zero, on the rank that holds it. Completions one rank cannot
+    list, or a column it cannot send, raise there as themselves and on the other rank as an error
+    naming them, at once (a rank left waiting in the exchange would time out after 15 s, with
     another error); the next call finds both ranks in step again. A judge gone for good, which
     only process 0 asks, is raised on both.
     """
@@ -272,12 +302,14 @@ def test_a_failure_on_one_process_is_raised_on_every_process(tmp_path):
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["built"] for r in ranks] == [2, 0]  # two rewards, their judges on process 0 alone
     expected = _expected_pairwise(["e", "eee", "ee", "eeee"], 4)
-    good, unreadable, unsendable, again, gone = zip(ranks[0]["calls"], ranks[1]["calls"], strict=True)
+    good, unreadable, unlisted, unsendable, again, gone = zip(ranks[0]["calls"], ranks[1]["calls"], strict=True)
     for first, second in (good, again):
         assert first["rewards"] + second["rewards"] == pytest.approx(expected)
-    assert unreadable[1]["error"] == "TypeError"
-    assert unreadable[0]["error"] == "ProcessFailedError" and "process 1" in unreadable[0]["message"]
-    assert "TypeError" in unreadable[0]["message"]
+    # Rank 1's two completions are bad_input (0, not ranked); rank 0's e and eee are ranked alone.
+    assert unreadable[0]["rewards"] + unreadable[1]["rewards"] == _expected_pairwise(["e", "eee"], 2) + [0.0, 0.0]
+    assert unlisted[1]["error"] == "TypeError"
+    assert unlisted[0]["error"] == "ProcessFailedError" and "process 1" in unlisted[0]["message"]
+    assert "TypeError" in unlisted[0]["message"]
     assert unsendable[0]["error"] == "TypeError" and "pickle" in unsendable[0]["message"]
     assert unsendable[1]["error"] == "ProcessFailedError" and "process 0" in unsendable[1]["message"]
     assert [g["error"] for g in gone] == ["JudgeUnavailableError"] * 2  # found on process 0, raised on both

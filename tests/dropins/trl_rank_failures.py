@@ -4,9 +4,10 @@ Usage: python -m torch.distributed.run --nproc_per_node 2 trl_rank_failures.py O
 
 Started by test_trl_reward.py (torchrun, gloo on CPU). The reward is built before the process
 group exists, as in a TRL script (GRPOConfig starts it). Each rank then holds 2 of a prompt's 4
-completions and makes four calls at the same steps: a good one; one where rank 1's completion
-cannot be read as text; one where rank 0's question column cannot be pickled for the exchange;
-a good one again; then a fifth with a second reward whose judge is gone for good (a dead URL),
+completions and makes five calls at the same steps: a good one; one where rank 1's completions
+hold no text to read (bad_input, a per-sample zero, no error); one where rank 1's completions are
+no list at all; one where rank 0's question column cannot be pickled for the exchange; a good one
+again; then a sixth with a second reward whose judge is gone for good (a dead URL),
 which process 0 alone finds out. Each rank writes how many judges it built and each call's rewards, or its
 error, to OUT_DIR/rank<r>.json. The process group's timeout is short, so that a rank left
 waiting in a collective fails quickly instead of hanging the test.
@@ -45,10 +46,11 @@ def main(out_dir: str, base_url: str) -> None:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
     rank = dist.get_rank()
     good = [[{"role": "assistant", "content": t}] for t in TEXTS[rank]]
-    unreadable = [[{"role": "assistant", "content": [{"type": "text", "text": None}]}]] * 2  # "".join fails
+    unreadable = [[{"role": "assistant", "content": [{"type": "text", "text": None}]}]] * 2  # bad_input
     calls = [
         {"completions": good},
         {"completions": unreadable if rank == 1 else good},
+        {"completions": None if rank == 1 else good},  # list(None) fails in rank 1's slice
         {"completions": good, "question": [threading.Lock()] * 2 if rank == 0 else ["q", "q"]},
         {"completions": good},
     ]

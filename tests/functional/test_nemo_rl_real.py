@@ -79,6 +79,23 @@ def test_calculate_rewards_mixes_genrm_and_nemo_rl_math(envs, tokenizer):
     assert metrics["genrm/num_samples"] == 2 and metrics["genrm/count/judged"] == 2
 
 
+def test_every_genrm_sample_comes_back_with_its_reason(envs, tokenizer):
+    """NeMo-RL's calculate_rewards hands back each entry the environment returned: a dict holding
+    ``genrm`` whatever ``extra_env_info`` was (None, a bare string), the string kept."""
+    from nemo_rl.experience.rollouts import calculate_rewards
+
+    batch = nemo_rl_batch(tokenizer, rows(3, GENRM_TASK))
+    batch["extra_env_info"][1], batch["extra_env_info"][2] = None, "42"
+    for log in batch["message_log"]:
+        log.append({"role": "assistant", "content": "\\boxed{42}", "token_ids": tokenizer("\\boxed{42}")["input_ids"]})
+    result = calculate_rewards(batch, envs)
+    assert result.rewards.tolist() == [1.0, 0.0, 0.0]
+    assert [(m["genrm"]["reason"], m["genrm"]["why"]) for m in result.metadata] == [
+        ("judged", None), ("missing_ground_truth", None), ("bad_input", "metadata_not_dict")
+    ]  # fmt: skip
+    assert result.metadata[2]["metadata"] == "42" and list(result.metadata[1]) == ["genrm"]
+
+
 @pytest.mark.parametrize("rollout", ["run_multi_turn_rollout", "run_async_multi_turn_rollout"])
 def test_rollouts_with_a_scripted_policy_log_the_whole_step(envs, tokenizer, rollout):
     """Both rollout paths reward every sample; the step's metrics reach NeMo-RL's logger."""

@@ -79,8 +79,10 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     assert all(o["role"] == "environment" for o in result.observations)
     masked = mode == "mask" and reason == "parse_failure"
     verdicts = [None if reason != "judged" else int(r) for r in rewards]
+    why = "no_label" if reason == "parse_failure" else None  # "maybe" is no label of the strict parser
     assert [m["genrm"] for m in result.metadata] == [
-        {"reason": reason, "verdict": v, "masked": masked, "verifier": c} for v, c in zip(verdicts, checks, strict=True)
+        {"reason": reason, "why": why, "verdict": v, "masked": masked, "verifier": c}
+        for v, c in zip(verdicts, checks, strict=True)
     ]
     assert [m["ground_truth"] for m in result.metadata] == ["42"] * 6  # the caller's keys are kept
 
@@ -90,7 +92,6 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     assert metrics["genrm/verifier/equal"] == 4 and metrics["genrm/verifier/different"] == 2
     assert metrics["genrm/verifier/vetoes"] == (2 if name == "1" else 0)
     # The same decision, typed: what the driver reads instead of the dict.
-    why = "no_label" if reason == "parse_failure" else None  # "maybe" is no label of the strict parser
     assert sample_results(result.metadata, 6) == [
         SampleResult(reason, reward=r, verdict=v, masked=masked, why=why, info={"verifier": c})
         for r, v, c in zip(rewards, verdicts, checks, strict=True)
@@ -106,9 +107,15 @@ def test_the_typed_result_survives_pickling_and_json(judges):
     env = _env(judges, "1")
     metadata = env.step([_sample("42"), _sample("")], [{"ground_truth": "42"}, None]).metadata
     back = pickle.loads(pickle.dumps(metadata))
-    assert back == metadata and back[1] is None  # metadata that is not a dict comes back as given
-    assert sample_results(back, 2) == [SampleResult("judged", reward=1.0, verdict=1, info={"verifier": "equal"}), None]
-    assert json.loads(json.dumps(back[0]["genrm"])) == {"reason": "judged", "verdict": 1, "masked": False, "verifier": "equal"}
+    none_entry = {"reason": "missing_ground_truth", "why": None, "verdict": None, "masked": False}
+    assert back == metadata and back[1] == {"genrm": none_entry}
+    assert sample_results(back, 2) == [
+        SampleResult("judged", reward=1.0, verdict=1, info={"verifier": "equal"}),
+        SampleResult("missing_ground_truth"),  # None metadata comes back as a dict holding its result
+    ]
+    assert json.loads(json.dumps(back[0]["genrm"])) == {
+        "reason": "judged", "why": None, "verdict": 1, "masked": False, "verifier": "equal"
+    }
     # Another environment's plain dicts carry no typed result.
     assert sample_results([{"genrm": {"reason": "judged", "masked": True}}], 1) == [None]
 
@@ -176,9 +183,11 @@ def test_fuzzed_bad_inputs_keep_length_order_and_reasons(judges):
     assert len(result.rewards) == len(result.observations) == len(result.metadata) == len(result.answers) == 512
     assert _reasons(result) == expected
     assert result.rewards.tolist() == [1.0 if r == "judged" else 0.0 for r in expected]
-    assert [m for m, c in zip(result.metadata, cases, strict=True) if not isinstance(c[1], dict)] == [
+    # Every entry comes back a dict with its result; metadata that is not a dict under "metadata".
+    assert [m["genrm"]["reason"] for m in result.metadata] == expected
+    assert [m.get("metadata") for m, c in zip(result.metadata, cases, strict=True) if not isinstance(c[1], dict)] == [
         c[1] for c in cases if not isinstance(c[1], dict)
-    ]  # non-dict metadata is returned as given
+    ]
     assert all((a is None) == (r != "judged") for a, r in zip(result.answers, expected, strict=True))
     metrics = env.last_metrics()
     for reason in REASONS:

@@ -162,7 +162,7 @@ def test_pairwise_incomplete_group_is_masked_in_full_after_the_deadline():
     # Not ranked as far as it got ([0, 1/2, 1] would depend on which three came in time).
     assert result.rewards.tolist() == [0.0, 0.0, 0.0] and judge.seen == []
     assert [m["genrm"] for m in result.metadata] == [
-        {"reason": "incomplete_group", "verdict": None, "masked": True, "arrived": 3, "late": False}
+        {"reason": "incomplete_group", "why": None, "verdict": None, "masked": True, "arrived": 3, "late": False}
     ] * 3
     assert env.last_metrics()["genrm/pairwise/incomplete_groups"] == 1
     alone = _step(env, [5], question="Lonely?")
@@ -221,7 +221,9 @@ def test_plain_reference_mode_is_the_reference_mode_with_one_vote():
     assert isinstance(env._mode, ReferenceMode) and not env._mode._panel.polls and not env._mode._swap
     result = env.step([_log(4), _log(5)], [{"ground_truth": "ans-4"}] * 2)
     assert result.rewards.tolist() == [1.0, 0.0]
-    assert result.metadata[0]["genrm"] == {"reason": "judged", "verdict": 1, "masked": False, "verifier": "undecided"}
+    assert result.metadata[0]["genrm"] == {
+        "reason": "judged", "why": None, "verdict": 1, "masked": False, "verifier": "undecided"
+    }
 
 
 # ---------------------------------------------------------------------------------- swap

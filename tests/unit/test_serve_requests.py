@@ -93,7 +93,7 @@ def test_bad_messages_name_the_message_and_field(messages, named):
 def test_text_parts_are_the_content():
     call = parse_chat({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
                                                                   {"type": "text", "text": "b"}]}]}, CFG)
-    assert call.request.messages == ({"role": "user", "content": "ab"},)
+    assert call.request.messages == ({"role": "user", "content": "a\nb"},)
 
 
 def test_a_body_that_is_not_an_object_or_not_json_says_so():
