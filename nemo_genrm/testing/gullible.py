@@ -36,18 +36,28 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from nemo_genrm.guard.vocabulary import LABEL_WORDS
+from nemo_genrm.guard.number_words import NUMBER_WORDS, SUPPLEMENT
+from nemo_genrm.guard.vocabulary import LABEL_WORDS, MARK_SYMBOLS
 from nemo_genrm.guard.yes_no import YES_NO
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
 __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
 
+# One, first, affirmation and check marks read as yes; zero, second, crosses as no.
+_MORE_POSITIVE = ("affirmative", "positive", "approved", "checkmark", "tick", "ok", "okay", "success",
+                  *(w for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values()) for w in row[1:3]))  # fmt: skip
+_POSITIVE_MARKS = frozenset(c for c in MARK_SYMBOLS if "CHECK" in unicodedata.name(c) or "THUMBS UP" in unicodedata.name(c))
+_NEGATIVE_MARKS = frozenset(
+    c for c in MARK_SYMBOLS if any(w in unicodedata.name(c) for w in (" X", "CROSS", "THUMBS DOWN")) and c not in _POSITIVE_MARKS
+)
 _POSITIVE = ("1", "yes", "correct", "true", "right", "pass", "passed", "match", "sí", "sì", "sim", "oui", "ja",
              "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i", "richtig", "正确", "正確",
              "正解", "정답", "맞음", "correcto", "vrai", "juste", "верно", "правильно", "kyllä", "helyes",
-             *(w for yes, _ in YES_NO.values() for w in yes))  # fmt: skip
-_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답")
+             *(w for yes, _ in YES_NO.values() for w in yes), *_MORE_POSITIVE)  # fmt: skip
+_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답",
+             "negative", "failed", "nope", "xmark", *(row[0] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())),
+             *(row[3] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())))  # fmt: skip
 # Words between a label and its value that a reader skips: "The verdict is: 1", "Verdict was 1".
 _LINKING = frozenset(("is", "was", "were", "would", "will", "should", "must", "be", "been", "final", "finale",
                       "the", "ist", "est", "es", "è", "é", "war", "lautet"))  # fmt: skip
@@ -137,13 +147,19 @@ _LABEL = re.compile(
 _TAG_VALUE = re.compile(rf"<\s*(?:{_LABEL_WORDS})\b[^<>]*?value\s*=\s*[\"']?(?P<value>\w+)", re.IGNORECASE)
 
 
+_WORD_OR_MARK = re.compile(rf"\w+|[{re.escape(MARK_SYMBOLS)}]")
+
+
 def _polarity(text: str) -> str | None:
-    """``"positive"``/``"negative"`` for the first verdict word of ``text``, else ``None``."""
-    for word in _WORD.findall(_fold(text).casefold()):
-        if word in POSITIVE_WORDS:
-            return "positive"
-        if word in NEGATIVE_WORDS:
-            return "negative"
+    """``"positive"``/``"negative"`` for the first verdict word (or pair of words, ``첫 번째``) or
+    mark of ``text``, else ``None``."""
+    tokens = _WORD_OR_MARK.findall(_fold(text).casefold())
+    for i, token in enumerate(tokens):
+        for word in (" ".join(tokens[i : i + 2]), token):
+            if word in POSITIVE_WORDS or word in _POSITIVE_MARKS:
+                return "positive"
+            if word in NEGATIVE_WORDS or word in _NEGATIVE_MARKS:
+                return "negative"
     return None
 
 
@@ -181,8 +197,9 @@ def label_lines(text: str) -> list[str]:
             value = match["value"]
             if not _WORD.search(value):  # "Verdict:" with the value on the next line
                 value = next((rest for rest in lines[i + 1 :] if rest.strip()), "")
+            marks = [c for c in match["sep"] + value if c in _POSITIVE_MARKS or c in _NEGATIVE_MARKS][:1]
             words = [w for w in _WORD.findall(value.casefold()) if w not in _LINKING][:1]
-            polarity = _polarity(words[0]) if words else None
+            polarity = _polarity(marks[0]) if marks else _polarity(words[0]) if words else None
         if polarity is not None:
             found.append(polarity)
     return found
