@@ -301,21 +301,28 @@ def _table_rows(lines: list[str]) -> set[int]:
 
 
 def _defuse_line(
-    line: str, labels: frozenset[str], several: bool, instructions: bool, in_table: bool, answer: str | None = None
+    line: str,
+    labels: frozenset[str],
+    several: bool,
+    instructions: bool,
+    in_table: bool,
+    answer: tuple[str, int] | None = None,
 ) -> str:
     """One line with its label, role turn and instructions made inert (idempotent).
 
-    ``answer``: the final answer's statement when it sits on this line: it is the answer, so no
-    verdict is read inside it and the line is judged by what it holds besides it.
+    ``answer``: the part of the final answer's statement on this line, and the length of its
+    label (``Answer: `` of ``Answer: 1``): the line is judged by what it holds besides the
+    statement, and no verdict is read starting in the label; one later in the value still is.
     """
     if instructions:
         line = _edit(line, _INSTRUCTION.finditer, lambda m: (m.start(), m.end(), INSTRUCTION_REMOVED))
-    at = line.rfind(answer) if answer else -1
-    keep = (at, at + len(answer)) if answer and at >= 0 else None
+    piece, label = answer or ("", 0)
+    at = line.rfind(piece) if piece else -1
+    keep = (at, at + label) if at >= 0 else None
     line = _edit(line, lambda folded: inline_verdicts(folded, labels), lambda m: (m.start(), m.start(), QUOTED), keep)
     quoted = line.lstrip().startswith(QUOTED.strip())
-    at = line.rfind(answer) if keep is not None else -1
-    rest = line if at < 0 else line[:at] + " " + line[at + len(answer) :]  # type: ignore[arg-type]
+    at = line.rfind(piece) if piece else -1
+    rest = line if at < 0 else line[:at] + " " + line[at + len(piece) :]
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
     quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
     if "<" in line:  # a tag named after a label or role is no tag any more
@@ -334,6 +341,7 @@ def neutralise(
     special_tokens: Iterable[str] = (),
     instructions: bool = True,
     answer: str | None = None,
+    answer_value: str | None = None,
 ) -> str:
     """Normalise judged text and defuse what could dictate a verdict (see the module docstring).
 
@@ -352,7 +360,9 @@ def neutralise(
             may legitimately say "reply with 1 if ...".
         answer: The statement of the final answer inside ``text`` (``Answer: 1``, ``1``, see
             :attr:`nemo_genrm.prompts.ExtractedAnswer.statement`): its last occurrence is the
-            answer and never a verdict line; what else its line holds is read as usual.
+            answer and never a verdict line; what else its lines hold is read as usual.
+        answer_value: The value that statement states (``1``): no verdict is read starting in
+            the statement before it (its label), one in or after it still is.
 
     Returns:
         The neutralised text.
@@ -363,20 +373,27 @@ def neutralise(
     several = sum(1 for line in lines if line.strip()) > 1
     table = _table_rows(lines) if "|" in text or "<" in text else set()
     statement = defuse_tokens(clean_unicode(answer), markers, special_tokens).strip() if answer else ""
-    at = _answer_line(lines, statement) if statement and "\n" not in statement else -1
+    value = defuse_tokens(clean_unicode(answer_value), markers, special_tokens).strip() if answer_value else ""
+    kept = _answer_pieces(text, statement, value) if statement else {}
     return "\n".join(
-        _defuse_line(line, label_set, several, instructions, i in table, statement if i == at else None)
-        for i, line in enumerate(lines)
+        _defuse_line(line, label_set, several, instructions, i in table, kept.get(i)) for i, line in enumerate(lines)
     )
 
 
-def _answer_line(lines: list[str], statement: str) -> int:
-    """The last line holding ``statement`` (a line that is only a number must be that line)."""
-    for index in range(len(lines) - 1, -1, -1):
-        line = lines[index]
-        if (line.strip() == statement) if statement.strip(".").isdigit() else statement in line:
-            return index
-    return -1
+def _answer_pieces(text: str, statement: str, value: str) -> dict[int, tuple[str, int]]:
+    """Line index -> (the part of the statement on that line, how much of it is label), for its
+    last occurrence in ``text`` (a statement may run over lines: ``The result is:``, then its value)."""
+    at = text.rfind(statement)
+    if at < 0:
+        return {}
+    value_at = statement.rfind(value) if value and value in statement else len(statement)
+    first, offset, out = text.count("\n", 0, at), 0, {}
+    for index, piece in enumerate(statement.split("\n")):
+        label = max(0, min(offset + len(piece), value_at) - offset)
+        if piece.strip():
+            out[first + index] = (piece, label)
+        offset += len(piece) + 1
+    return out
 
 
 # ---------------------------------------------------------------------------------------- fence

@@ -16,7 +16,8 @@ and linking words may stand between it and the value (``The verdict is: 1``, ``å
 A label that names a verdict itself (``Verdict``, ``Rating``) takes any small number as its value
 and any few words before it (``Verdict was 1``, ``Verdict: the candidate is correct``); one that
 honest answers use too (``Result``, ``Score``, ``Output``) needs a separator and a verdict-like
-value, so ``Score: 42`` is an answer and keeps it. A label with nothing after it is a verdict line
+value (or a few words and a check mark: ``Estado: aprobado âœ…``), so ``Score: 42`` is an answer
+and keeps it. A label with nothing after it is a verdict line
 too, inflected or compound (``Endurteil:``): its value is on the next line.
 
 Every repetition a hostile line could make long is possessive or bounded, so each pattern runs
@@ -119,7 +120,8 @@ def _patterns(extra: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
         rf"(?:{strong_head}{_FILLER}{{0,6}}?{_SEP}*+{value}{_VALUE_END}"  # Verdict was 1
         rf"|(?:{weak_head}|(?P<key>{_KEY})){_NOT_LETTER_AFTER}"  # Result: yes, is_correct: true
         rf"(?:{_LINKS}{{0,4}}{_SPACE}*+{DECOR}{_SEP}*+|{_SPACE}*+){value}{_VALUE_END}"
-        rf"|(?:{_head(_LABEL_WORDS, 'alone')}|{_KEY}){_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$)",  # Verdict:
+        rf"|(?:{_head(_LABEL_WORDS, 'alone')}|{_KEY}){_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$"  # Verdict:
+        rf"|{_head(_LABEL_WORDS, 'marked')}{_NOT_LETTER_AFTER}{_SPACE}*+{DECOR}{_FILLER}{{0,4}}?{_SEP}*+{_MARKS})",
         re.IGNORECASE,
     )
     inline = re.compile(

@@ -92,7 +92,7 @@ VERDICT_WORDS: dict[str, tuple[str, ...]] = {
 RESULT_WORDS: dict[str, tuple[str, ...]] = {
     "en": ("score", "answer", "decision", "label", "result", "evaluation", "assessment", "output", "reward",
            "correctness", "conclusion", "outcome", "mark", "finding", "determination", "appraisal", "status",
-           "check", "verification", "test"),
+           "verification"),
     "es": ("respuesta", "resultado", "puntuación", "decisión", "evaluación", "nota", "conclusión",
            "valoración", "estado"),
     "pt": ("resposta", "resultado", "pontuação", "nota", "decisão", "avaliação", "conclusão", "estado", "situação"),

@@ -455,8 +455,8 @@ class PromptBuilder:
             # chat tokens or verdict lines in it must not steer the judge either.
             question = neutralise(question, instructions=False, **self._neutral) if question else question
             # The line stating the final answer is the answer, never a verdict line ("Answer: 1").
-            statement = self.extract(candidate).statement
-            candidate = neutralise(candidate, answer=statement, **self._neutral)
+            stated = self.extract(candidate)
+            candidate = neutralise(candidate, answer=stated.statement, answer_value=stated.value, **self._neutral)
         if nonce is None:
             nonce = keyed_nonce(self._nonce_key, question or "", reference or "", candidate)
         fenced = fence(candidate, nonce)

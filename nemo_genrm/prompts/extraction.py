@@ -370,7 +370,8 @@ def extract_answer(
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
     # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value.
     value = final.value if counted and (final.source != "line" or not is_prose(final.value)) else None
-    statement = reading.text[final.start : final.end].strip() if counted else None
+    # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
+    statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
 
 

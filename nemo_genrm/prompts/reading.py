@@ -3,7 +3,7 @@
 A response is read as it renders and as a person reads it (:func:`read`):
 
 - **hidden** text renders as nothing: LaTeX comments (``%`` to the end of the line, unless it is
-  a percent sign after a number outside math), ``\\iffalse ... \\fi``, the ``comment``
+  a percent sign right after a number outside math, ``42%``, or ``42 %`` with no LaTeX after it), ``\\iffalse ... \\fi``, the ``comment``
   environment, ``\\phantom`` and its kin, text coloured white or transparent (``\\color``,
   ``\\textcolor``, ``\\mathcolor``), HTML comments and elements styled invisible. A statement in
   hidden text does not count, and hidden text is left out of what the judge is shown;
@@ -48,6 +48,7 @@ _INVISIBLE_COLOURS = frozenset(("white", "transparent", "#fff", "#ffffff", "fff"
 _MATH = re.compile(r"\$\$.*?\$\$|\\\[.*?\\\]|\\begin\s*\{(equation|align|gather|multline|math)\*?\}.*?\\end\s*\{\1\*?\}"
                    r"|(?<![\\$])\$(?!\$)[^$\n]+?(?<!\\)\$", re.DOTALL)  # fmt: skip
 _PERCENT = re.compile(r"(?<!\\)%")
+_LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?![.!?。！？])(?=\s|$)|\n")
 
@@ -89,7 +90,7 @@ class Reading:
     """A response as read: its text, what of it is hidden or inert, its sentences and paragraphs.
 
     Attributes:
-        text: The response without trailing whitespace.
+        text: The response with every line break written ``\n``, without trailing whitespace.
         hidden: Spans that render as nothing (left out of what the judge is shown).
         inert: Spans that are visible but state nothing: code, quotations, URLs.
         braces: Every balanced ``{...}`` group (:func:`brace_pairs`).
@@ -185,7 +186,11 @@ def _latex_hidden(text: str, pairs: dict[int, int]) -> list[tuple[int, int]]:
             continue  # already inside a comment
         index = bisect.bisect_right(math, (match.start(), len(text) + 1)) - 1
         in_math = index >= 0 and math[index][0] <= match.start() < math[index][1]
-        after_number = re.search(r"\d[ \u00a0]?$", text[max(0, match.start() - 2) : match.start()])
+        # A percent sign follows a number: "42%", or "42 %" when no LaTeX follows on its line.
+        line_end = text.find("\n", match.start())
+        rest = text[match.start() + 1 : len(text) if line_end < 0 else line_end]
+        before = text[max(0, match.start() - 2) : match.start()]
+        after_number = re.search(r"\d$", before) or (re.search(r"\d[ \u00a0]$", before) and "\\" not in rest)
         if in_math or not after_number:
             end = text.find("\n", match.start())
             skip_to = len(text) if end < 0 else end
@@ -202,7 +207,7 @@ def read(text: str) -> Reading:
     Returns:
         The :class:`Reading`.
     """
-    text = text.rstrip()
+    text = _LINE_BREAKS.sub("\n", text).rstrip()  # every line break is one, as the defence reads them
     code = list(_merge([m.span() for pattern in (_FENCE, _INLINE_CODE) for m in pattern.finditer(text)]))
 
     def outside_code(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

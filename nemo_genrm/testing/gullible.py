@@ -42,7 +42,7 @@ from nemo_genrm.guard.yes_no import YES_NO
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
-__all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
+__all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines", "prompt_reference"]
 
 # One, first, affirmation and check marks read as yes; zero, second, crosses as no.
 _MORE_POSITIVE = ("affirmative", "positive", "approved", "checkmark", "tick", "ok", "okay", "success",
@@ -140,7 +140,7 @@ _LABEL_WORDS = "|".join(re.escape(_fold(w)).replace(r"\ ", r"\s+") for w in sort
 # A label with any ending, inside any compound ("Endurteil", "最终判定", "Veredictos"), behind any
 # of a few English determiners; a label's ending is read as a value when it is one ("Вердиктда").
 _LABEL = re.compile(
-    rf"^(?:(?:final|the|my|our|your|overall)\s+)*\w{{0,12}}?(?:{_LABEL_WORDS})(?P<ending>\w*)"
+    rf"^(?:(?:final|the|my|our|your|overall)\s+)*\w{{0,12}}?(?P<label>{_LABEL_WORDS})(?P<ending>\w*)"
     rf"(?P<sep>[^\w]*)(?P<value>.*)$",
     re.IGNORECASE,
 )
@@ -190,7 +190,9 @@ def label_lines(text: str) -> list[str]:
     lines = [re.sub(r"\s+", " ", _TAG.sub(" ", line)).strip() for line in lines]
     for i, line in enumerate(lines):
         match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
-        if match is None:
+        if match is None or match["label"].casefold() == "answer" and not match["ending"]:
+            # The candidate's own "Answer: 1" states its answer (a 0/1 question's is shown as
+            # written): this reader takes it for the answer, not for a verdict.
             continue
         polarity = _glued(match["ending"])
         if polarity is None:
@@ -214,6 +216,16 @@ def _glued(ending: str) -> str | None:
         if ending[start:] in NEGATIVE_WORDS:
             return "negative"
     return None
+
+
+_DECIMAL = re.compile(r"\d+(?:\.\d+)?")
+_REFERENCE = re.compile(r"Reference answer:[ \t]*\n?(.*?)\n[ \t]*\n?Candidate answer", re.DOTALL)
+
+
+def prompt_reference(text: str) -> str | None:
+    """The reference answer a consistency prompt shows (``None`` when it shows none)."""
+    match = _REFERENCE.search(text)
+    return match[1].strip() if match else None
 
 
 def fenced_content(text: str) -> tuple[str, int, int] | None:
@@ -249,7 +261,7 @@ class GullibleJudge(GenerateOnlyJudge):
 
     Args:
         expected: The right answer; the honest verdict is positive when the last number inside
-            the fence equals it.
+            the fence equals it. ``None``: the last number of each prompt's reference answer.
         positive: The label replied for a positive verdict.
         negative: The label replied for a negative verdict.
 
@@ -258,18 +270,20 @@ class GullibleJudge(GenerateOnlyJudge):
         obeyed: Per conversation, what the judge obeyed instead of judging (``None``: honest).
     """
 
-    def __init__(self, expected: str, positive: str = "1", negative: str = "0") -> None:
-        self.expected = expected
+    def __init__(self, expected: str | None = None, positive: str = "1", negative: str = "0") -> None:
+        self.expected = expected or ""
         self.positive = positive
         self.negative = negative
         self.shown: list[tuple[dict[str, str], ...]] = []
         self.obeyed: list[str | None] = []
 
     def honest(self, text: str) -> bool:
-        """Whether the last number inside the fence is :attr:`expected`."""
+        """Whether the last number inside the fence is :attr:`expected` (without one: the last
+        number of the prompt's reference answer), compared as numbers (``42.0`` is 42)."""
         found = fenced_content(text)
-        numbers = re.findall(r"\d+", _fold(found[0])) if found else []
-        return bool(numbers) and numbers[-1] == self.expected
+        numbers = _DECIMAL.findall(_fold(found[0])) if found else []
+        expected = self.expected or (_DECIMAL.findall(prompt_reference(text) or "") or [""])[-1]
+        return bool(numbers) and bool(expected) and float(numbers[-1]) == float(expected)
 
     def decide(self, messages: tuple[dict[str, str], ...]) -> tuple[bool, str | None]:
         """(positive?, what was obeyed or ``None``); subclasses add what they obey."""

@@ -101,7 +101,9 @@ def test_what_the_judge_was_shown():
     # (dedup reads what the judge is shown: the answer with its context).
     builder = PromptBuilder(PromptConfig(), VerdictConfig())
     extracted = {builder.extract(a.text).text for a in (*REDTEAM_ANSWERS, *CONTROL_ANSWERS)} - {None}
-    assert len(judge.shown) == len(extracted) == JUDGED + len(CONTROL_ANSWERS)
+    # The answers that break their line with \r or U+2028 are the "Verdict: 1" one once every line
+    # break reads as one.
+    assert len(judge.shown) == len(extracted) == JUDGED + len(CONTROL_ANSWERS) - 2
     nonces = set()
     contents = set()
     outside_texts = set()
