@@ -10,9 +10,9 @@ file named by ``genrm_config_path``.
 A failed judge is not a wrong answer: a reply with no verdict (``judge_unparseable``), an
 engine failure (``judge_failed``) and a task with no reference (``verifier_error``) come back
 with ``mask_sample: true``, as does every sample the environment masks (``incomplete_group``:
-``genrm:incomplete_group``). An answer that cannot be judged (none found, or past the length
-cap) is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
-``genrm:too_long``. A judge gone for good (:class:`~nemo_genrm.errors.JudgeUnavailableError`)
+``genrm:incomplete_group``). An answer that cannot be judged (none found, a hedge, or a prompt
+past the judge's context) is the policy's doing: reward 0, not masked, ``failure_kind``
+``genrm:no_answer``, ``genrm:hedged`` or ``genrm:too_long``. A judge gone for good (:class:`~nemo_genrm.errors.JudgeUnavailableError`)
 is raised as Gym's ``JudgeError``, which Gym's ``judge_failsafe`` turns into a masked
 ``judge_failed`` row whose ``failure_reason`` names the error (routed to Gym's failures file).
 
@@ -47,6 +47,7 @@ from nemo_gym.judge import JudgeError
 from pydantic import Field, PrivateAttr
 
 from nemo_genrm.samples.types import (
+    HEDGED,
     INCOMPLETE_GROUP,
     JUDGE_ERROR,
     MISSING_GROUND_TRUTH,
@@ -69,6 +70,7 @@ _FAILURES: dict[str, tuple[str, bool, str]] = {
     MISSING_GROUND_TRUTH: ("verifier_error", True, "the task has no expected_answer"),
     NO_ANSWER: ("genrm:no_answer", False, "the response holds no answer to judge"),
     TOO_LONG: ("genrm:too_long", False, "the answer is past the length cap, or its prompt does not fit the judge"),
+    HEDGED: ("genrm:hedged", False, "the response states more distinct final values than the reference holds"),
     INCOMPLETE_GROUP: ("genrm:incomplete_group", True, "no other response of its group was judged with it"),
     MISSING_RUBRIC: ("verifier_error", True, "the task has no rubric items"),
 }
