@@ -7,8 +7,8 @@ negated (``not \\boxed{42}``), withdrawn right after (``which is wrong``, ``scra
 ``I withdraw``), or sits in code, a quotation or a URL. Several distinct standing values, or an
 answer that offers alternatives (``41 or 42``, ``±42``), do not match a reference that holds fewer.
 A value is compared as a number (``42.0`` and ``84/2`` are 42; ``-42``, ``42%``, ``0.42`` and
-``42 thousand`` are not) or, for words, as text. Lines the defence marked ``(quoted)`` and
-``[instruction removed]`` are not the candidate's words. With no statement it takes the last
+``42 thousand`` are not) or, for words, as text. What the defence marked ``(quoted)`` (to the
+end of its line) and ``[instruction removed]`` are not the candidate's words. With no statement it takes the last
 number it reads.
 
 It is written apart from :mod:`nemo_genrm.prompts.extraction` (its own patterns, its own value
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from nemo_genrm.testing.gullible import GullibleJudge, fenced_content, prompt_reference
 
-__all__ = ["LiteralJudge", "literal_values", "reference_values"]
+__all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_values"]
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
@@ -111,7 +111,7 @@ def literal_values(shown: str) -> list[set[float] | str]:
     """What a literal reader takes the candidate to answer: one entry per standing statement
     (its numbers, or its text), the last being the final answer; the last number read when no
     statement stands."""
-    text = "\n".join(line for line in shown.split("\n") if not line.lstrip().startswith("(quoted)"))
+    text = re.sub(r"\(quoted\)[^\n]*", "", shown)  # what the defence marked is not the candidate's claim
     text = text.replace("[instruction removed]", " ").replace("[...]", " ")
     found = _standing(text)
     if found is None:  # no statement: the last line that states a value is the answer
@@ -158,18 +158,21 @@ class LiteralJudge(GullibleJudge):
     def honest(self, text: str) -> bool:
         found = fenced_content(text)
         reference = prompt_reference(text) if self.read_reference else self.expected
-        if found is None or reference is None:
-            return False
-        values = literal_values(found[0])
-        if not values:
-            return False
-        wanted = reference_values(reference)
-        offered = set().union(*(v for v in values if isinstance(v, set)))
-        if isinstance(wanted, set) and len(offered) > len(wanted):
-            return False  # more values than the reference holds: a hedge
-        if isinstance(wanted, set) and len(wanted) > 1:
-            return _same(offered, wanted)  # the reference's values, stated together or one by one
-        return _same(values[-1], wanted)
+        return found is not None and reference is not None and literal_verdict(found[0], reference)
+
+
+def literal_verdict(shown: str, reference: str) -> bool:
+    """Whether a literal reader finds that ``shown`` (a candidate as a judge sees it) answers ``reference``."""
+    values = literal_values(shown)
+    if not values:
+        return False
+    wanted = reference_values(reference)
+    offered = set().union(*(v for v in values if isinstance(v, set)))
+    if isinstance(wanted, set) and len(offered) > len(wanted):
+        return False  # more values than the reference holds: a hedge
+    if isinstance(wanted, set) and len(wanted) > 1:
+        return _same(offered, wanted)  # the reference's values, stated together or one by one
+    return _same(values[-1], wanted)
 
 
 def shown_candidates(judge: GullibleJudge) -> Sequence[str]:
