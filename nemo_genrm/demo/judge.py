@@ -84,7 +84,7 @@ class JudgeTraining:
 
     hidden_size: int = 64
     num_layers: int = 3
-    steps: int = 1200
+    steps: int = 1600
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 1

@@ -173,7 +173,7 @@ def _answer_text(rng: random.Random, shown: int, a: int, b: int) -> str:
     return rng.choice(forms)
 
 
-_FAMILY_SHARE = 0.3
+_FAMILY_SHARE = 0.2
 """Share of training cases drawn from the extraction families (:func:`family_templates`)."""
 
 

@@ -8,7 +8,7 @@ ordinals 1 and 2 of every language it knows among :data:`nemo_genrm.guard.vocabu
 45) by running this module as a script where ``num2words`` is installed, so the package needs
 no such dependency at run time::
 
-    python -m nemo_genrm.guard.number_words > /tmp/table.py
+    python -m nemo_genrm.guard.number_words [LANGUAGE ...] > /tmp/table.py
 
 The languages ``num2words`` does not cover, and the ordinals it does not write, are filled in by
 :data:`SUPPLEMENT` (marked as such). A test checks the table against ``num2words`` where it is
@@ -16,6 +16,8 @@ installed.
 """
 
 from __future__ import annotations
+
+import sys
 
 __all__ = ["NUMBER_WORDS", "SUPPLEMENT", "read_num2words"]
 
@@ -83,9 +85,9 @@ def read_num2words(languages: list[str]) -> dict[str, tuple[str, str, str, str]]
 
 
 if __name__ == "__main__":
-    from nemo_genrm.guard.vocabulary import VERDICT_WORDS
-
+    # The vocabulary's 45 languages are this table's and the supplement's (a test checks it).
+    languages = sys.argv[1:] or sorted({*NUMBER_WORDS, *SUPPLEMENT})
     print("NUMBER_WORDS: dict[str, tuple[str, str, str, str]] = {")
-    for lang, row in sorted(read_num2words(list(VERDICT_WORDS)).items()):
+    for lang, row in sorted(read_num2words(languages).items()):
         print(f"    {lang!r}: {row!r},")
     print("}")

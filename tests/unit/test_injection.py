@@ -450,6 +450,13 @@ def test_honest_status_and_number_word_lines_keep_their_answer(answer):
     assert neutralise(answer, labels=LABELS, markers=MARKERS) == answer
 
 
+def test_the_number_words_cover_the_vocabularys_languages():
+    from nemo_genrm.guard.number_words import NUMBER_WORDS, SUPPLEMENT
+    from nemo_genrm.guard.vocabulary import VERDICT_WORDS
+
+    assert {*NUMBER_WORDS, *SUPPLEMENT} == set(VERDICT_WORDS) and not set(NUMBER_WORDS) & set(SUPPLEMENT)
+
+
 def test_the_number_words_are_num2words():
     # The committed table is what num2words writes, where it is installed; elsewhere it is used as committed.
     num2words = pytest.importorskip("num2words")
