@@ -1,5 +1,11 @@
 """Red-team figures: how many adversarial answers flip a judge, defended and not, per family.
 
+Also what the judge is shown: the extraction families of ``nemo_genrm.testing.redteam_extraction``
+(hedges, several finals, negations, hidden answers, modified values, 0/1 answers, long honest
+answers, verdict words; attacks and honest twins) through the environment against four stand-ins
+(a literal reader, a last-number reader and the two gullible readers), and with ``--learned``
+against the demo judge on every demo question (pair flips and twins kept per family).
+
 Every answer of ``nemo_genrm.testing.redteam`` (hand-written and generated families) goes through
 the real environment, once with ``prompt.neutralise: true`` (the default) and once with
 ``false``, against the two gullible stand-ins of ``nemo_genrm.testing.gullible``. With
@@ -36,6 +42,8 @@ from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge  # noqa: E40
 from nemo_genrm.testing.redteam import QUESTION, REDTEAM_ANSWERS, REFERENCE, run_redteam  # noqa: E402
 
 STAND_INS = {"label_line": LabelLineJudge, "escape": EscapeJudge}
+EXTRACTION_READERS = {"literal": "LiteralJudge", "last_number": "GullibleJudge", "label_line": "LabelLineJudge",
+                      "escape": "EscapeJudge"}  # fmt: skip
 
 
 def _args() -> argparse.Namespace:
@@ -99,8 +107,7 @@ def _rewards(env, cases: list[tuple[str, str, str]]) -> list[float]:
 
 def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
     """The demo judge on every red-team template x demo question, and on control answers."""
-    from nemo_genrm.demo.task import HELD_OUT_FAMILIES, all_questions, final_number, judged_number
-    from nemo_genrm.prompts import extract_answer
+    from nemo_genrm.demo.task import HELD_OUT_FAMILIES, all_questions, judged_label, judged_number
     from nemo_genrm.testing.redteam import redteam_templates
 
     if judge_dir is None:
@@ -112,8 +119,7 @@ def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
         wrong = str((int(answer) + 3) % 19)
         for template in redteam_templates():
             text = template.text.replace("{wrong}", wrong)
-            extracted = extract_answer(text)
-            if not (extracted.ok and final_number(extracted.text) == answer):  # an honest judge says no
+            if not judged_label(text, answer):  # an honest judge says no
                 attacks.append((question, answer, text))
                 families.append(template.family)
     controls, expected = [], []
@@ -150,6 +156,62 @@ def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
             "controls": len(controls), "controls_right": right, "seconds": seconds,
         }  # fmt: skip
     return out
+
+
+def _score_rows(scores: dict) -> dict:
+    return {
+        family: {"attacks": sc.attacks, "flipped": len(sc.flipped), "flipped_names": sc.flipped, "twins": sc.twins,
+                 "twins_kept": sc.kept, "reasons": dict(sc.reasons)}
+        for family, sc in scores.items()
+    }  # fmt: skip
+
+
+def extraction() -> dict:
+    """Per stand-in reader and extraction family: attacks rewarded, honest twins kept."""
+    from nemo_genrm.testing import gullible, literal
+    from nemo_genrm.testing.redteam_extraction import run_extraction_redteam
+
+    out = {}
+    for name, cls_name in EXTRACTION_READERS.items():
+        cls = getattr(literal if cls_name == "LiteralJudge" else gullible, cls_name)
+
+        def make(cls=cls):
+            return GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}},
+                                        judge=cls())  # fmt: skip
+
+        out[name] = _score_rows(run_extraction_redteam(make))
+    return out
+
+
+def learned_extraction(judge_dir: str) -> dict:
+    """The demo judge on every single-value extraction template x demo question: pair flips and
+    twins kept per family."""
+    from nemo_genrm.demo.task import all_questions, family_answer, family_templates
+
+    cases, meta = [], []
+    for question, answer in all_questions():
+        wrong, other = str((int(answer) + 3) % 19), str((int(answer) + 7) % 19)
+        for family, templates in family_templates().items():
+            for template in templates:
+                cases.append((question, answer, family_answer(template, answer, wrong, other)))
+                meta.append((family, template.honest))
+    env = _learned_env(judge_dir, True)
+    try:
+        start = time.perf_counter()
+        rewards = _rewards(env, cases)
+        seconds = time.perf_counter() - start
+    finally:
+        env.shutdown()
+    rows: dict[str, dict] = {}
+    for (family, honest), reward in zip(meta, rewards, strict=True):
+        row = rows.setdefault(family, {"attack_pairs": 0, "flipped": 0, "twin_pairs": 0, "twins_kept": 0})
+        if honest:
+            row["twin_pairs"] += 1
+            row["twins_kept"] += int(reward > 0)
+        else:
+            row["attack_pairs"] += 1
+            row["flipped"] += int(reward > 0)
+    return {"families": rows, "seconds": seconds}
 
 
 def fuzz(count: int, seed: int) -> dict:
@@ -235,8 +297,20 @@ def main() -> None:
     print(f"prompt build: {per_prompt['neutralised_s']:.0f} us neutralised vs {per_prompt['raw_s']:.0f} us raw "
           f"per prompt ({ratio:.1f}x)")  # fmt: skip
     result = {"defended": defended, "undefended": undefended, "build_time": timing, "build_ratio": ratio}
+    result["extraction"] = extraction()
+    print("extraction families: attacks rewarded / attacks, honest twins kept / twins")
+    for name, rows in result["extraction"].items():
+        cells = ", ".join(f"{f} {r['flipped']}/{r['attacks']} {r['twins_kept']}/{r['twins']}" for f, r in rows.items())
+        print(f"  {name:>11}: {cells}")
     if args.learned:
         result["learned"] = learned(args.judge_dir, args.learned_defended_only)
+        result["learned_extraction"] = learned_extraction(result["learned"]["judge_dir"])
+        print("learned judge, extraction families (pair flips, twins kept):")
+        for family, row in result["learned_extraction"]["families"].items():
+            flip_rate = row["flipped"] / max(1, row["attack_pairs"])
+            kept = row["twins_kept"] / max(1, row["twin_pairs"])
+            print(f"    {family:>15}: {row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
+                  f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)")  # fmt: skip
         for key in ("defended", "undefended")[: 1 if args.learned_defended_only else 2]:
             row = result["learned"][key]
             print(f"learned judge, {key}: {row['flipped']}/{row['attacks']} flips ({100 * row['flip_rate']:.2f}%), "

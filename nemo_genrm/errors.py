@@ -78,15 +78,16 @@ class Reason(StrEnum):
     ``judged``: the judge gave a verdict (the reward is that verdict or its probability).
     ``parse_failure``: the judge replied but no verdict could be read. ``no_answer``: the
     response held no answer to judge (empty, or a marker followed by nothing). ``too_long``:
-    the answer was past ``prompt.answer.max_chars``, or the prompt could not fit the judge's
-    context. ``judge_error``: the engine failed (timeout, dead worker past its restarts).
+    the prompt could not fit the judge's context even with the answer shortened (an over-long
+    answer is cut to ``prompt.answer.max_chars``, never refused). ``judge_error``: the engine failed (timeout, dead worker past its restarts).
     ``missing_ground_truth``: no reference answer in the metadata. ``bad_input``: the sample was
     malformed (no assistant message, content not text, metadata not a dict, ...).
     ``incomplete_group`` (``reward.mode: pairwise_group``): the sample could not be ranked within
     a whole group (no other response of its group was judged with it, or, with ``group_size``,
     its group was still short when its wait ended, or it came after that); it is masked.
-    ``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. Every reason
-    but ``judged`` gives reward 0.
+    ``missing_rubric`` (``reward.mode: rubric``): no rubric items for the sample. ``hedged``:
+    the response states more distinct final values than the reference holds (``\\boxed{41}
+    \\boxed{42}``, ``41 or 42``); it is not judged. Every reason but ``judged`` gives reward 0.
     """
 
     JUDGED = "judged"
@@ -98,6 +99,7 @@ class Reason(StrEnum):
     BAD_INPUT = "bad_input"
     INCOMPLETE_GROUP = "incomplete_group"
     MISSING_RUBRIC = "missing_rubric"
+    HEDGED = "hedged"
 
 
 PROMPT_TOO_LONG = "prompt_too_long"

@@ -16,17 +16,37 @@ BUILTIN_TEMPLATES = ("consistency", "consistency_compact", "pairwise", "rating")
 
 
 class AnswerConfig(StrictModel):
-    """How the candidate answer is cut out of the policy's response before judging."""
+    """How the final answer is found in the policy's response, and what of it the judge is shown.
+
+    Every final-answer statement counts (boxes, and lines that open with the marker); more
+    distinct final values than the reference holds are a hedge (reason hedged, reward 0). The
+    judge is shown the final statement with its context: its paragraph and what follows it.
+    """
 
     marker: str | None = Field(
-        "Answer:", description="Judge the text after the last marker; null disables."
+        "Answer:",
+        description=(
+            "A line that opens with this label (after Markdown decoration, and words such as "
+            "Final) states a final answer; inside a line it is prose. null disables."
+        ),
     )
-    boxed: bool = Field(True, description="Else judge the last \\boxed{...}.")
+    boxed: bool = Field(True, description="Each \\boxed{...} (\\fbox, \\framebox) states a final answer too.")
     tail_chars: int = Field(
-        300, ge=0, description="Else judge the last this many characters; 0: no fallback (reason no_answer)."
+        300,
+        ge=0,
+        description=(
+            "A response that states no final answer is shown whole when it fits max_chars, else "
+            "its last this many characters; 0: only the marker or a box states an answer, and a response with neither "
+            "is not judged (reason no_answer)."
+        ),
     )
     max_chars: int = Field(
-        1000, ge=1, description="Longer answers are not judged (reason too_long, reward 0)."
+        1000,
+        ge=1,
+        description=(
+            "The most characters the judge is shown; a longer window keeps the final answer's "
+            "paragraph and the response's end around an elision mark ([...]), never refused."
+        ),
     )
 
 

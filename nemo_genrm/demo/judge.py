@@ -45,7 +45,9 @@ import torch
 
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.progress import training_progress
-from nemo_genrm.demo.task import JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_number
+from nemo_genrm.demo.task import (
+    JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_label, judged_number,
+)  # fmt: skip
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
@@ -82,7 +84,7 @@ class JudgeTraining:
 
     hidden_size: int = 64
     num_layers: int = 3
-    steps: int = 1200
+    steps: int = 1600
     batch_size: int = 32
     lr: float = 5e-3
     seed: int = 1
@@ -119,12 +121,17 @@ def render_case(case: JudgeCase, builder: PromptBuilder, tokenizer, nonce: str |
     seeded generator, so the judge learns to read any nonce and training stays reproducible.
 
     ``None`` when the extractor finds nothing to judge: the environment gives such a response
-    reward 0 without asking the judge, so the judge never needs to see it.
+    reward 0 without asking the judge, so the judge never needs to see it. A hedge is not shown
+    by the environment either, but the judge is trained to refuse it whole.
     """
-    extracted = builder.extract(case.response)
-    if not extracted.ok:
+    extracted = builder.extract(case.response, reference=case.reference)
+    if extracted.reason == "hedged":
+        candidate = case.response  # never shown by the environment; the judge learns to refuse it anyway
+    elif not extracted.ok:
         return None
-    prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text, nonce=nonce)
+    else:
+        candidate = extracted.text
+    prompt = builder.build(question=case.question, reference=case.reference, candidate=candidate, nonce=nonce)
     text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -185,7 +192,7 @@ def _honest_form_case(rng: random.Random) -> JudgeCase:
     question, answer = rng.choice(all_questions())
     shown = answer if rng.random() < 0.5 else str((int(answer) + rng.randint(1, 9)) % 19)
     response = rng.choice(HONEST_LABEL_FORMS).format(shown)
-    return JudgeCase(question, answer, response, judged_number(response) == answer)
+    return JudgeCase(question, answer, response, judged_label(response, answer))
 
 
 def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True) -> list[_Rendered]:

@@ -8,8 +8,8 @@ prompt the environment's mode would send with every field empty
 judge's tokenizer (:func:`judge_tokenizers`, loaded before any worker starts), and raises one
 :class:`~nemo_genrm.errors.ConfigError` naming the numbers when fewer than
 ``prompt.min_answer_tokens`` are left. :class:`TooLongWatch` warns
-once, with the fix, when a judge call nevertheless finds every sample ``too_long`` (answers over
-``prompt.answer.max_chars``, or prompts the judge refused).
+once, with the fix, when a judge call nevertheless finds every sample ``too_long`` (prompts the
+judge refused; an over-long answer is cut to ``prompt.answer.max_chars``, never refused).
 """
 
 from __future__ import annotations
@@ -122,28 +122,16 @@ class TooLongWatch:
 
         Args:
             tally: The call's counts.
-            samples: Its prepared samples: those already ``too_long`` had an answer over
-                ``prompt.answer.max_chars``; the others did not fit the judge's context.
+            samples: Its prepared samples (an answer is never ``too_long`` before the judge: its
+                prompt did not fit the judge's context).
         """
         if self.warned or tally.samples == 0 or tally.counts.get(TOO_LONG, 0) < tally.samples:
             return
-        answers_too_long = sum(s.reason == TOO_LONG for s in samples)
         self.warned = True
-        judge, answer = self.cfg.judge, self.cfg.prompt.answer
-        causes = []
-        if answers_too_long:
-            causes.append(
-                f"{answers_too_long} answer(s) longer than prompt.answer.max_chars ({answer.max_chars}): "
-                "raise it, or keep the policy's answers shorter"
-            )
-        if tally.samples > answers_too_long:
-            causes.append(
-                f"{tally.samples - answers_too_long} judge prompt(s) longer than judge.max_model_len "
-                f"({judge.max_model_len}) minus sampling.max_new_tokens ({judge.sampling.max_new_tokens}) "
-                "even with the answer shortened: raise judge.max_model_len (the engine's context must "
-                "hold it) or choose a shorter prompt template"
-            )
+        judge = self.cfg.judge
         logger.warning(
-            "every sample of this step (%d) was too_long and got reward 0: %s. Said once.",
-            tally.samples, "; ".join(causes),
+            "every sample of this step (%d) was too_long and got reward 0: %d judge prompt(s) longer than "
+            "judge.max_model_len (%d) minus sampling.max_new_tokens (%d) even with the answer shortened: raise "
+            "judge.max_model_len (the engine's context must hold it) or choose a shorter prompt template. Said once.",
+            tally.samples, tally.samples, judge.max_model_len, judge.sampling.max_new_tokens,
         )

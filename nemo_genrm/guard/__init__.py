@@ -16,7 +16,9 @@ Threat model in three lines (the full table, the tests and the figures: ``docs/s
   they are broken;
 - :mod:`~nemo_genrm.guard.master_keys`: answers with no answer in them, which are not judged;
 - :mod:`~nemo_genrm.guard.vocabulary`: verdict, role and opener words in many languages, with
-  every language's yes and no from :mod:`~nemo_genrm.guard.yes_no` (generated from glibc);
+  every language's yes and no from :mod:`~nemo_genrm.guard.yes_no` (generated from glibc), the
+  labels and choices spelled out from :mod:`~nemo_genrm.guard.number_words` (generated from
+  num2words) and the check marks and crosses Unicode names;
 - :mod:`~nemo_genrm.guard.redact`: credentials masked before text leaves the process (the HTTP
   judge, config errors, the driver's run config).
 

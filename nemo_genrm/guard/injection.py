@@ -75,6 +75,7 @@ __all__ = [
     "defuse_tokens",
     "fence",
     "is_content_free",
+    "is_judge_format_line",
     "neutralise",
     "new_nonce",
 ]
@@ -244,11 +245,15 @@ def _edit(
     line: str,
     find: Callable[[str], Iterable[re.Match[str]]],
     replacement: Callable[[re.Match[str]], tuple[int, int, str]],
+    keep: tuple[int, int] | None = None,
 ) -> str:
-    """Apply ``replacement`` (folded span -> text) to every match ``find`` gives in folded ``line``."""
+    """Apply ``replacement`` (folded span -> text) to every match ``find`` gives in folded ``line``,
+    except those that start inside ``keep`` (a span of ``line``)."""
     folded = fold(line)
     edits = []
     for match in find(folded.text):
+        if keep is not None and keep[0] <= folded.source_offset(match.start()) < keep[1]:
+            continue
         start, end, text = replacement(match)
         edits.append((*folded.source_span(start, end), text))
     for start, end, text in reversed(edits):
@@ -265,6 +270,15 @@ def _is_label_or_role(line: str, labels: frozenset[str]) -> bool:
             return True
         forms.append(HTML_TAG.sub(" ", folded))
     return any(is_verdict_line(form, labels) or ROLE_LINE.match(form) for form in forms)
+
+
+def is_judge_format_line(line: str, labels: Iterable[str] = ("1", "0")) -> bool:
+    """Whether one line reads as a verdict line or a role turn (what :func:`neutralise` quotes).
+
+    Extraction reads it so that an injected ``Verdict: 1`` is never taken for the last line of
+    an answer.
+    """
+    return _is_label_or_role(clean_unicode(line), _label_set(tuple(labels)))
 
 
 def _table_rows(lines: list[str]) -> set[int]:
@@ -286,14 +300,31 @@ def _table_rows(lines: list[str]) -> set[int]:
     return quoted
 
 
-def _defuse_line(line: str, labels: frozenset[str], several: bool, instructions: bool, in_table: bool) -> str:
-    """One line with its label, role turn and instructions made inert (idempotent)."""
+def _defuse_line(
+    line: str,
+    labels: frozenset[str],
+    several: bool,
+    instructions: bool,
+    in_table: bool,
+    answer: tuple[str, int] | None = None,
+) -> str:
+    """One line with its label, role turn and instructions made inert (idempotent).
+
+    ``answer``: the part of the final answer's statement on this line, and the length of its
+    label (``Answer: `` of ``Answer: 1``): the line is judged by what it holds besides the
+    statement, and no verdict is read starting in the label; one later in the value still is.
+    """
     if instructions:
         line = _edit(line, _INSTRUCTION.finditer, lambda m: (m.start(), m.end(), INSTRUCTION_REMOVED))
-    line = _edit(line, lambda folded: inline_verdicts(folded, labels), lambda m: (m.start(), m.start(), QUOTED))
+    piece, label = answer or ("", 0)
+    at = line.rfind(piece) if piece else -1
+    keep = (at, at + label) if at >= 0 else None
+    line = _edit(line, lambda folded: inline_verdicts(folded, labels), lambda m: (m.start(), m.start(), QUOTED), keep)
     quoted = line.lstrip().startswith(QUOTED.strip())
+    at = line.rfind(piece) if piece else -1
+    rest = line if at < 0 else line[:at] + " " + line[at + len(piece) :]
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
-    quote = not quoted and (in_table or _is_label_or_role(line, labels) or (several and _bare(line) in labels))
+    quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
     if "<" in line:  # a tag named after a label or role is no tag any more
         line = _edit(line, LABEL_TAG.finditer, lambda m: (m.start(), m.start() + 1, LESS_THAN))
     if quote:
@@ -303,12 +334,14 @@ def _defuse_line(line: str, labels: frozenset[str], several: bool, instructions:
 
 
 def neutralise(
-    answer: str,
+    text: str,
     *,
     labels: Iterable[str] = (),
     markers: Iterable[str] = (),
     special_tokens: Iterable[str] = (),
     instructions: bool = True,
+    answer: str | None = None,
+    answer_value: str | None = None,
 ) -> str:
     """Normalise judged text and defuse what could dictate a verdict (see the module docstring).
 
@@ -318,25 +351,49 @@ def neutralise(
     edits are made to the text as written. Idempotent.
 
     Args:
-        answer: The text (an extracted answer, or a question from the policy's data).
+        text: The text (an extracted answer, or a question from the policy's data).
         labels: Verdict labels and synonyms; alone on a line of a longer answer they are quoted.
         markers: Choice markers to spread out (``[[A]]`` -> ``[ [A] ]``); ones shorter than two
             characters are skipped.
         special_tokens: Extra tokens to break, e.g. the judge tokenizer's special tokens.
         instructions: Whether to remove instructions to the grader; off for a question, which
             may legitimately say "reply with 1 if ...".
+        answer: The statement of the final answer inside ``text`` (``Answer: 1``, ``1``, see
+            :attr:`nemo_genrm.prompts.ExtractedAnswer.statement`): its last occurrence is the
+            answer and never a verdict line; what else its lines hold is read as usual.
+        answer_value: The value that statement states (``1``): no verdict is read starting in
+            the statement before it (its label), one in or after it still is.
 
     Returns:
         The neutralised text.
     """
-    text = defuse_tokens(clean_unicode(answer), markers, special_tokens)
+    text = defuse_tokens(clean_unicode(text), markers, special_tokens)
     label_set = _label_set(tuple(str(x) for x in (*labels, *markers)))
     lines = text.split("\n")
     several = sum(1 for line in lines if line.strip()) > 1
     table = _table_rows(lines) if "|" in text or "<" in text else set()
+    statement = defuse_tokens(clean_unicode(answer), markers, special_tokens).strip() if answer else ""
+    value = defuse_tokens(clean_unicode(answer_value), markers, special_tokens).strip() if answer_value else ""
+    kept = _answer_pieces(text, statement, value) if statement else {}
     return "\n".join(
-        _defuse_line(line, label_set, several, instructions, i in table) for i, line in enumerate(lines)
+        _defuse_line(line, label_set, several, instructions, i in table, kept.get(i)) for i, line in enumerate(lines)
     )
+
+
+def _answer_pieces(text: str, statement: str, value: str) -> dict[int, tuple[str, int]]:
+    """Line index -> (the part of the statement on that line, how much of it is label), for its
+    last occurrence in ``text`` (a statement may run over lines: ``The result is:``, then its value)."""
+    at = text.rfind(statement)
+    if at < 0:
+        return {}
+    value_at = statement.rfind(value) if value and value in statement else len(statement)
+    first, offset, out = text.count("\n", 0, at), 0, {}
+    for index, piece in enumerate(statement.split("\n")):
+        label = max(0, min(offset + len(piece), value_at) - offset)
+        if piece.strip():
+            out[first + index] = (piece, label)
+        offset += len(piece) + 1
+    return out
 
 
 # ---------------------------------------------------------------------------------------- fence

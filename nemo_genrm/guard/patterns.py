@@ -8,13 +8,16 @@ a label, between a label and its value, or around the value (``【Verdict】1``,
 
 A *verdict line* opens with a label (:mod:`nemo_genrm.guard.vocabulary`) and goes on to a
 verdict-like value: a yes or a no of any language, a correctness word, ``1`` or ``0`` (or a
-lookalike of ``1``), a rating out of 5, 10 or 100, or one of the prompt's own labels. The label may
+lookalike of ``1``) in digits or in words of any language of the vocabulary (``eins``, ``一``),
+first or second, a check mark or a cross, a rating out of 5, 10 or 100, or one of the prompt's
+own labels. The label may
 carry an ending or sit inside a compound (``Veredictos``, ``Endurteil``, ``最终判定``, ``판정은``),
 and linking words may stand between it and the value (``The verdict is: 1``, ``判定结果是正确``).
 A label that names a verdict itself (``Verdict``, ``Rating``) takes any small number as its value
 and any few words before it (``Verdict was 1``, ``Verdict: the candidate is correct``); one that
 honest answers use too (``Result``, ``Score``, ``Output``) needs a separator and a verdict-like
-value, so ``Score: 42`` is an answer and keeps it. A label with nothing after it is a verdict line
+value (or a few words and a check mark: ``Estado: aprobado ✅``), so ``Score: 42`` is an answer
+and keeps it. A label with nothing after it is a verdict line
 too, inflected or compound (``Endurteil:``): its value is on the next line.
 
 Every repetition a hostile line could make long is possessive or bounded, so each pattern runs
@@ -30,7 +33,9 @@ from nemo_genrm.guard.vocabulary import (
     CORRECTNESS_VALUES,
     LABEL_WORDS,
     LINK_WORDS,
+    MARK_SYMBOLS,
     NEGATIVE_VALUES,
+    NUMBER_VALUES,
     POSITIVE_VALUES,
     ROLE_WORDS,
     VERDICT_WORDS,
@@ -43,9 +48,11 @@ __all__ = [
     "DECOR", "HTML_TAG", "LABEL_TAG", "ROLE_LINE", "inline_verdicts", "is_label_cell", "is_verdict_line",
 ]  # fmt: skip
 
-DECOR = r"(?:[^\w\s]|_)"
-"""One decoration character: punctuation or a symbol of any category (``_`` included)."""
-_SEP = r"(?:[^\S\n]|[^\w\s]|_)"  # a space (not a line break) or a decoration character
+_MARKS = f"[{re.escape(MARK_SYMBOLS)}]"
+DECOR = rf"(?:(?!{_MARKS})[^\w\s]|_)"
+"""One decoration character: punctuation or a symbol of any category (``_`` included), except the
+symbols that say yes or no by themselves (:data:`~nemo_genrm.guard.vocabulary.MARK_SYMBOLS`)."""
+_SEP = rf"(?:[^\S\n]|{DECOR})"  # a space (not a line break) or a decoration character
 _SPACE = r"[^\S\n]"
 _LETTER = r"[^\W\d_]"
 _NOT_LETTER_AFTER = r"(?![^\W\d_])"  # the word ends here, though a digit may follow ("Verdict1")
@@ -94,7 +101,7 @@ _VALUE_END = rf"(?!\w)(?!{_SPACE}*+[.,/:]{_SPACE}*+\d)"
 
 def _value_words(extra: frozenset[str]) -> str:
     """Every verdict-like word, and the prompt's own labels, as one alternation."""
-    words = (*POSITIVE_VALUES, *NEGATIVE_VALUES, *CORRECTNESS_VALUES, *extra)
+    words = (*POSITIVE_VALUES, *NEGATIVE_VALUES, *CORRECTNESS_VALUES, *NUMBER_VALUES, *extra)
     bare = (re.sub(r"^\W+|\W+$", "", w) for w in folded(words))
     return words_pattern(w for w in bare if w and not w.isdigit())
 
@@ -104,7 +111,7 @@ def _patterns(extra: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """The verdict-line and inline-verdict patterns for a prompt whose labels are ``extra``."""
     digits = "|".join(sorted({re.escape(x) for x in extra if x.isdigit()} | {"1", "0"}, key=len, reverse=True))
     # "l", "i" and "|" read as 1; a verdict word names its value with any small number.
-    value = rf"(?:{_RATING}|{_value_words(extra)}|(?:{digits})(?!\d)|[il|]|(?(strong)\d{{1,3}}|(?!)))"
+    value = rf"(?:{_RATING}|{_value_words(extra)}|(?:{digits})(?!\d)|[il|]|{_MARKS}|(?(strong)\d{{1,3}}|(?!)))"
     strong_head = _head(_VERDICT_WORDS, "strong")
     weak_head = _head(_LABEL_WORDS, "weak")
     exact = rf"(?:{words_pattern(_LABEL_WORDS)}|{_KEY})"
@@ -113,7 +120,8 @@ def _patterns(extra: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
         rf"(?:{strong_head}{_FILLER}{{0,6}}?{_SEP}*+{value}{_VALUE_END}"  # Verdict was 1
         rf"|(?:{weak_head}|(?P<key>{_KEY})){_NOT_LETTER_AFTER}"  # Result: yes, is_correct: true
         rf"(?:{_LINKS}{{0,4}}{_SPACE}*+{DECOR}{_SEP}*+|{_SPACE}*+){value}{_VALUE_END}"
-        rf"|(?:{_head(_LABEL_WORDS, 'alone')}|{_KEY}){_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$)",  # Verdict:
+        rf"|(?:{_head(_LABEL_WORDS, 'alone')}|{_KEY}){_NOT_LETTER_AFTER}{_LINKS}{{0,4}}{_SEP}*+$"  # Verdict:
+        rf"|{_head(_LABEL_WORDS, 'marked')}{_NOT_LETTER_AFTER}{_SPACE}*+{DECOR}{_FILLER}{{0,4}}?{_SEP}*+{_MARKS})",
         re.IGNORECASE,
     )
     inline = re.compile(

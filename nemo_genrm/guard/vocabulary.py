@@ -8,26 +8,32 @@ Labels are one table by language and by kind: :data:`VERDICT_WORDS` name a verdi
 (verdict, judgement, ruling, rating, grade), after which any small number reads as one
 (``Rating: 7``); :data:`RESULT_WORDS` name what a verdict can also be reported as (result,
 score, answer, evaluation, decision), which honest answers use too (``Score: 42``), so they
-count only before a verdict-like value. Inflected forms and compounds are not listed: the
+count only before a verdict-like value (``Status: PASS``). Inflected forms and compounds are not listed: the
 patterns read a label with an ending (``Jugements``, ``Urteils``, ``판정은``) or inside a compound
 (``Endurteil``, ``最终判定``, ``判定结果``). The values a verdict is written with are the
-correctness words of :data:`CORRECTNESS_VALUES` plus every language's "yes" and "no" from
-glibc's locales (:mod:`nemo_genrm.guard.yes_no`).
+correctness words of :data:`CORRECTNESS_VALUES`, every language's "yes" and "no" from glibc's
+locales (:mod:`nemo_genrm.guard.yes_no`), the labels 0 and 1 and the choices first and second
+spelled out in the vocabulary's languages (:data:`NUMBER_VALUES`, from ``num2words``) and the
+symbols that say yes or no (:data:`MARK_SYMBOLS`, every check mark, ballot X and cross mark by
+their Unicode names).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 
 import regex
 
 from nemo_genrm.guard.folding import fold
+from nemo_genrm.guard.number_words import NUMBER_WORDS, SUPPLEMENT
 from nemo_genrm.guard.yes_no import YES_NO
 
 __all__ = [
-    "CORRECTNESS_VALUES", "LABEL_WORDS", "LINK_WORDS", "NEGATIVE_VALUES", "OPENER_WORDS", "POSITIVE_VALUES",
+    "CORRECTNESS_VALUES", "LABEL_WORDS", "LINK_WORDS", "MARK_SYMBOLS", "NEGATIVE_VALUES", "NUMBER_VALUES",
+    "OPENER_WORDS", "POSITIVE_VALUES",
     "RESULT_WORDS", "ROLE_WORDS", "VERDICT_WORDS", "all_label_words", "ascii_pattern", "compoundable", "folded",
     "words_pattern",
 ]  # fmt: skip
@@ -85,21 +91,25 @@ VERDICT_WORDS: dict[str, tuple[str, ...]] = {
 # Words a verdict can also be reported as, which honest answers use too, by language.
 RESULT_WORDS: dict[str, tuple[str, ...]] = {
     "en": ("score", "answer", "decision", "label", "result", "evaluation", "assessment", "output", "reward",
-           "correctness", "conclusion", "outcome", "mark", "finding", "determination", "appraisal"),
-    "es": ("respuesta", "resultado", "puntuación", "decisión", "evaluación", "nota", "conclusión", "valoración"),
-    "pt": ("resposta", "resultado", "pontuação", "nota", "decisão", "avaliação", "conclusão"),
-    "fr": ("réponse", "résultat", "note", "décision", "évaluation", "conclusion", "notation", "appréciation"),
+           "correctness", "conclusion", "outcome", "mark", "finding", "determination", "appraisal", "status",
+           "verification"),
+    "es": ("respuesta", "resultado", "puntuación", "decisión", "evaluación", "nota", "conclusión",
+           "valoración", "estado"),
+    "pt": ("resposta", "resultado", "pontuação", "nota", "decisão", "avaliação", "conclusão", "estado", "situação"),
+    "fr": ("réponse", "résultat", "note", "décision", "évaluation", "conclusion", "notation", "appréciation",
+           "statut", "état"),
     "de": ("bewertung", "antwort", "ergebnis", "entscheidung", "note", "punktzahl", "fazit", "befund",
-           "einschätzung", "wertung"),
-    "it": ("risposta", "risultato", "punteggio", "voto", "decisione", "valutazione", "conclusione", "esito"),
+           "einschätzung", "wertung", "status", "prüfung"),
+    "it": ("risposta", "risultato", "punteggio", "voto", "decisione", "valutazione", "conclusione", "esito",
+           "stato", "esito del controllo"),
     "nl": ("antwoord", "resultaat", "score", "beslissing", "beoordeling", "cijfer", "conclusie", "uitslag"),
     "pl": ("ocena", "odpowiedź", "wynik", "decyzja", "wniosek", "rezultat"),
-    "ru": ("решение", "оценка", "ответ", "результат", "вывод", "заключение", "балл", "итог"),
+    "ru": ("решение", "оценка", "ответ", "результат", "вывод", "заключение", "балл", "итог", "статус", "проверка"),
     "uk": ("рішення", "оцінка", "відповідь", "результат", "висновок", "підсумок"),
     "tr": ("değerlendirme", "cevap", "yanıt", "sonuç", "puan", "not"),
-    "zh": ("结论", "结果", "答案", "评分", "得分", "分数", "結論", "結果", "評分", "评估", "評估", "评价", "評價"),
-    "ja": ("評価", "結論", "結果", "答え", "回答", "採点", "点数", "解答"),
-    "ko": ("평가", "결론", "결과", "정답", "답", "점수", "채점"),
+    "zh": ("结论", "结果", "答案", "评分", "得分", "分数", "結論", "結果", "評分", "评估", "評估", "评价", "評價", "状态", "狀態", "检查", "檢查"),
+    "ja": ("評価", "結論", "結果", "答え", "回答", "採点", "点数", "解答", "状態", "ステータス", "チェック"),
+    "ko": ("평가", "결론", "결과", "정답", "답", "점수", "채점", "상태", "검사"),
     "ar": ("القرار", "التقييم", "النتيجة", "الإجابة", "الجواب", "الدرجة"),
     "hi": ("मूल्यांकन", "परिणाम", "उत्तर", "अंक", "नतीजा"),
     "vi": ("kết luận", "kết quả", "đánh giá", "điểm", "câu trả lời", "đáp án"),
@@ -153,7 +163,30 @@ CORRECTNESS_VALUES: tuple[str, ...] = (
     "väärin", "točno", "tačno", "netočno", "pravilno", "správne", "corect", "greșit", "helyes", "hibás",
     "korrekt", "rigtigt", "forkert", "riktig", "feil", "вярно", "грешно", "õige", "vale", "pareizi",
     "teisingai", "betul", "tama", "mali", "সঠিক", "சரி", "درست", "სწორია",
+    # Affirmation and refusal, success and failure: what a verdict is also reported as.
+    "affirmative", "approved", "approve", "confirmed", "verified", "success", "successful", "succeeded", "passes",
+    "passing", "agree", "agreed", "yep", "yeah", "yup", "nope", "nah", "denied", "declined", "failure", "fails",
+    "failing", "unsuccessful", "disagree", "checkmark", "cmark", "xmark", "tick",
 )  # fmt: skip
+# A number word that is also its language's indefinite article opens honest prose ("Antwoord: een
+# appel"): it is not read as a value.
+_ARTICLES = frozenset(("un", "um", "ett", "et", "en", "een", "bir", "una"))
+NUMBER_VALUES: tuple[str, ...] = tuple(dict.fromkeys(
+    w for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values()) for w in row
+    if fold(w).text.casefold() not in _ARTICLES
+))  # fmt: skip
+"""The labels 0 and 1 spelled out, and the choices first and second (:mod:`nemo_genrm.guard.number_words`)."""
+
+
+def _mark_symbols() -> str:
+    """Every check mark, ballot box, ballot X, cross mark and thumbs sign Unicode names."""
+    names = ("CHECK MARK", "BALLOT", "CROSS MARK", "THUMBS UP", "THUMBS DOWN", "HEAVY MULTIPLICATION X")
+    ranges = (range(0x2100, 0x2C00), range(0x1F300, 0x1FB00))
+    return "".join(chr(c) for r in ranges for c in r if any(n in unicodedata.name(chr(c), "") for n in names))
+
+
+MARK_SYMBOLS: str = _mark_symbols()
+"""Symbols that say yes or no by themselves (✓, ✅, ☑, ✗, ❌, 👍, ...): verdict values, never decoration."""
 POSITIVE_VALUES: tuple[str, ...] = tuple(dict.fromkeys(w for yes, _ in YES_NO.values() for w in yes))
 """Every language's "yes" (glibc's locales)."""
 NEGATIVE_VALUES: tuple[str, ...] = tuple(dict.fromkeys(w for _, no in YES_NO.values() for w in no))

@@ -10,9 +10,9 @@ file named by ``genrm_config_path``.
 A failed judge is not a wrong answer: a reply with no verdict (``judge_unparseable``), an
 engine failure (``judge_failed``) and a task with no reference (``verifier_error``) come back
 with ``mask_sample: true``, as does every sample the environment masks (``incomplete_group``:
-``genrm:incomplete_group``). An answer that cannot be judged (none found, or past the length
-cap) is the policy's doing: reward 0, not masked, ``failure_kind`` ``genrm:no_answer`` or
-``genrm:too_long``; an output without an assistant message (reasoning or a tool call alone) has
+``genrm:incomplete_group``). An answer that cannot be judged (none found, a hedge, or a prompt
+past the judge's context) is the policy's doing: reward 0, not masked, ``failure_kind``
+``genrm:no_answer``, ``genrm:hedged`` or ``genrm:too_long``; an output without an assistant message (reasoning or a tool call alone) has
 no answer. A request the judge cannot read is ``bad_input``: reward 0, not masked,
 ``failure_kind`` ``genrm:bad_input``, what was wrong in ``genrm_why`` and ``failure_reason`` (an
 assistant message holding no text part, a malformed rubric). The response's and the question's
@@ -54,6 +54,7 @@ from pydantic import Field, PrivateAttr
 
 from nemo_genrm.samples.types import (
     BAD_INPUT,
+    HEDGED,
     INCOMPLETE_GROUP,
     JUDGE_ERROR,
     MISSING_GROUND_TRUTH,
@@ -77,6 +78,7 @@ _FAILURES: dict[str, tuple[str, bool, str]] = {
     MISSING_GROUND_TRUTH: ("verifier_error", True, "the task has no expected_answer"),
     NO_ANSWER: ("genrm:no_answer", False, "the response holds no answer to judge"),
     TOO_LONG: ("genrm:too_long", False, "the answer is past the length cap, or its prompt does not fit the judge"),
+    HEDGED: ("genrm:hedged", False, "the response states more distinct final values than the reference holds"),
     INCOMPLETE_GROUP: ("genrm:incomplete_group", True, "no other response of its group was judged with it"),
     MISSING_RUBRIC: ("verifier_error", True, "the task has no rubric items"),
     BAD_INPUT: ("genrm:bad_input", False, "the request cannot be judged as sent"),

@@ -1,4 +1,4 @@
-"""Judge prompts: templates, answer extraction, and the judged answer neutralised and fenced.
+"""Judge prompts: templates, and the judged answer neutralised and fenced.
 
 Built-in templates: ``consistency`` (question, reference, candidate -> the positive or negative
 label), ``pairwise`` (question, response_a, response_b -> one choice marker, no explanation, so a
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,14 +25,14 @@ from typing import Any
 
 import yaml
 
-from nemo_genrm.errors import ConfigError, Reason
-from nemo_genrm.guard.injection import defuse_tokens, fence, is_content_free, keyed_nonce, neutralise, nonce_key
+from nemo_genrm.errors import ConfigError
+from nemo_genrm.guard.injection import defuse_tokens, fence, keyed_nonce, neutralise, nonce_key
+from nemo_genrm.prompts.extraction import ExtractedAnswer, extract_answer
 from nemo_genrm.prompts.request import JudgeRequest
 
 __all__ = [
-    "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "ExtractedAnswer", "JudgePrompt", "JudgeTemplate",
-    "PromptBuilder", "defuse_tokens", "extract_answer", "last_boxed", "load_template",
-    "neutralise", "template_labels_from_config",
+    "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "JudgePrompt", "JudgeTemplate", "PromptBuilder", "defuse_tokens",
+    "load_template", "neutralise", "template_labels_from_config",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -353,97 +352,6 @@ def load_template(
     return template
 
 
-# ---------------------------------------------------------------------------- answer extraction
-_BOXED = re.compile(r"\\boxed\s*\{")
-_BRACE = re.compile(r"[{}]")
-
-
-@dataclass(frozen=True)
-class ExtractedAnswer:
-    """The part of a policy response that is sent to the judge.
-
-    Attributes:
-        text: The answer, stripped; ``None`` when there is nothing to judge.
-        reason: ``ok``, ``no_answer`` (empty, or the input was not text) or ``too_long``.
-        source: Where it came from: ``marker``, ``boxed`` or ``tail``; ``None`` for non-text input.
-    """
-
-    text: str | None
-    reason: str
-    source: str | None
-
-    @property
-    def ok(self) -> bool:
-        """Whether there is an answer to judge."""
-        return self.text is not None
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last complete ``\\boxed{...}`` (nested braces balanced), else ``None``."""
-    for match in reversed(list(_BOXED.finditer(text))):
-        depth = 1
-        for brace in _BRACE.finditer(text, match.end()):
-            depth += 1 if brace[0] == "{" else -1
-            if depth == 0:
-                return text[match.end() : brace.start()]
-    return None
-
-
-def extract_answer(
-    text: object,
-    *,
-    marker: str | None = "Answer:",
-    boxed: bool = True,
-    tail_chars: int = 300,
-    max_chars: int = 1000,
-) -> ExtractedAnswer:
-    """Cut the answer to judge out of a policy response.
-
-    In order: the text after the last ``marker`` (matched case-insensitively), else the content
-    of the last complete ``\\boxed{...}``, else the last ``tail_chars`` characters. A marker
-    followed by nothing is ``no_answer`` (no fallback: the response promised an answer and gave
-    none), and so is an answer with no content at all, only punctuation or an opener such as
-    ``Thought process:`` (:func:`~nemo_genrm.guard.injection.is_content_free`). Bad input never
-    raises.
-
-    Args:
-        text: The policy's response.
-        marker: Answer marker; ``None`` or ``""`` disables it.
-        boxed: Whether to look for ``\\boxed{...}``.
-        tail_chars: Size of the fallback tail; 0 disables the fallback.
-        max_chars: Longer answers are refused (``too_long``), so a policy cannot win by dumping
-            many candidate answers.
-
-    Returns:
-        The extracted answer, or ``text=None`` with the reason.
-
-    Raises:
-        ValueError: ``tail_chars`` is negative or ``max_chars`` is below 1.
-    """
-    if tail_chars < 0 or max_chars < 1:
-        raise ValueError(f"need tail_chars >= 0 and max_chars >= 1, got {tail_chars}, {max_chars}")
-    if not isinstance(text, str):
-        return ExtractedAnswer(None, Reason.NO_ANSWER, None)
-    if marker:
-        matches = list(re.finditer(re.escape(marker), text, re.IGNORECASE))
-        if matches:
-            return _finish(text[matches[-1].end() :], "marker", max_chars)
-    if boxed:
-        content = last_boxed(text)
-        if content is not None:
-            return _finish(content, "boxed", max_chars)
-    return _finish(text[-tail_chars:] if tail_chars else "", "tail", max_chars)
-
-
-def _finish(answer: str, source: str, max_chars: int) -> ExtractedAnswer:
-    answer = answer.strip()
-    if not answer or is_content_free(answer):
-        return ExtractedAnswer(None, Reason.NO_ANSWER, source)
-    if len(answer) > max_chars:
-        return ExtractedAnswer(None, Reason.TOO_LONG, source)
-    return ExtractedAnswer(answer, "ok", source)
-
-
 # ------------------------------------------------------------------------------- prompt builder
 @dataclass(frozen=True)
 class JudgePrompt:
@@ -513,9 +421,10 @@ class PromptBuilder:
                 "special_tokens": tuple(special_tokens),
             }
 
-    def extract(self, response: object) -> ExtractedAnswer:
-        """:func:`extract_answer` with the configured options."""
-        return extract_answer(response, **self._answer)
+    def extract(self, response: object, reference: str | None = None) -> ExtractedAnswer:
+        """:func:`extract_answer` with the configured options (and the reference, which says how
+        many values an answer may offer)."""
+        return extract_answer(response, reference=reference, **self._answer)
 
     def build(
         self, *, question: str, reference: str, candidate: str, nonce: str | None = None
@@ -527,7 +436,8 @@ class PromptBuilder:
                 like the candidate when configured, except that instructions in it are kept.
             reference: The reference answer.
             candidate: The extracted answer (see :meth:`extract`), neutralised here when
-                configured, then fenced. Building again with a shortened candidate re-renders
+                configured (its final statement, found again in it, is never quoted as a
+                verdict line), then fenced. Building again with a shortened candidate re-renders
                 the prompt.
             nonce: The fence nonce; ``None`` (the default, and the only safe choice in
                 training) takes the keyed hash of the prompt's fields under this builder's key
@@ -544,7 +454,9 @@ class PromptBuilder:
             # The question comes from the policy's data too (a user message, a dataset row):
             # chat tokens or verdict lines in it must not steer the judge either.
             question = neutralise(question, instructions=False, **self._neutral) if question else question
-            candidate = neutralise(candidate, **self._neutral)
+            # The line stating the final answer is the answer, never a verdict line ("Answer: 1").
+            stated = self.extract(candidate)
+            candidate = neutralise(candidate, answer=stated.statement, answer_value=stated.value, **self._neutral)
         if nonce is None:
             nonce = keyed_nonce(self._nonce_key, question or "", reference or "", candidate)
         fenced = fence(candidate, nonce)

@@ -16,7 +16,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from nemo_genrm.samples.types import BAD_INPUT, MISSING_GROUND_TRUTH, NO_ANSWER, TOO_LONG
+from nemo_genrm.samples.types import BAD_INPUT, HEDGED, MISSING_GROUND_TRUTH, NO_ANSWER
 from nemo_genrm.samples.types import (
     BAD_GROUND_TRUTH,
     CONTENT_NOT_TEXT,
@@ -41,10 +41,10 @@ class PreparedSample:
         reason: Why the sample is not sent to the judge (``None`` when it is).
         question: The question shown to the judge.
         reference: The reference answer.
-        answer: What the judge is shown of the response, before neutralisation: the extracted
-            answer (reference mode), or the whole response shortened to
-            ``prompt.response.max_chars`` (modes that judge the response); ``None`` when there
-            is none.
+        answer: What the judge is shown of the response, before neutralisation: the final
+            answer with its context (reference mode, :func:`nemo_genrm.prompts.extract_answer`),
+            or the whole response shortened to ``prompt.response.max_chars`` (modes that judge
+            the response); ``None`` when there is none.
         value: The bare final answer the response states (reference mode), for value-level
             checks beside the judge; ``None`` when there is none or the mode judges the whole
             response. ``answer`` may show it with the words around it; ``value`` is the value alone.
@@ -339,7 +339,8 @@ def prepare_sample(
     Args:
         log: The sample's message list (dicts with ``role`` and ``content``).
         meta: Its metadata (a dict with ``ground_truth`` and optionally ``question``), or ``None``.
-        builder: Extracts the answer from the response.
+        builder: Extracts the answer from the response (a response offering more distinct final
+            values than the reference holds is ``hedged``).
         needs_reference: Whether the template shows the reference (then it is required).
         response_chars: Set for the modes that judge the whole response: the judge is shown the
             response itself, shortened to this many characters around an elision mark, instead
@@ -367,15 +368,15 @@ def prepare_sample(
         return _unreferenced(problem)
     if response_chars is not None:
         return _whole_response(content, clean_text(_question(log, index, meta)), reference, response_chars)
-    extracted = builder.extract(content)
-    if extracted.text is None:
-        return PreparedSample(TOO_LONG if extracted.reason == TOO_LONG else NO_ANSWER)
+    extracted = builder.extract(content, reference=reference)
+    if not extracted.ok:
+        return PreparedSample(HEDGED if extracted.reason == HEDGED else NO_ANSWER)
     return PreparedSample(
         None,
         question=clean_text(_question(log, index, meta)),
         reference=clean_text(reference or ""),
         answer=clean_text(extracted.text),
-        value=clean_text(extracted.text),
+        value=None if extracted.value is None else clean_text(extracted.value),
     )
 
 

@@ -34,6 +34,7 @@ MISSING_GROUND_TRUTH = Reason.MISSING_GROUND_TRUTH
 BAD_INPUT = Reason.BAD_INPUT
 INCOMPLETE_GROUP = Reason.INCOMPLETE_GROUP
 MISSING_RUBRIC = Reason.MISSING_RUBRIC
+HEDGED = Reason.HEDGED
 
 REASONS: tuple[str, ...] = tuple(Reason)
 """Why a sample got its reward, in reporting order (see :class:`nemo_genrm.errors.Reason`)."""
@@ -185,6 +186,7 @@ __all__ = [
     "BAD_INPUT_WHYS",
     "GenRMInfo",
     "HAVE_NEMO_RL",
+    "HEDGED",
     "INCOMPLETE_GROUP",
     "JUDGED",
     "JUDGE_ERROR",

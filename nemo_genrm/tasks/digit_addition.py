@@ -39,10 +39,11 @@ def demo_splits() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 
 
 def exact_match(response: str, reference: str) -> bool:
-    """The checker a run measures apart from the judge: the extracted answer is the reference.
+    """The checker a run measures apart from the judge: the stated final value is the reference.
 
-    The answer is cut out as the judge's extractor does (``Answer:`` marker, ``\\boxed{}``, else
-    the whole text) and must be exactly the reference digits, nothing else.
+    The final value is found as the judge's extractor finds it (``Answer:`` line, ``\\boxed{}``,
+    else a bare last line) and must be exactly the reference digits, nothing else; a response
+    that hedges (several distinct final values, ``8 or 9``) or withdraws its answer matches nothing.
     """
-    answer = extract_answer(response)
-    return answer.ok and answer.text.rstrip(".") == reference
+    answer = extract_answer(response, reference=reference)
+    return answer.ok and answer.value is not None and answer.value.rstrip(".") == reference

@@ -36,18 +36,28 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from nemo_genrm.guard.vocabulary import LABEL_WORDS
+from nemo_genrm.guard.number_words import NUMBER_WORDS, SUPPLEMENT
+from nemo_genrm.guard.vocabulary import LABEL_WORDS, MARK_SYMBOLS
 from nemo_genrm.guard.yes_no import YES_NO
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
-__all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines"]
+__all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines", "prompt_reference"]
 
+# One, first, affirmation and check marks read as yes; zero, second, crosses as no.
+_MORE_POSITIVE = ("affirmative", "positive", "approved", "checkmark", "tick", "ok", "okay", "success",
+                  *(w for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values()) for w in row[1:3]))  # fmt: skip
+_POSITIVE_MARKS = frozenset(c for c in MARK_SYMBOLS if "CHECK" in unicodedata.name(c) or "THUMBS UP" in unicodedata.name(c))
+_NEGATIVE_MARKS = frozenset(
+    c for c in MARK_SYMBOLS if any(w in unicodedata.name(c) for w in (" X", "CROSS", "THUMBS DOWN")) and c not in _POSITIVE_MARKS
+)
 _POSITIVE = ("1", "yes", "correct", "true", "right", "pass", "passed", "match", "sí", "sì", "sim", "oui", "ja",
              "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i", "richtig", "正确", "正確",
              "正解", "정답", "맞음", "correcto", "vrai", "juste", "верно", "правильно", "kyllä", "helyes",
-             *(w for yes, _ in YES_NO.values() for w in yes))  # fmt: skip
-_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답")
+             *(w for yes, _ in YES_NO.values() for w in yes), *_MORE_POSITIVE)  # fmt: skip
+_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답",
+             "negative", "failed", "nope", "xmark", *(row[0] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())),
+             *(row[3] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())))  # fmt: skip
 # Words between a label and its value that a reader skips: "The verdict is: 1", "Verdict was 1".
 _LINKING = frozenset(("is", "was", "were", "would", "will", "should", "must", "be", "been", "final", "finale",
                       "the", "ist", "est", "es", "è", "é", "war", "lautet"))  # fmt: skip
@@ -130,20 +140,26 @@ _LABEL_WORDS = "|".join(re.escape(_fold(w)).replace(r"\ ", r"\s+") for w in sort
 # A label with any ending, inside any compound ("Endurteil", "最终判定", "Veredictos"), behind any
 # of a few English determiners; a label's ending is read as a value when it is one ("Вердиктда").
 _LABEL = re.compile(
-    rf"^(?:(?:final|the|my|our|your|overall)\s+)*\w{{0,12}}?(?:{_LABEL_WORDS})(?P<ending>\w*)"
+    rf"^(?:(?:final|the|my|our|your|overall)\s+)*\w{{0,12}}?(?P<label>{_LABEL_WORDS})(?P<ending>\w*)"
     rf"(?P<sep>[^\w]*)(?P<value>.*)$",
     re.IGNORECASE,
 )
 _TAG_VALUE = re.compile(rf"<\s*(?:{_LABEL_WORDS})\b[^<>]*?value\s*=\s*[\"']?(?P<value>\w+)", re.IGNORECASE)
 
 
+_WORD_OR_MARK = re.compile(rf"\w+|[{re.escape(MARK_SYMBOLS)}]")
+
+
 def _polarity(text: str) -> str | None:
-    """``"positive"``/``"negative"`` for the first verdict word of ``text``, else ``None``."""
-    for word in _WORD.findall(_fold(text).casefold()):
-        if word in POSITIVE_WORDS:
-            return "positive"
-        if word in NEGATIVE_WORDS:
-            return "negative"
+    """``"positive"``/``"negative"`` for the first verdict word (or pair of words, ``첫 번째``) or
+    mark of ``text``, else ``None``."""
+    tokens = _WORD_OR_MARK.findall(_fold(text).casefold())
+    for i, token in enumerate(tokens):
+        for word in (" ".join(tokens[i : i + 2]), token):
+            if word in POSITIVE_WORDS or word in _POSITIVE_MARKS:
+                return "positive"
+            if word in NEGATIVE_WORDS or word in _NEGATIVE_MARKS:
+                return "negative"
     return None
 
 
@@ -174,15 +190,18 @@ def label_lines(text: str) -> list[str]:
     lines = [re.sub(r"\s+", " ", _TAG.sub(" ", line)).strip() for line in lines]
     for i, line in enumerate(lines):
         match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
-        if match is None:
+        if match is None or match["label"].casefold() == "answer" and not match["ending"]:
+            # The candidate's own "Answer: 1" states its answer (a 0/1 question's is shown as
+            # written): this reader takes it for the answer, not for a verdict.
             continue
         polarity = _glued(match["ending"])
         if polarity is None:
             value = match["value"]
             if not _WORD.search(value):  # "Verdict:" with the value on the next line
                 value = next((rest for rest in lines[i + 1 :] if rest.strip()), "")
+            marks = [c for c in match["sep"] + value if c in _POSITIVE_MARKS or c in _NEGATIVE_MARKS][:1]
             words = [w for w in _WORD.findall(value.casefold()) if w not in _LINKING][:1]
-            polarity = _polarity(words[0]) if words else None
+            polarity = _polarity(marks[0]) if marks else _polarity(words[0]) if words else None
         if polarity is not None:
             found.append(polarity)
     return found
@@ -197,6 +216,16 @@ def _glued(ending: str) -> str | None:
         if ending[start:] in NEGATIVE_WORDS:
             return "negative"
     return None
+
+
+_DECIMAL = re.compile(r"\d+(?:\.\d+)?")
+_REFERENCE = re.compile(r"Reference answer:[ \t]*\n?(.*?)\n[ \t]*\n?Candidate answer", re.DOTALL)
+
+
+def prompt_reference(text: str) -> str | None:
+    """The reference answer a consistency prompt shows (``None`` when it shows none)."""
+    match = _REFERENCE.search(text)
+    return match[1].strip() if match else None
 
 
 def fenced_content(text: str) -> tuple[str, int, int] | None:
@@ -232,7 +261,7 @@ class GullibleJudge(GenerateOnlyJudge):
 
     Args:
         expected: The right answer; the honest verdict is positive when the last number inside
-            the fence equals it.
+            the fence equals it. ``None``: the last number of each prompt's reference answer.
         positive: The label replied for a positive verdict.
         negative: The label replied for a negative verdict.
 
@@ -241,18 +270,20 @@ class GullibleJudge(GenerateOnlyJudge):
         obeyed: Per conversation, what the judge obeyed instead of judging (``None``: honest).
     """
 
-    def __init__(self, expected: str, positive: str = "1", negative: str = "0") -> None:
-        self.expected = expected
+    def __init__(self, expected: str | None = None, positive: str = "1", negative: str = "0") -> None:
+        self.expected = expected or ""
         self.positive = positive
         self.negative = negative
         self.shown: list[tuple[dict[str, str], ...]] = []
         self.obeyed: list[str | None] = []
 
     def honest(self, text: str) -> bool:
-        """Whether the last number inside the fence is :attr:`expected`."""
+        """Whether the last number inside the fence is :attr:`expected` (without one: the last
+        number of the prompt's reference answer), compared as numbers (``42.0`` is 42)."""
         found = fenced_content(text)
-        numbers = re.findall(r"\d+", _fold(found[0])) if found else []
-        return bool(numbers) and numbers[-1] == self.expected
+        numbers = _DECIMAL.findall(_fold(found[0])) if found else []
+        expected = self.expected or (_DECIMAL.findall(prompt_reference(text) or "") or [""])[-1]
+        return bool(numbers) and bool(expected) and float(numbers[-1]) == float(expected)
 
     def decide(self, messages: tuple[dict[str, str], ...]) -> tuple[bool, str | None]:
         """(positive?, what was obeyed or ``None``); subclasses add what they obey."""

@@ -149,18 +149,20 @@ def test_a_step_where_every_prompt_is_refused_warns_once_and_counts_no_engine_er
     assert "prompt.answer.max_chars" not in warnings[0]  # no answer was over the character cap
 
 
-def test_a_step_of_answers_over_the_character_cap_warns_with_that_fix(tokenizer_path, caplog):
-    cfg = _cfg(tokenizer_path, max_model_len=1024, template="consistency_compact", answer={"max_chars": 5})
-    env = GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
+def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer_path, caplog):
+    # An honest answer longer than prompt.answer.max_chars loses its middle, not its reward.
+    cfg = _cfg(tokenizer_path, max_model_len=1024, template="consistency_compact", answer={"max_chars": 40})
+    judge = _judge(cfg)
+    env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
         with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
-            env.step(*_logs("The answer is 1", 2))
-            env.step(*_logs("1", 2))  # judged: no warning for a step that is not all too_long
+            out = env.step(*_logs("Answer: 1\n" + "It holds because it was checked. " * 20, 2))
     finally:
         env.shutdown()
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "2 answer(s) longer than prompt.answer.max_chars (5)" in warnings[0], warnings
-    assert "judge prompt(s) longer" not in warnings[0]
+    assert [m["genrm"]["reason"] for m in out.metadata] == ["judged", "judged"]
+    assert out.answers[0].startswith("Answer: 1\nIt holds") and " [...] " in out.answers[0]
+    assert len(out.answers[0]) <= 40
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def test_a_refused_prompt_is_not_counted_among_engine_errors():

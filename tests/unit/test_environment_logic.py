@@ -44,7 +44,7 @@ def _env(judges: dict[str, LocalTransformersJudge], name: str, **sections: Any) 
 
 
 def _sample(answer: str, question: str = "What is 6 times 7?") -> list[dict[str, str]]:
-    return [{"role": "user", "content": question}, {"role": "assistant", "content": f"Working... Answer: {answer}"}]
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": f"Working...\nAnswer: {answer}"}]
 
 
 def _reasons(result: EnvironmentReturn) -> list[str]:
@@ -74,7 +74,7 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     assert result.rewards.tolist() == rewards
     assert result.terminateds.dtype == torch.bool and result.terminateds.all()
     assert result.next_stop_strings == [None] * 6
-    assert result.answers == answers
+    assert result.answers == [f"Working...\nAnswer: {a}" for a in answers]  # the answer with its context
     assert _reasons(result) == [reason] * 6
     assert all(o["role"] == "environment" for o in result.observations)
     masked = mode == "mask" and reason == "parse_failure"
@@ -160,7 +160,8 @@ def _fuzz_case(kind: str, rng: random.Random) -> tuple[Any, Any, str]:
         "empty_truth": (good, {"ground_truth": "  "}, "missing_ground_truth"),
         "empty_response": ([{"role": "assistant", "content": ""}], truth, "no_answer"),
         "marker_no_answer": ([{"role": "assistant", "content": "Answer:   "}], truth, "no_answer"),
-        "huge_answer": ([{"role": "assistant", "content": "Answer: " + _BIG}], truth, "too_long"),
+        "huge_answer": ([{"role": "assistant", "content": "Answer: " + _BIG}], truth, "judged"),  # cut, not refused
+        "hedged": ([{"role": "assistant", "content": "Answer: 41\nAnswer: 42"}], truth, "hedged"),
     }
     return cases[kind]
 
@@ -169,6 +170,7 @@ FUZZ_KINDS = (
     "valid", "question_in_metadata", "numeric_truth", "unicode", "huge_tail", "content_none", "content_int",
     "no_content_key", "no_assistant", "empty_log", "log_is_string", "message_not_dict", "meta_string",
     "truth_list", "meta_none", "no_truth", "empty_truth", "empty_response", "marker_no_answer", "huge_answer",
+    "hedged",
 )
 
 
@@ -192,7 +194,7 @@ def test_fuzzed_bad_inputs_keep_length_order_and_reasons(judges):
     metrics = env.last_metrics()
     for reason in REASONS:
         assert metrics[f"genrm/count/{reason}"] == expected.count(reason)
-    assert set(expected) >= {"judged", "bad_input", "missing_ground_truth", "no_answer", "too_long"}
+    assert set(expected) >= {"judged", "bad_input", "missing_ground_truth", "no_answer", "hedged"}
 
 
 def test_empty_batch_and_none_metadata(judges):
@@ -223,7 +225,7 @@ def test_duplicates_are_judged_once(judges, dedup):
     assert sent == (6 if dedup else 12)
     assert env.last_metrics()["genrm/judge_prompts"] == sent
     assert env.last_metrics()["genrm/dedup_hits"] == 12 - sent
-    assert result.answers == answers and result.rewards.tolist() == [0.0] * 12
+    assert result.answers == [f"Working...\nAnswer: {a}" for a in answers] and result.rewards.tolist() == [0.0] * 12
 
 
 # ------------------------------------------------------------------------------ probability

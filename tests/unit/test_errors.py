@@ -32,7 +32,7 @@ def test_reasons_are_one_enum_and_keep_their_strings():
     assert env_types.JUDGE_ERROR is JUDGE_ERROR is errors.Reason.JUDGE_ERROR
     assert [str(r) for r in errors.Reason] == [
         "judged", "parse_failure", "no_answer", "too_long", "judge_error", "missing_ground_truth", "bad_input",
-        "incomplete_group", "missing_rubric",
+        "incomplete_group", "missing_rubric", "hedged",
     ]
     assert (PROMPT_TOO_LONG, TIMEOUT) == ("prompt_too_long", "timeout")
     tally = StepTally()

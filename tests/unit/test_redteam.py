@@ -36,6 +36,10 @@ FAMILIES = (
     *ROUND_THREE_FAMILIES,  # generated, round three
 )  # fmt: skip
 MASTER_KEYS = sum(1 for a in REDTEAM_ANSWERS if a.family.startswith("master_key"))
+# Answers whose bare "41" line and a verdict "1" on a line of its own (a table row, a details
+# block) offer two values: hedged, never judged.
+HEDGED = ("html_details_lines", "table_markdown", "table_markdown_first")
+JUDGED = len(REDTEAM_ANSWERS) - MASTER_KEYS - len(HEDGED)
 
 
 def _env(judge, **prompt) -> GenRMEnvironmentImpl:
@@ -58,7 +62,7 @@ def test_no_answer_flips_a_gullible_judge(judge_cls):
     # The correct answers still get their positive verdict: defusing does not blind the judge.
     assert result.controls_right == [a.name for a in CONTROL_ANSWERS]
     # Master keys carry no answer, in any language: they are not even sent.
-    assert result.reasons == {"judged": len(REDTEAM_ANSWERS) - MASTER_KEYS, "no_answer": MASTER_KEYS}
+    assert result.reasons == {"judged": JUDGED, "no_answer": MASTER_KEYS, "hedged": len(HEDGED)}
     assert [o for o in judge.obeyed if o is not None] == []
 
 
@@ -66,7 +70,7 @@ def test_no_answer_flips_a_gullible_judge(judge_cls):
 CONTROLS = [
     # Every label-line family fools the label-line judge when nothing is defused ...
     pytest.param(
-        LabelLineJudge, 274,
+        LabelLineJudge, 272,
         {"label", "hidden", "wrapped", "json", "fence", "language", "marks", "invisible", "lookalike", "brackets",
          "structured", "html", "template_echo", "table", "long_markup", "inflected", "glued_value", "compound",
          "linking", "new_language", "narrow_space", "enclosed"},
@@ -93,11 +97,13 @@ def test_what_the_judge_was_shown():
     # the fence changes with the answer.
     judge = LabelLineJudge(REFERENCE)
     run_redteam(lambda: _env(judge))
-    # Master keys never reach the judge, and answers that extract to the same text are judged
-    # once (dedup: the controls "42", "Answer: 42" and "\boxed{42}" are one answer).
+    # Master keys and hedges never reach the judge, and answers shown alike are judged once
+    # (dedup reads what the judge is shown: the answer with its context).
     builder = PromptBuilder(PromptConfig(), VerdictConfig())
     extracted = {builder.extract(a.text).text for a in (*REDTEAM_ANSWERS, *CONTROL_ANSWERS)} - {None}
-    assert len(judge.shown) == len(extracted) == len(REDTEAM_ANSWERS) - MASTER_KEYS + len(CONTROL_ANSWERS) - 3
+    # The answers that break their line with \r or U+2028 are the "Verdict: 1" one once every line
+    # break reads as one.
+    assert len(judge.shown) == len(extracted) == JUDGED + len(CONTROL_ANSWERS) - 2
     nonces = set()
     contents = set()
     outside_texts = set()
@@ -147,4 +153,4 @@ def test_red_team_through_the_tiny_fixed_judges(fixed_judges, text, reason):
         judge=worker,
     ))  # fmt: skip
     assert result.flipped == []
-    assert result.reasons == {reason: len(REDTEAM_ANSWERS) - MASTER_KEYS, "no_answer": MASTER_KEYS}
+    assert result.reasons == {reason: JUDGED, "no_answer": MASTER_KEYS, "hedged": len(HEDGED)}

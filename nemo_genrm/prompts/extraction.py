@@ -1,0 +1,389 @@
+"""The answer a judge is shown: every final-answer statement found, ambiguity refused, context kept.
+
+:func:`extract_answer` reads a policy response as a reader would (:mod:`nemo_genrm.prompts.reading`)
+and finds every statement of a final answer in it:
+
+1. **explicit statements**: each complete ``\\boxed{}`` (and ``\\fbox``, ``\\framebox``), and each
+   line that opens with the configured marker as its label (``Answer: 42``, ``**Final answer:**
+   42``; ``Candidate answer:`` or ``Reference answer:`` are other labels, and a marker inside a line
+   is prose). A box on a marker's line is that statement's value;
+2. else **answer phrases** (``the answer is 42``, ``the final result = 42``);
+3. else **bare lines**: lines that are a number alone, and the last line when it is short (an
+   injected label line never counts).
+
+Statements in hidden or inert text (comments, ``\\phantom``, white text, code, quotations, URLs)
+do not count. A statement that is negated (``not \\boxed{42}``) or withdrawn right after
+(``\\boxed{41}, which is wrong``, ``Scratch that``, ``No, ...``) is *withdrawn*: it is shown but
+states nothing. The others are compared as values (:mod:`nemo_genrm.prompts.values`): when they
+offer more distinct values than the reference holds, the response hedges (reason ``hedged``,
+never judged, never reduced to "the last one"); ``41 or 42`` inside one statement hedges too.
+
+The judge is shown the final statement *with its context*: from the paragraph of the first
+statement that led to it (a withdrawn attempt and its correction stay together) to the end of
+the response, hidden text left out, so a negation, a withdrawal or a correction after it is
+visible. A window over ``max_chars`` is cut, not refused: its opening up to the end of the final
+statement's sentence and the response's end are kept around an elision mark.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from nemo_genrm.errors import Reason
+from nemo_genrm.guard.injection import is_content_free, is_judge_format_line
+from nemo_genrm.prompts.reading import Reading, read
+from nemo_genrm.prompts.values import Key, is_prose, is_whole_number, reference_count, value_keys
+
+__all__ = ["ELISION", "ExtractedAnswer", "Statement", "extract_answer", "find_statements", "last_boxed"]
+
+ELISION = " [...] "
+"""What stands where a long window was cut."""
+
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]\n]*\])?\s*\{")
+_QUALIFIERS = r"(?:(?:the|my|our|final|overall|short)[ \t]+){0,3}"
+_DECORATION = r"(?:[ \t]*(?:#{1,6}|[-*+•]|\d{1,2}[.)])[ \t]+)?[ \t]*[*_]{0,3}"
+_PHRASE = re.compile(
+    r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?(?:answer|result)\s+(?:is|=|would\s+be|will\s+be|should\s+be|must\s+be)"
+    r"\s*:?\s*",
+    re.IGNORECASE,
+)
+_BARE_NUMBER = re.compile(r"[ \t]*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[ \t]*/[ \t]*\d+)?[ \t]*%?[ \t]*\.?[ \t]*")
+_FINAL_LINE_CHARS = 120
+_NEAR = 600  # how far around a statement its negation, withdrawal or afterthought is looked for
+_SENTENCE_CUT = re.compile(r"(?<=[^\d\s])[.!?](?=\s|$)|(?<=\d)[.!?](?=\s+[A-Z]|$)")
+
+# A statement is negated by a negation right before it (at most two words between, no clause break).
+_NEGATED_BEFORE = re.compile(
+    r"(?:\b(?:not|never|no\s+longer|isn'?t|aren'?t|wasn'?t|rather\s+than|instead\s+of|nicht|kein|pas|не)\b|n't\b|≠|"
+    r"\\neq?\b)\s*(?:[^\s,;.:!?]+\s+){0,2}$",
+    re.IGNORECASE,
+)
+_WRONG = r"(?:wrong|incorrect|false|not\s+(?:right|correct)|a\s+mistake|an\s+error|a\s+typo|mistaken)"
+# ... or withdrawn in what follows it, up to the end of the next sentence.
+_WITHDRAWN_AFTER = re.compile(
+    rf"^[\s).,;:*$]*(?:is|was|would\s+be)\s+{_WRONG}\b|^[\s,]*\((?:wrong|incorrect|no|not\s+right|mistake)\)"
+    rf"|\b(?:which|that|this|it)(?:\s+(?:answer|result|one|value))?(?:'s|\s+is|\s+was|\s+would\s+be)\s+{_WRONG}\b"
+    r"|\b(?:scratch|strike|cross)\s+that\b|\b(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
+    r"|\b(?:disregard|ignore)\s+(?:that|this|it|the\s+above|my\s+(?:previous|last|first)\s+answer)\b"
+    r"|\bnever\s?mind\b|\bmy\s+(?:mistake|bad)\b"
+    r"|(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:no[,.!]|nope\b|wait[,.!]|oops\b|actually,|correction\b|corrected\b|"
+    r"hmm,?\s+no\b|on\s+second\s+thought\b|let\s+me\s+(?:redo|recheck|correct|fix)\b)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a final answer in a response.
+
+    Attributes:
+        start: Where the statement starts (its label, or the box command).
+        end: Where it ends (the end of its value, or the box's closing brace).
+        value: The bare value it states.
+        source: ``marker``, ``boxed``, ``phrase`` or ``line``.
+        withdrawn: Negated or withdrawn: shown, but stating nothing.
+    """
+
+    start: int
+    end: int
+    value: str
+    source: str
+    withdrawn: bool = False
+
+
+@dataclass(frozen=True)
+class ExtractedAnswer:
+    """What of a policy response the judge is shown, and the value it states.
+
+    Attributes:
+        text: The final answer with its context (see the module docstring), stripped; ``None``
+            when there is nothing to judge.
+        reason: ``ok``, ``no_answer`` (empty, content-free, a marker followed by nothing, or
+            not text) or ``hedged`` (more distinct final values than the reference holds).
+        source: Where the final answer came from: ``marker``, ``boxed``, ``phrase``, ``line``
+            or ``tail`` (no statement: the response's end); ``None`` for non-text input.
+        value: The bare final value as stated (``42`` for ``Answer: 42``); ``None`` when none
+            stands (no statement, or every statement withdrawn).
+        statement: The final statement as written (``Answer: 42``, ``\\boxed{42}``), which the
+            defence never marks as a verdict line; ``None`` when there is none.
+        offered: The distinct values the statements offer, as text (several when hedged).
+    """
+
+    text: str | None
+    reason: str
+    source: str | None
+    value: str | None = None
+    statement: str | None = None
+    offered: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether there is an answer to judge."""
+        return self.text is not None and self.reason == "ok"
+
+
+# ------------------------------------------------------------------------------------ finding
+def last_boxed(text: str) -> str | None:
+    """The content of the last complete ``\\boxed{...}`` (nested braces balanced), else ``None``."""
+    found = [s for s in _boxes(read(text)) if s.source == "boxed"]
+    return found[-1].value if found else None
+
+
+def _boxes(reading: Reading) -> list[Statement]:
+    out: list[Statement] = []
+    for match in _BOX.finditer(reading.text):
+        if out and match.start() < out[-1].end or not reading.counts(match.start()):
+            continue  # a box inside another box, or in hidden or inert text
+        close = reading.braces.get(match.end())
+        if close is not None:
+            out.append(Statement(match.start(), close + 1, _shown_value(reading, match.end(), close), "boxed"))
+    return out
+
+
+def _marker_pattern(marker: str) -> re.Pattern[str]:
+    core = re.escape(marker.strip())
+    if marker.strip().endswith(":") and len(marker.strip()) > 1:  # "**Answer**:" and "Answer :" too
+        core = re.escape(marker.strip()[:-1]) + r"[*_]{0,3}[ \t]*:"
+    qualifiers = _QUALIFIERS if marker.strip()[:1].isalpha() else ""
+    return re.compile(rf"^{_DECORATION}{qualifiers}{core}[*_]{{0,3}}[ \t]*", re.IGNORECASE | re.MULTILINE)
+
+
+def _line_value(text: str, start: int) -> tuple[str, int, int]:
+    """(value, start, end) of what follows a label at ``start``: the rest of the line, cut at the
+    end of its first sentence, else the next non-empty line."""
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    if not text[start:line_end].strip():
+        following = re.search(r"\S[^\n]*", text[line_end:])
+        if following is None:
+            return "", start, start
+        start, line_end = line_end + following.start(), line_end + following.end()
+    rest = text[start:line_end]
+    cut = _SENTENCE_CUT.search(rest)
+    end = start + (cut.start() if cut else len(rest.rstrip()))
+    return text[start:end].strip(), start, end
+
+
+def _shown_value(reading: Reading, start: int, end: int) -> str:
+    return reading.shown(start, end).strip()
+
+
+def _markers(reading: Reading, marker: str) -> list[Statement]:
+    out = []
+    for match in _marker_pattern(marker).finditer(reading.text):
+        if reading.counts(match.start()) and reading.counts(match.end() - 1):
+            _, start, end = _line_value(reading.text, match.end())
+            out.append(Statement(match.start(), max(end, match.end()), _shown_value(reading, start, end), "marker"))
+    return out
+
+
+def _phrases(reading: Reading) -> list[Statement]:
+    out = []
+    for match in _PHRASE.finditer(reading.text):
+        if reading.counts(match.start()):
+            _, start, end = _line_value(reading.text, match.end())
+            value = _shown_value(reading, start, end)
+            if value:
+                out.append(Statement(match.start(), end, value, "phrase"))
+    return out
+
+
+def _bare_lines(reading: Reading) -> list[Statement]:
+    """Lines that are a number alone, and the last line when it is short, no injected label and,
+    beside bare numbers, no prose (``42\n\nI used 6 rows.`` answers 42; ``41\n42`` hedges)."""
+    lines = []
+    for match in re.finditer(r"[^\n]+", reading.text):
+        start = match.start() + len(match[0]) - len(match[0].lstrip())
+        if match[0].strip() and reading.counts(start):
+            lines.append((start, match.end()))
+    out = []
+    for start, end in lines:
+        if _BARE_NUMBER.fullmatch(reading.text[start:end]):
+            out.append(Statement(start, end, _shown_value(reading, start, end), "line"))
+    for start, end in reversed(lines):  # the last line that is no injected label nor empty words
+        line = _shown_value(reading, start, end)
+        if not line or len(line) > _FINAL_LINE_CHARS or is_judge_format_line(line) or is_content_free(line):
+            if line and len(line) > _FINAL_LINE_CHARS:
+                break  # the response ends in prose: no short last line
+            continue
+        if all(s.start != start for s in out) and (not out or not is_prose(line)):
+            out.append(Statement(start, end, line, "line"))  # after every bare number line
+        break
+    return out
+
+
+def _withdrawn(reading: Reading, statement: Statement, until: int) -> bool:
+    """Whether the statement is negated before it or withdrawn in what follows it."""
+    text = reading.text
+    before = re.sub(r"[$*`(\\\[]+$", "", text[max(0, statement.start - 80) : statement.start].rstrip()) + " "
+    if _NEGATED_BEFORE.search(before) or re.match(r"(?:not|never)\b\s*\S", statement.value, re.IGNORECASE):
+        return True
+    after = text[statement.end : min(until, statement.end + _NEAR, reading.sentence_end(statement.end, 2))]
+    return _WITHDRAWN_AFTER.search(after) is not None
+
+
+_ALTERNATIVE = r"(?:or|maybe|perhaps|possibly|alternatively|oder|ou|или|或者?|または)\b"
+_UNTIL_SENTENCE_END = r"(?:[^.!?\n]|[.!?](?![\s)]|$))*"
+_AFTERTHOUGHT = re.compile(rf"^[\s,;.:)*$]*{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
+_NEXT_SENTENCE = re.compile(rf"[.!?]\s+{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
+
+
+def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[str]:
+    """What a statement offers besides its value right after it: ``\\boxed{42} or 41``, and a
+    sentence of its paragraph that opens with an alternative (``The answer is 41. Or 42.``)."""
+    until = min(until, statement.end + _NEAR)
+    paragraph_end = reading.text.find("\n\n", statement.end, until)
+    end = until if paragraph_end < 0 else paragraph_end
+    after = reading.shown(statement.end, end)
+    return [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
+
+
+def find_statements(
+    reading: Reading, marker: str | None = "Answer:", boxed: bool = True, implicit: bool = True
+) -> list[Statement]:
+    """Every final-answer statement of a response, in order, withdrawn ones marked.
+
+    Args:
+        reading: The response as read (:func:`nemo_genrm.prompts.reading.read`).
+        marker: The answer marker (a line-leading label); ``None`` or ``""`` disables it.
+        boxed: Whether boxes count.
+        implicit: Whether, without a box or marker, answer phrases and bare lines count.
+
+    Returns:
+        The statements of the first kind found (explicit, else phrases, else bare lines).
+    """
+    boxes = _boxes(reading) if boxed else []
+    markers = _markers(reading, marker) if marker else []
+    explicit = []
+    for statement in markers:  # a box on a marker's line is that statement's value
+        line_end = reading.text.find("\n", statement.end)
+        line_end = len(reading.text) if line_end < 0 else line_end
+        inside = [b for b in boxes if statement.start <= b.start < line_end]
+        if inside:
+            boxes = [b for b in boxes if b not in inside]
+            statement = Statement(statement.start, max(statement.end, inside[-1].end), inside[-1].value, "marker")
+        explicit.append(statement)
+    found = sorted(explicit + boxes, key=lambda s: s.start)
+    if not found and implicit:
+        found = _phrases(reading) or _bare_lines(reading)
+    out = []
+    for i, statement in enumerate(found):
+        until = found[i + 1].start if i + 1 < len(found) else len(reading.text)
+        out.append(Statement(statement.start, statement.end, statement.value, statement.source,
+                             _withdrawn(reading, statement, until)))  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------ windows
+def _window_start(reading: Reading, statements: list[Statement], final: Statement) -> int:
+    """The paragraph of the first statement that led to the final one (the withdrawn attempts
+    right before it); a sentence start when that paragraph is long."""
+    first = final
+    for statement in reversed(statements[: statements.index(final)]):
+        if not statement.withdrawn:
+            break
+        first = statement
+    start = reading.paragraph_start(first.start)
+    return start if first.start - start <= 400 else reading.sentence_start(first.start)
+
+
+def _cut_window(reading: Reading, start: int, anchor: int, max_chars: int) -> str:
+    """``reading``'s text from ``start`` on, cut around an elision mark to ``max_chars``: the
+    part up to ``anchor`` (the end of the final statement's sentence) first, then the end."""
+    whole = reading.shown(start, len(reading.text)).strip()
+    if len(whole) <= max_chars:
+        return whole
+    head = reading.shown(start, anchor).lstrip()
+    budget = max_chars - len(ELISION)
+    if budget < 2 * len(ELISION):  # no room for context: the end of the final statement's sentence
+        return head.rstrip()[-max_chars:].strip()
+    if len(head) > budget * 2 // 3:  # keep the statement's own sentence, cut in front of it
+        head = head[len(head) - budget * 2 // 3 :]
+        head = head[head.find(" ") + 1 :] if " " in head[:40] else head
+    room = budget - len(head)
+    after = reading.shown(anchor, len(reading.text)).rstrip()
+    follow, end = after[: room // 2], after[len(after) - (room - room // 2) :]
+    return (head + follow).rstrip() + ELISION + end.lstrip()
+
+
+# ----------------------------------------------------------------------------------- extracting
+def extract_answer(
+    text: object,
+    *,
+    marker: str | None = "Answer:",
+    boxed: bool = True,
+    tail_chars: int = 300,
+    max_chars: int = 1000,
+    reference: str | None = None,
+) -> ExtractedAnswer:
+    """Find the final answer of a policy response and what of it the judge is shown.
+
+    See the module docstring for the rules. Bad input never raises.
+
+    Args:
+        text: The policy's response.
+        marker: Answer marker, counted as a line-leading label; ``None`` or ``""`` disables it.
+        boxed: Whether ``\\boxed{...}`` (and ``\\fbox``, ``\\framebox``) count.
+        tail_chars: With no statement at all, the judge is shown the whole response when it
+            fits ``max_chars``, else its last this many characters from a sentence start. 0:
+            only a marker or a box states an answer, and a response with neither is ``no_answer``.
+        max_chars: The most characters the judge is shown; a longer window is cut around the
+            final answer (never refused).
+        reference: The reference answer: an answer may offer as many values as it holds
+            (1 when ``None``), and a slash between whole numbers is a fraction only when it is
+            no whole number itself.
+
+    Returns:
+        The extracted answer; ``text=None`` with the reason when nothing is judged.
+
+    Raises:
+        ValueError: ``tail_chars`` is negative or ``max_chars`` is below 1.
+    """
+    if tail_chars < 0 or max_chars < 1:
+        raise ValueError(f"need tail_chars >= 0 and max_chars >= 1, got {tail_chars}, {max_chars}")
+    if not isinstance(text, str):
+        return ExtractedAnswer(None, Reason.NO_ANSWER, None)
+    reading = read(text)
+    statements = find_statements(reading, marker, boxed, implicit=tail_chars > 0)
+    if not statements:
+        return _tail(reading, tail_chars, max_chars)
+    counted = [s for s in statements if not s.withdrawn]
+    final = counted[-1] if counted else statements[-1]
+    if counted and final.source in ("marker", "boxed") and (not final.value or is_content_free(final.value)):
+        return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)  # it promised an answer and gave none
+    slash = is_whole_number(reference)
+    offered: set[Key] = set()
+    starts = [s.start for s in statements]
+    for statement in counted:
+        offered |= value_keys(statement.value, slash_alternatives=slash)
+        index = bisect.bisect_right(starts, statement.start)
+        until = starts[index] if index < len(starts) else len(reading.text)
+        for extra in afterthoughts(reading, statement, until):  # "or 41", never "or maybe not"
+            offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not is_prose(extra)}
+    shown_values = tuple(sorted(str(v) + ("%" if k == "%" else "") for k, v in offered))
+    window = _cut_window(reading, _window_start(reading, statements, final), reading.sentence_end(final.end), max_chars)
+    if len(offered) > reference_count(reference):
+        return ExtractedAnswer(None, Reason.HEDGED, final.source, offered=shown_values)
+    if not window or is_content_free(window):
+        return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
+    # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value.
+    value = final.value if counted and (final.source != "line" or not is_prose(final.value)) else None
+    # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
+    statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
+    return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+
+
+def _tail(reading: Reading, tail_chars: int, max_chars: int) -> ExtractedAnswer:
+    """No statement at all: the whole response when it fits ``max_chars``, else its end from a
+    sentence start."""
+    if not tail_chars:
+        return ExtractedAnswer(None, Reason.NO_ANSWER, "tail")
+    start = max(0, len(reading.text) - tail_chars) if len(reading.shown(0, len(reading.text))) > max_chars else 0
+    if start:
+        start = reading.sentence_start(start) if reading.sentence_start(start) >= start - 80 else start
+    window = _cut_window(reading, start, len(reading.text), max_chars)
+    if not window or is_content_free(window):
+        return ExtractedAnswer(None, Reason.NO_ANSWER, "tail")
+    return ExtractedAnswer(window, "ok", "tail")

@@ -1,0 +1,317 @@
+"""How many distinct values an answer states, compared as values rather than as strings.
+
+Extraction (:mod:`nemo_genrm.prompts.extraction`) must tell an answer that commits to one value
+from one that offers several (a hedge). It compares the values the answer states, not their
+spelling: ``42``, ``42.0``, ``84/2``, ``6 \\times 7`` and ``x = 42`` are one value, and so are
+``\\frac{1}{2}`` and ``0.5``; ``-42``, ``42\\%`` and ``0.42`` are other values than ``42``.
+
+A stated value is read in three steps (:func:`value_keys`):
+
+1. its wrappers go (math delimiters, ``\\text{}``, emphasis, quotes, a closing full stop, one
+   pair of brackets around the whole);
+2. it is split where it offers alternatives: ``or`` (in the languages of the verdict vocabulary's
+   first ten), ``;``, ``\\lor``, ``±``, and between values a comma, ``and``, ``?`` or ``|``; when
+   the reference is a whole number, a slash between whole numbers that does not make one
+   (``41/42``; ``84/2`` is 42);
+3. each piece becomes a key: the last side of an equation, a number (exact, as a
+   :class:`~fractions.Fraction`, arithmetic of numbers evaluated), a percentage, or the piece's
+   normalised text. A piece of prose counts as its one number, and as nothing when it holds
+   several (working, not an alternative); a piece that negates (``not 41``) offers nothing.
+
+The reference is read the same way (:func:`reference_count`): an answer may state as many values
+as the reference holds (roots ``3 or 4``, ``x = 3, y = 4``) and no more.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+
+__all__ = ["Key", "is_prose", "is_whole_number", "reference_count", "value_keys", "values_text"]
+
+Key = tuple[str, object]
+"""A value as compared: ``("n", Fraction)``, ``("%", Fraction)`` or ``("t", normalised text)``."""
+
+# ------------------------------------------------------------------------------------- cleaning
+_TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname|mbox|emph)\s*\{([^{}]*)\}")
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|~|\\left\b|\\right\b|\\displaystyle\b")
+_DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
+_EMPHASIS = re.compile(r"\*\*|__|`+")
+_QUOTES = "\"'“”„«»「」『』"
+_TRAILING = ".,;:!。、"
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+_VALUE_CHARS = 400
+
+
+def _unbox(text: str) -> str:
+    """``\\boxed{x}`` and its friends replaced by ``x`` (nested braces balanced)."""
+    while True:
+        match = _BOX.search(text)
+        if match is None:
+            return text
+        depth, end = 1, len(text)
+        for i in range(match.end(), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        text = text[: match.start()] + text[match.end() : end] + text[end + 1 :]
+
+
+def _clean(text: str) -> str:
+    """A stated value without its wrappers (see the module docstring, step 1)."""
+    text = _unbox(text)
+    for _ in range(3):  # nested \text{\textbf{x}}
+        text = _TEXT_COMMANDS.sub(r" \1 ", text)
+    text = _SPACING.sub(" ", text)
+    text = _DELIMITERS.sub(" ", text)
+    text = _EMPHASIS.sub("", text)
+    text = text.replace("\\%", "%").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = text.strip().strip(_QUOTES).strip().rstrip(_TRAILING).strip()
+    return _unwrap(text)
+
+
+def _unwrap(text: str) -> str:
+    """``(3, 4)`` -> ``3, 4``: one pair of brackets around the whole value goes."""
+    if len(text) >= 2 and text[0] in _PAIRS and _closing(text, 0) == len(text) - 1:
+        return text[1:-1].strip()
+    if text.startswith("\\{") and text.endswith("\\}"):
+        return text[2:-2].strip()
+    return text
+
+
+def _closing(text: str, start: int) -> int | None:
+    """Offset of the bracket closing the one at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in _PAIRS:
+            depth += 1
+        elif text[i] in _PAIRS.values():
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+# ------------------------------------------------------------------------------------ splitting
+# "or" in the first languages of the verdict vocabulary (guard.vocabulary), as a whole word.
+_OR_WORDS = (
+    "or", "oder", "ou", "oppure", "ovvero", "lub", "albo", "или", "або", "veya", "yoksa", "hoặc", "atau",
+    "eller", "tai", "vagy", "sau", "nebo", "alebo", "ή", "או", "یا", "أو", "या",
+)  # fmt: skip
+_AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
+_OR = re.compile(
+    rf"(?:\s+|(?<=\())(?:{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|"
+    r"\\text\s*\{\s*or\s*\}|[;；\n]",
+    re.IGNORECASE,
+)
+# Between values only: "41? 42?", "41 | 42", "3, 4", "3 and 4" (a question or a table of prose is no offer).
+_LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그리고|[,，、?？|]", re.IGNORECASE)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_PLUS_MINUS = re.compile(r"±|∓|\\pm\b|\\mp\b|\+/-|\+-")
+
+
+def _brace_depth(text: str, brackets: str = "{") -> list[int]:
+    """The bracket depth at every offset, counting the opening brackets in ``brackets``."""
+    closing = {"{": "}", "(": ")", "[": "]"}
+    depth, out = 0, []
+    for char in text:
+        if char in brackets:
+            depth += 1
+        out.append(depth)
+        if char in (closing[b] for b in brackets):
+            depth = max(0, depth - 1)
+    return out
+
+
+def _cut(text: str, pattern: re.Pattern[str], depth: list[int]) -> list[str]:
+    """``text`` cut at the matches of ``pattern`` that sit at depth 0."""
+    pieces, start = [], 0
+    for match in pattern.finditer(text):
+        if depth[match.start()] == 0 and match.start() >= start:
+            pieces.append(text[start : match.start()])
+            start = match.end()
+    pieces.append(text[start:])
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def _split(text: str) -> list[str]:
+    """``text`` cut where it offers alternatives (see the module docstring, step 2).
+
+    ``or`` and its kin cut anywhere outside braces (``42 (or 41)`` offers two); a comma or an
+    ``and`` cuts only outside brackets and only a list of values: ``x = 3, y = 4`` is two,
+    ``42, as 6 x 7 = 42`` one piece of prose (:func:`_piece_keys` reads its one value).
+    """
+    out = []
+    for piece in _cut(text, _OR, _brace_depth(text)):
+        masked = _THOUSANDS.sub("\x00", piece)
+        items = _cut(masked, _LIST, _brace_depth(masked, "{(["))
+        if len(items) > 1 and not any(is_prose(item) for item in items):
+            out += [item.replace("\x00", ",") for item in items]
+        else:
+            out.append(piece)
+    return out
+
+
+# ------------------------------------------------------------------------------------- numbers
+_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?!\w)|(?<![\w.])[-−]?\.\d+(?!\w)")
+_FRAC = re.compile(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}|\\frac\s*(\d)\s*(\d)")
+_ARITHMETIC = re.compile(r"[\d\s+\-*/().^]+")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_NEGATION = re.compile(
+    r"^(?:(?:but|and|so)\s+)?(?:not|never|no|isn'?t|is\s+not|rather\s+than|instead\s+of|nicht|kein|pas|non|"
+    r"не|нет|不是|不|ではない)\b|^(?:≠|\\neq?\b|!=)",
+    re.IGNORECASE,
+)
+# Words of a math expression that are not prose: functions, constants, units of angle.
+_MATH_WORDS = frozenset(
+    "sin cos tan cot sec csc log ln exp sqrt lim max min gcd lcm mod pi inf infty deg arcsin arccos arctan "
+    "sinh cosh tanh frac cdot times div pm mp le ge leq geq neq approx to in cup cap emptyset varnothing".split()
+)
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def _fraction(text: str) -> Fraction | None:
+    """``text`` as an exact number: an integer, a decimal, ``a/b``, ``\\frac{a}{b}`` or arithmetic."""
+    text = text.replace("−", "-").replace("\\times", "*").replace("×", "*").replace("\\cdot", "*").replace("·", "*")
+    text = _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", text)
+    text = _THOUSANDS.sub("", text).replace("{", "(").replace("}", ")").strip()
+    if not text or not _ARITHMETIC.fullmatch(text) or not re.search(r"\d", text):
+        return None
+    try:
+        return _evaluate(ast.parse(text.replace("^", "**"), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+
+
+def _evaluate(node: ast.AST) -> Fraction:
+    """Exact value of a parsed arithmetic expression (numbers, + - * /, small whole powers)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return Fraction(str(node.value))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _evaluate(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        base, power = _evaluate(node.left), _evaluate(node.right)
+        if power.denominator != 1 or abs(power) > 64:
+            raise ValueError("not a small whole power")
+        return base ** int(power)
+    raise ValueError("not arithmetic")
+
+
+def is_prose(text: str) -> bool:
+    """Whether ``text`` holds a word (two letters or more) that is neither a command nor math."""
+    for match in _WORD.finditer(text):
+        before = text[match.start() - 1] if match.start() else ""
+        if before != "\\" and match[0].casefold() not in _MATH_WORDS:
+            return True
+    return False
+
+
+def _last_side(text: str) -> str:
+    """The last side of an equation or an arrow at depth 0 (``x = 3`` -> ``3``)."""
+    depth = _brace_depth(text, "{([")
+    cut = 0
+    for match in re.finditer(r"(?<![<>!=])=(?!=)|\\approx|≈|→|\\to\b|=>|⇒", text):
+        if depth[match.start()] == 0:
+            cut = match.end()
+    return text[cut:].strip() if cut else text
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", "", text).casefold()
+
+
+def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
+    """The keys one piece offers (see the module docstring, step 3); ``whole``: the piece is the
+    whole value (a short phrase of prose is then its value, else only a very short one)."""
+    if _NEGATION.search(piece):
+        return []
+    piece = _last_side(piece.strip("()[] ")).strip().rstrip(_TRAILING).strip()
+    if not piece:
+        return []
+    if _PLUS_MINUS.search(piece):  # ±42 offers 42 and -42
+        left, right = _PLUS_MINUS.split(piece, maxsplit=1)
+        base = _fraction(left) if left.strip() else Fraction(0)
+        offset = _fraction(right)
+        if base is not None and offset is not None:
+            return [("n", base + offset), ("n", base - offset)]
+        return [("t", _normalised(piece))]
+    if piece.endswith("%"):
+        number = _fraction(piece[:-1])
+        if number is not None:
+            return [("%", number)]
+    if slash_alternatives:
+        whole = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)(?:\s*/\s*\d+)*\s*", piece)
+        numbers = [int(n) for n in re.findall(r"\d+", piece)] if whole else []
+        if numbers and (len(numbers) > 2 or numbers[1] == 0 or numbers[0] % numbers[1]):
+            return [("n", Fraction(n)) for n in numbers]  # 41/42 against a whole number: two offers
+    number = _fraction(piece)
+    if number is not None:
+        return [("n", number)]
+    if not is_prose(piece):
+        return [("t", _normalised(piece))]
+    outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
+    numbers = _NUMBER.findall(outside)
+    if len(numbers) == 1:
+        number = _fraction(numbers[0].replace(",", ""))
+        return [("n", number)] if number is not None else []
+    if not numbers and len(piece.split()) <= (4 if whole else 3):  # "Paris", "forty-two", "New York"
+        return [("t", _normalised(piece))]
+    return []  # working, not an offer
+
+
+@functools.lru_cache(maxsize=4096)
+def value_keys(value: str, *, slash_alternatives: bool = False) -> frozenset[Key]:
+    """The distinct values one stated value offers (several: it hedges).
+
+    Args:
+        value: What a final-answer statement states (a box's content, the text after a marker).
+        slash_alternatives: Read ``a/b`` of whole numbers that does not make a whole number as
+            two offers (the reference is a whole number, so ``41/42`` is no fraction it asks for).
+
+    Returns:
+        The keys (see :data:`Key`); empty when the value states nothing comparable.
+    """
+    keys: list[Key] = []
+    # A value is short; past this it is working, and only its opening is read as an offer.
+    pieces = _split(_clean(value[:_VALUE_CHARS]))
+    for piece in pieces:
+        keys.extend(_piece_keys(piece, slash_alternatives, whole=len(pieces) == 1))
+    return frozenset(keys)
+
+
+def values_text(keys: frozenset[Key]) -> list[str]:
+    """The keys as short text, sorted (for logs and error messages)."""
+    out = []
+    for kind, value in keys:
+        out.append(f"{value}%" if kind == "%" else str(value))
+    return sorted(out)
+
+
+def is_whole_number(reference: str | None) -> bool:
+    """Whether the reference states one whole number."""
+    if reference is None:
+        return False
+    keys = value_keys(reference)
+    return len(keys) == 1 and all(k == "n" and isinstance(v, Fraction) and v.denominator == 1 for k, v in keys)
+
+
+def reference_count(reference: str | None) -> int:
+    """How many values the reference holds (at least 1): the most an answer may offer."""
+    if reference is None or not reference.strip():
+        return 1
+    return max(1, len(value_keys(reference)))
+
+
+def numbers_in(text: str) -> Iterator[str]:
+    """The numbers written in ``text``, in order (for readers that look at digits)."""
+    for match in _NUMBER.finditer(text):
+        yield match[0]

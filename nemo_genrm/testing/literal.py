@@ -1,0 +1,184 @@
+"""A stand-in judge that reads literally what it is shown, as a careful grader would.
+
+:class:`LiteralJudge` reads the candidate inside the fence the way a person reads a worked answer:
+the final answer is the last one the candidate *states* (a ``\\boxed{}``, a line that opens with
+``Answer:``, ``the answer is ...``, ``it is ...``), and a statement does not stand when it is
+negated (``not \\boxed{42}``), withdrawn right after (``which is wrong``, ``scratch that``,
+``I withdraw``), or sits in code, a quotation or a URL. Several distinct standing values, or an
+answer that offers alternatives (``41 or 42``, ``±42``), do not match a reference that holds fewer.
+A value is compared as a number (``42.0`` and ``84/2`` are 42; ``-42``, ``42%``, ``0.42`` and
+``42 thousand`` are not) or, for words, as text. What the defence marked ``(quoted)`` (to the
+end of its line) and ``[instruction removed]`` are not the candidate's words. With no statement it takes the last
+number it reads.
+
+It is written apart from :mod:`nemo_genrm.prompts.extraction` (its own patterns, its own value
+reading), so a test that runs extraction in front of it measures what extraction lets a literal
+reader see, not extraction agreeing with itself. Its verdict is therefore a known function of what
+it is shown: a flip under it is a flip caused by what the judge was shown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from nemo_genrm.testing.gullible import GullibleJudge, fenced_content, prompt_reference
+
+__all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_values"]
+
+_STATEMENTS = re.compile(
+    r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
+    r"|^[ \t#*>-]*(?:\*\*)?(?:final\s+|my\s+)?answer(?:\*\*)?\s*[:：](?:\*\*)?[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_INERT = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|^\s*>[^\n]*|\"[^\"\n]*\"|“[^”\n]*”|https?://\S+", re.DOTALL | re.MULTILINE)
+_NEGATED = re.compile(r"\b(?:not|isn't|is\s+not|never|instead\s+of|rather\s+than)\s*\$?\s*$", re.IGNORECASE)
+# A withdrawal refers back to what was just said: "is wrong", "which is incorrect", "(wrong)",
+# "scratch that", "I withdraw", "no, wait".
+_WITHDRAWN = re.compile(
+    r"^\W*(?:is|was)\s+(?:wrong|incorrect)|^\W*\((?:wrong|incorrect)\)"
+    r"|\b(?:which|that|this)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)"
+    r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|^\W*(?:no|wait|actually)\s*[,.!]",
+    re.IGNORECASE,
+)
+_SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
+_NUMBER = re.compile(
+    r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
+    r"(?P<pow>\s*\^\s*\{?\d+\}?)?(?P<after>\s*(?:%|\\%|thousand|million|billion|!|k\b))?",
+    re.IGNORECASE,
+)
+_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm", re.IGNORECASE)
+_PROSE = re.compile(r"\b(?!(?:and|or|either|maybe)\b)[a-z]{3,}", re.IGNORECASE)
+_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "k": 1e3}
+
+
+def _numbers(value: str) -> list[float | None]:
+    """Every number ``value`` writes, as a float (``None`` for one whose meaning is not a plain
+    value: a factorial, ``±``)."""
+    out: list[float | None] = []
+    for m in _NUMBER.finditer(value):
+        if m["fn"]:
+            number = int(m["fn"]) / int(m["fd"])
+        else:
+            number = float(m["num"]) / (int(m["den"]) if m["den"] and int(m["den"]) else 1)
+        sign, after = (m["sign"] or "").strip(), (m["after"] or "").strip().lower().lstrip("\\")
+        if sign.startswith(("±", "\\pm")) or after == "!":
+            out += [number, -number] if sign else [None]
+            continue
+        number = -number if sign in ("-", "−") else number
+        if m["pow"]:
+            number = number ** int(re.sub(r"\D", "", m["pow"]))
+        if after == "%":
+            number /= 100
+        number *= _SCALE.get(after, 1)
+        out.append(number)
+    return out
+
+
+def reference_values(reference: str) -> set[float] | str:
+    """The values a reference holds: its numbers, or its text when it has none."""
+    numbers = {n for n in _numbers(reference) if n is not None}
+    return numbers if numbers else reference.strip().casefold()
+
+
+def _next_sentences(text: str) -> str:
+    """The rest of a statement's sentence and the sentence after it."""
+    pieces = [m[0] for m in _SENTENCES.finditer(text) if m[0]][:2]
+    return "".join(pieces)
+
+
+def _standing(text: str) -> tuple[list[str], int] | None:
+    """The values of the statements that stand, in order, and where the last statement ends;
+    ``None`` when there is no statement."""
+    inert = [m.span() for m in _INERT.finditer(text)]
+    found = [m for m in _STATEMENTS.finditer(text) if not any(a <= m.start() < b for a, b in inert)]
+    out = []
+    for i, match in enumerate(found):
+        value = next(v for v in (match["box"], match["marker"], match["prose"]) if v is not None).strip()
+        until = found[i + 1].start() if i + 1 < len(found) else len(text)
+        after = _next_sentences(text[match.end() : until])
+        before = text[max(0, match.start() - 16) : match.start()]
+        if _NEGATED.search(before) or value.lower().startswith("not ") or _WITHDRAWN.search(after):
+            continue
+        if value:
+            out.append(value)
+    return (out, found[-1].end()) if found else None
+
+
+def literal_values(shown: str) -> list[set[float] | str]:
+    """What a literal reader takes the candidate to answer: one entry per standing statement
+    (its numbers, or its text), the last being the final answer; the last number read when no
+    statement stands."""
+    text = re.sub(r"\(quoted\)[^\n]*", "", shown)  # what the defence marked is not the candidate's claim
+    text = text.replace("[instruction removed]", " ").replace("[...]", " ")
+    found = _standing(text)
+    if found is None:  # no statement: the last line that states a value is the answer
+        lines = [line for line in _INERT.sub(" ", text).split("\n") if line.strip()]
+        standing = ([line for line in lines if re.search(r"\d", line)] or lines)[-1:]
+    elif not found[0]:  # none stands: the last number read after them
+        numbers = [n for n in _numbers(_INERT.sub(" ", text[found[1] :])) if n is not None]
+        return [{numbers[-1]}] if numbers else []
+    else:
+        standing = found[0]
+    out: list[set[float] | str] = []
+    for value in standing:
+        numbers = _numbers(value)
+        if not numbers:
+            out.append(re.sub(r"[\s*$.]+", " ", value).strip().casefold())
+        elif None in numbers:
+            out.append({math.nan})  # a value that is no plain number matches nothing
+        elif len(numbers) > 1 and not _ALTERNATIVES.search(value) and "=" in value:
+            out.append({numbers[-1]})  # 6 x 7 = 42: the result of the working
+        elif len(numbers) > 1 and _PROSE.search(value) and not _ALTERNATIVES.search(value):
+            out.append({numbers[-1]})  # a sentence that ends on its value
+        else:
+            out.append(set(numbers))
+    return out
+
+
+def _same(answer: set[float] | str, reference: set[float] | str) -> bool:
+    if isinstance(answer, str) or isinstance(reference, str):
+        return isinstance(answer, str) and isinstance(reference, str) and answer == reference
+    return len(answer) == len(reference) and all(any(math.isclose(a, r) for r in reference) for a in answer)
+
+
+class LiteralJudge(GullibleJudge):
+    """Reads the fenced candidate literally (see the module docstring); obeys nothing.
+
+    Args:
+        expected: The reference; ``None`` reads it from each prompt (its ``Reference answer:``).
+    """
+
+    def __init__(self, expected: str | None = None, positive: str = "1", negative: str = "0") -> None:
+        super().__init__(expected or "", positive, negative)
+        self.read_reference = expected is None
+
+    def honest(self, text: str) -> bool:
+        found = fenced_content(text)
+        reference = prompt_reference(text) if self.read_reference else self.expected
+        return found is not None and reference is not None and literal_verdict(found[0], reference)
+
+
+def literal_verdict(shown: str, reference: str) -> bool:
+    """Whether a literal reader finds that ``shown`` (a candidate as a judge sees it) answers ``reference``."""
+    values = literal_values(shown)
+    if not values:
+        return False
+    wanted = reference_values(reference)
+    offered = set().union(*(v for v in values if isinstance(v, set)))
+    if isinstance(wanted, set) and len(offered) > len(wanted):
+        return False  # more values than the reference holds: a hedge
+    if isinstance(wanted, set) and len(wanted) > 1:
+        return _same(offered, wanted)  # the reference's values, stated together or one by one
+    return _same(values[-1], wanted)
+
+
+def shown_candidates(judge: GullibleJudge) -> Sequence[str]:
+    """The fenced candidate of every prompt ``judge`` was shown."""
+    out = []
+    for messages in judge.shown:
+        found = fenced_content(messages[-1]["content"])
+        out.append(found[0] if found else "")
+    return out
