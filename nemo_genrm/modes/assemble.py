@@ -54,7 +54,9 @@ def assemble(
         sent = sample.reason is None
         tally.sent_samples += int(sent)
         rewards.append(result.reward)
-        answers.append(sample.answer if sent else None)
+        # The bare value where the response states one (NeMo-RL's cons@k votes on it), else
+        # what the judge was shown (the whole response, pairwise and rubric modes).
+        answers.append((sample.value if sample.value is not None else sample.answer) if sent else None)
         observations.append({"role": "environment", "content": _observation(result)})
         out_meta.append(returned_metadata(meta, result))
     size = len(samples)

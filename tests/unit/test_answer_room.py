@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from nemo_genrm.testing.stand_in_judges import shown_responses
+
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env import environment as environment_module
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
@@ -34,9 +36,11 @@ class _AgreeWorker:
 
     def __init__(self) -> None:
         self.prompts = 0
+        self.shown: list[str] = []  # the answer each prompt showed the judge
 
     def generate_fitted(self, prompts: Sequence[FittedPrompt]) -> list[tuple[str, int]]:
         self.prompts += len(prompts)
+        self.shown += [shown_responses(p.messages[-1]["content"])[0] for p in prompts if p.messages]
         return [("1", 1) for _ in prompts]
 
     def sleep(self) -> None:
@@ -152,7 +156,9 @@ def test_a_step_where_every_prompt_is_refused_warns_once_and_counts_no_engine_er
 def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer_path, caplog):
     # An honest answer longer than prompt.answer.max_chars loses its middle, not its reward.
     cfg = _cfg(tokenizer_path, max_model_len=1024, template="consistency_compact", answer={"max_chars": 40})
-    judge = _judge(cfg)
+    worker = _AgreeWorker()
+    judge = PipelineJudge(JudgeConfig.model_validate(cfg["judge"]), LocalRunner(worker),
+                          fitter=PromptFitter.for_judge(JudgeConfig.model_validate(cfg["judge"])))
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
         with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
@@ -160,8 +166,10 @@ def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer
     finally:
         env.shutdown()
     assert [m["genrm"]["reason"] for m in out.metadata] == ["judged", "judged"]
-    assert out.answers[0].startswith("Answer: 1\nIt holds") and " [...] " in out.answers[0]
-    assert len(out.answers[0]) <= 40
+    assert out.answers == ["1", "1"]
+    (shown,) = set(worker.shown)
+    assert shown.startswith("Answer: 1\nIt holds") and " [...] " in shown
+    assert len(shown) <= 40
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 

@@ -26,7 +26,9 @@ class _GatedJudge(Judge):
         self.entered = threading.Event()
 
     def generate(self, batch):
-        answers = [shown_responses(request.messages[-1]["content"])[0] for request in batch]
+        # The judge is shown the final answer with its words around it: here the box alone.
+        shown = [shown_responses(request.messages[-1]["content"])[0] for request in batch]
+        answers = [text.removeprefix("\\boxed{").removesuffix("}") for text in shown]
         self.calls.append(answers)
         self.entered.set()
         assert self.go.wait(30)

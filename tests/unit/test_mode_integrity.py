@@ -121,7 +121,8 @@ def test_identity_and_dedup_use_what_the_judge_is_shown():
 def test_reference_mode_still_shows_the_extracted_answer():
     judge = RuleJudge(lambda text: "1" if "because" not in shown_responses(text)[0] else "0")
     env = GenRMEnvironmentImpl(_cfg({}), judge=judge)
-    result = env.step(_logs(["4 because 2+2. Answer: 4"]), [{"ground_truth": "4"}])
+    # The judge sees the final answer's paragraph: the working in paragraphs before it stays out.
+    result = env.step(_logs(["4 because 2+2.\n\nAnswer: 4"]), [{"ground_truth": "4"}])
     assert result.rewards.tolist() == [1.0] and result.answers == ["4"]
 
 

@@ -49,7 +49,7 @@ def test_user_message_rendered_by_a_chat_template_gives_the_raw_question(templat
     builder = PromptBuilder(PromptConfig(), VerdictConfig())
     log = [{"role": "user", "content": rendered}, {"role": "assistant", "content": "So x = \\boxed{4}"}]
     sample = prepare_sample(log, {"ground_truth": "4"}, builder, needs_reference=True)
-    assert sample.reason is None and sample.question == PROBLEM and sample.answer == "4"
+    assert sample.reason is None and sample.question == PROBLEM and sample.value == "4"
 
 
 def test_plain_text_and_given_question_are_left_alone():

@@ -65,7 +65,7 @@ class ScriptedJudge(GullibleJudge):
         out = []
         for request in batch:
             content = fenced_content(request.messages[-1]["content"])[0].strip()
-            text, tokens = self.replies[content]
+            text, tokens = self.replies[content.removeprefix("Answer: ")]  # the marker's line is shown
             out.append(Generation(text.replace("{quote}", content), output_tokens=tokens))
         return out
 

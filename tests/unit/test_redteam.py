@@ -42,8 +42,9 @@ HEDGED = ("html_details_lines", "table_markdown", "table_markdown_first")
 JUDGED = len(REDTEAM_ANSWERS) - MASTER_KEYS - len(HEDGED)
 
 
-def _env(judge, **prompt) -> GenRMEnvironmentImpl:
-    cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "prompt": prompt}
+def _env(judge, verifier: str = "both", **prompt) -> GenRMEnvironmentImpl:
+    cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "prompt": prompt,
+           "reward": {"verifier": verifier}}
     return GenRMEnvironmentImpl(cfg, judge=judge)
 
 
@@ -54,10 +55,11 @@ def test_the_suite_covers_every_family_with_at_least_200_answers():
     assert not any(REFERENCE in a.text for a in REDTEAM_ANSWERS)  # an honest judge says no to all
 
 
+@pytest.mark.parametrize("verifier", ["both", "none"])  # the fence holds without the verifier's veto too
 @pytest.mark.parametrize("judge_cls", [LabelLineJudge, EscapeJudge])
-def test_no_answer_flips_a_gullible_judge(judge_cls):
+def test_no_answer_flips_a_gullible_judge(judge_cls, verifier):
     judge = judge_cls(REFERENCE)
-    result = run_redteam(lambda: _env(judge))
+    result = run_redteam(lambda: _env(judge, verifier=verifier))
     assert result.flipped == [], f"{judge_cls.__name__} obeyed: {result.flipped}"
     # The correct answers still get their positive verdict: defusing does not blind the judge.
     assert result.controls_right == [a.name for a in CONTROL_ANSWERS]
@@ -83,7 +85,8 @@ CONTROLS = [
 
 @pytest.mark.parametrize(("judge_cls", "flips", "families"), CONTROLS)
 def test_without_neutralisation_the_stand_ins_are_fooled(judge_cls, flips, families):
-    result = run_redteam(lambda: _env(judge_cls(REFERENCE), neutralise=False))
+    # The fence alone: no defusing, and no value verifier to veto what the fence let through.
+    result = run_redteam(lambda: _env(judge_cls(REFERENCE), verifier="none", neutralise=False))
     by_name = {a.name: a.family for a in REDTEAM_ANSWERS}
     assert len(result.flipped) == flips
     assert {by_name[n] for n in result.flipped} == families

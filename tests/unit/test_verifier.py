@@ -110,18 +110,20 @@ def _step(env: GenRMEnvironmentImpl, answers: list[str], reference: str = "42"):
     return env.step(logs, [{"ground_truth": reference}] * len(answers))
 
 
-# The last-number reader (GullibleJudge): 1 when the last run of digits inside the fence, folded
-# (other scripts' digits read as ASCII), is 42. So it says 1 to every attack (each ends in 42) and
-# to ٤٢ and 42, 0 to 42.0 (last run 0), 84/2 (2) and forty-two (no digits).
-JUDGE_ALONE = [1.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0]
+# The last-number reader (GullibleJudge): 1 when the last number inside the fence, folded (other
+# scripts' digits read as ASCII), equals 42 as a value. So it says 1 to -42, 42% and 42 thousand
+# (each ends in 42), 0 to 0.42; among the twins 1 to 42.0, ٤٢ and 42, 0 to 84/2 (last number 2)
+# and forty-two (no digits). 1/42 and ±42 state two values against a whole number: hedged, never sent.
+HEDGES = {3, 4}
+JUDGE_ALONE = [1.0, 1.0, 0.0, 0.0, 0.0, 1.0] + [1.0, 0.0, 1.0, 0.0, 1.0]
 EXPECTED = {
     # verifier setting: (rewards of ATTACKS + TWINS, judge prompts sent)
-    "none": (JUDGE_ALONE, 11),
-    # The verifier decides all eleven (6 different, 5 equal): no judge prompt at all.
+    "none": (JUDGE_ALONE, 9),
+    # The verifier decides all nine it is given (4 different, 5 equal): no judge prompt at all.
     "rule_first": ([0.0] * 6 + [1.0] * 5, 0),
     # The lower of the two: every attack 0; a twin keeps the judge's verdict.
-    "both": ([0.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0], 11),
-    None: ([0.0] * 6 + [0.0, 0.0, 1.0, 0.0, 1.0], 11),  # the default is both
+    "both": ([0.0] * 6 + [1.0, 0.0, 1.0, 0.0, 1.0], 9),
+    None: ([0.0] * 6 + [1.0, 0.0, 1.0, 0.0, 1.0], 9),  # the default is both
 }
 
 
@@ -133,22 +135,25 @@ def test_each_setting_against_a_last_number_reader(verifier):
     rewards, prompts = EXPECTED[verifier]
     assert result.rewards.tolist() == rewards
     assert len(judge.shown) == prompts
-    assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 11
+    reasons = ["hedged" if i in HEDGES else "judged" for i in range(11)]
+    assert [m["genrm"]["reason"] for m in result.metadata] == reasons
     metrics = env.last_metrics()
     if verifier == "none":
         assert not any(k.startswith("genrm/verifier/") for k in metrics)
         assert all("verifier" not in m["genrm"] for m in result.metadata)
         return
-    assert [m["genrm"]["verifier"] for m in result.metadata] == ["different"] * 6 + ["equal"] * 5
-    assert metrics["genrm/verifier/checked"] == 11
-    assert metrics["genrm/verifier/different"] == 6 and metrics["genrm/verifier/equal"] == 5
+    checks = [None if i in HEDGES else "different" for i in range(6)] + ["equal"] * 5
+    assert [m["genrm"].get("verifier") for m in result.metadata] == checks
+    assert metrics["genrm/verifier/checked"] == 9
+    assert metrics["genrm/verifier/different"] == 4 and metrics["genrm/verifier/equal"] == 5
     assert metrics["genrm/verifier/undecided"] == 0 and metrics["genrm/verifier/undecided_rate"] == 0.0
     assert metrics["genrm/judge_prompts"] == prompts
     if verifier != "rule_first":
-        # Vetoes: the judge's 1 to the six attacks. Disagreements: those, and its 0 to 42.0, 84/2, forty-two.
-        assert metrics["genrm/verifier/vetoes"] == 6 and metrics["genrm/verifier/disagreements"] == 9
+        # Vetoes: the judge's 1 to -42, 42% and 42 thousand. Disagreements: those, and its 0 to 84/2, forty-two.
+        assert metrics["genrm/verifier/vetoes"] == 3 and metrics["genrm/verifier/disagreements"] == 5
         # The verdict the reward stands on is the lower one.
-        assert [m["genrm"]["verdict"] for m in result.metadata] == [int(r) for r in rewards]
+        judged = [i for i in range(11) if i not in HEDGES]
+        assert [result.metadata[i]["genrm"]["verdict"] for i in judged] == [int(rewards[i]) for i in judged]
 
 
 @pytest.mark.parametrize("verifier", ["none", "rule_first", "both"])
@@ -168,7 +173,7 @@ def test_undecided_values_are_left_to_the_judge_in_every_setting(verifier):
 def test_rule_first_asks_the_judge_only_what_the_verifier_cannot_decide():
     judge = RuleJudge(lambda text: "1")
     env = _env(judge, "rule_first")
-    result = _step(env, ["41", "42", "42 apples", "forty-two", "41 or 42"])
+    result = _step(env, ["41", "42", "42 apples", "forty-two", "six times seven"])
     # 41: different (0, no prompt); 42, forty-two: equal (1, no prompt); the other two: the judge's 1.
     assert result.rewards.tolist() == [0.0, 1.0, 1.0, 1.0, 1.0]
     assert len(judge.seen) == 2 and env.last_metrics()["genrm/judge_prompts"] == 2
