@@ -134,7 +134,7 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     rewards = [r["train/reward_mean"] for r in records if "train/reward_mean" in r]
     assert sum(rewards[-8:]) / 8 > sum(rewards[:8]) / 8 + 0.05, rewards
     assert all(r["genrm/parse_failure_rate"] == 0.0 for r in records if "genrm/parse_failure_rate" in r)
-    assert (tmp_path / "logs" / "reward_and_accuracy.png").stat().st_size > 10_000
+    assert (tmp_path / "logs" / "exp_001" / "reward_and_accuracy.png").stat().st_size > 10_000
     accuracy = re.search(r"judge accuracy\s+([0-9.]+)", proc.stdout)
     assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
     hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)

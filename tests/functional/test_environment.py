@@ -80,14 +80,15 @@ def test_step_through_the_actor(ray_cluster, env):
     meta = [{"ground_truth": "42"}, {"ground_truth": "42"}, {"ground_truth": "42"}, {"ground_truth": "42"}]
     result = ray_cluster.get(actor.step.remote(logs, meta))
     assert isinstance(result, EnvironmentReturn) and type(result).__name__ == "EnvironmentReturn"
-    assert result.rewards.tolist() == [1.0, 1.0, 1.0, 0.0]
+    # The judge says 1 to everything; the value verifier (reward.verifier both) vetoes 41.
+    assert result.rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
     assert result.answers == ["42", "41", "42", None]
     assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 3 + ["bad_input"]
     metrics = ray_cluster.get(actor.last_metrics.remote())
     assert metrics["genrm/judge_prompts"] == 2 and metrics["genrm/dedup_hits"] == 1
     assert metrics["genrm/prompt_tokens"] > 0
     _, total = ray_cluster.get(actor.global_post_process_and_metrics.remote({"rewards": result.rewards}))
-    assert total["genrm/num_samples"] == 4 and total["genrm/mean_reward"] == 0.75
+    assert total["genrm/num_samples"] == 4 and total["genrm/mean_reward"] == 0.5
 
 
 def test_the_driver_handle_reads_typed_results_across_ray(ray_cluster, env):
@@ -97,7 +98,8 @@ def test_the_driver_handle_reads_typed_results_across_ray(ray_cluster, env):
 
     handle = EnvHandle(env[0])
     result = handle.step([_sample("42"), [{"role": "assistant", "content": None}]], [{"ground_truth": "42"}] * 2)
-    assert sample_results(result.metadata, 2) == [SampleResult("judged", 1.0, 1), SampleResult("bad_input")]
+    assert sample_results(result.metadata, 2) == [
+        SampleResult("judged", 1.0, 1, info={"verifier": "equal"}), SampleResult("bad_input", why="content_not_text")]
     assert handle.last_metrics()["genrm/num_samples"] == 2.0
 
 
@@ -133,7 +135,8 @@ def test_killing_a_judge_worker_mid_step_still_yields_every_reward(ray_cluster, 
     assert _wait_for(lambda: _cpu_ticks(victim) - start_ticks >= 3, timeout_s=120), "worker never got work"
     os.kill(victim, signal.SIGKILL)
     result = ray_cluster.get(ref, timeout=300)
-    assert result.rewards.tolist() == [1.0] * 240
+    # The judge says 1 to all; the value verifier vetoes every answer but 7.
+    assert result.rewards.tolist() == [float(a == "7") for a in answers]
     assert result.answers == answers
     metrics = ray_cluster.get(actor.last_metrics.remote())
     assert metrics["genrm/judge_restarts"] >= 1 and metrics["genrm/count/judge_error"] == 0
@@ -245,7 +248,8 @@ def test_concurrent_single_sample_steps_share_judge_calls(ray_cluster, judge_pat
             ray.get(bad_call, timeout=300)
         assert ray.get(broken, timeout=300).rewards.tolist() == [0.0] * 8
         for i, (answer, result) in enumerate(zip(answers, results, strict=True)):
-            assert result.rewards.tolist() == [1.0]  # the fixed judge agrees with every answer
+            # The fixed judge agrees with every answer; the value verifier vetoes all but 7.
+            assert result.rewards.tolist() == [float(answer == "7")]
             assert result.answers == [answer] and result.metadata[0]["tag"] == i
         _, metrics = ray.get(actor.global_post_process_and_metrics.remote({}))
         assert metrics["genrm/num_samples"] == 48

@@ -49,9 +49,10 @@ def test_a_thought_left_open_is_closed_or_cut(tiny_cache_dir, generation, on_bud
 
 
 @pytest.mark.parametrize(
-    ("on_budget", "reward", "reason"), [("close", 1.0, "judged"), ("truncate", 0.0, "parse_failure")]
+    # close: the judge's 1 after the thought, for both answers; the value verifier vetoes 41's.
+    ("on_budget", "rewards", "reason"), [("close", [1.0, 0.0], "judged"), ("truncate", [0.0, 0.0], "parse_failure")]
 )
-def test_the_environment_reads_the_verdict_after_the_thought(tiny_cache_dir, on_budget, reward, reason):
+def test_the_environment_reads_the_verdict_after_the_thought(tiny_cache_dir, on_budget, rewards, reason):
     config = {**_judge(on_budget, "static"), "max_model_len": 1024}  # the consistency prompt's room
     judge = LocalTransformersJudge(JudgeConfig.model_validate(config))
     env = GenRMEnvironmentImpl({"judge": config, "resources": {"gpus_per_replica": 0}}, judge=judge)
@@ -63,7 +64,7 @@ def test_the_environment_reads_the_verdict_after_the_thought(tiny_cache_dir, on_
     finally:
         env.shutdown()
         judge.shutdown()
-    assert out.rewards.tolist() == [reward] * 2
+    assert out.rewards.tolist() == rewards
     assert [m["genrm"]["reason"] for m in out.metadata] == [reason] * 2
     assert metrics["genrm/reasoning_tokens/max"] == THOUGHT and metrics["genrm/reasoning_tokens/p95"] == THOUGHT
     assert metrics["genrm/reasoning_closed"] == (2.0 if on_budget == "close" else 0.0)
