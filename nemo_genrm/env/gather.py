@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from nemo_genrm.env.coalesce import running_future
-from nemo_genrm.modes.pairwise import GroupTag
+from nemo_genrm.samples.groups import GroupTag
 
 T = TypeVar("T")
 

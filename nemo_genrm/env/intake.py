@@ -22,8 +22,7 @@ from typing import Any
 from nemo_genrm.config import CoalesceConfig, ConfigError, GenRMConfig, PairwiseGroupConfig
 from nemo_genrm.env.coalesce import Coalescer, awaited, running_future
 from nemo_genrm.env.gather import Bundle, GroupGate
-from nemo_genrm.modes.pairwise import GroupTag, call_tags, sample_keys
-from nemo_genrm.samples.groups import GroupKey, group_key
+from nemo_genrm.samples.groups import GroupKey, GroupTag, call_tags, sample_keys
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import EnvironmentReturn
 
@@ -112,13 +111,7 @@ class Intake:
         """Per sample, the key of its group (:func:`~nemo_genrm.samples.groups.group_key`), or
         ``None`` for a sample that cannot be placed in one (the mode's rule)."""
         assert self._pairwise is not None
-        field = self._pairwise.group_key
-        logs = call.logs if call.logs is not None else [None] * len(call.samples)
-        placed = sample_keys(call.samples, call.metas, field)
-        return [
-            None if where is None else group_key(meta, log, sample.question, field)
-            for where, sample, meta, log in zip(placed, call.samples, call.metas, logs, strict=True)
-        ]
+        return sample_keys(call.samples, call.metas, call.logs, self._pairwise.group_key)
 
     def _release(self, bundle: Bundle) -> concurrent.futures.Future:
         """The calls the gate released together: a future of one outcome per call."""
