@@ -181,7 +181,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return judge_config(self.cfg)
 
     # ------------------------------------------------------------------------------ step
-    def step(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> EnvironmentReturn:
+    def step(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, *, whole_groups: bool = False
+    ) -> EnvironmentReturn:
         """Judge a batch of responses; one reward per sample, in order.
 
         Safe to call from many threads at once: concurrent calls share judge calls (see the
@@ -192,6 +194,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 ``content``); the last ``assistant`` message is the response judged.
             metadata: Per sample, a dict with ``ground_truth`` and optionally ``question``
                 (``None`` entries, or ``None`` for the whole batch, are accepted).
+            whole_groups: ``pairwise_group`` with ``group_size``: the call holds every response
+                of each of its groups, so they are settled inside it, never held
+                (:mod:`nemo_genrm.env.intake`).
 
         Returns:
             ``EnvironmentReturn(observations, metadata, next_stop_strings, rewards,
@@ -206,9 +211,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             JudgeUnavailableError: The judge has had no live worker past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        return self._intake.submit(self._prepare(message_log_batch, metadata))
+        return self._intake.submit(self._prepare(message_log_batch, metadata, whole_groups))
 
-    def astep(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> Awaitable[EnvironmentReturn]:
+    def astep(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, *, whole_groups: bool = False
+    ) -> Awaitable[EnvironmentReturn]:
         """:meth:`step` for callers on an event loop: await what it returns. The call joins the
         open judge call without holding a thread, so any number of concurrent callers share one
         judge call, whatever the loop's thread pool (:meth:`~nemo_genrm.env.intake.Intake.asubmit`).
@@ -219,9 +226,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         Raises:
             The same as :meth:`step` (caller bugs at once, the rest when awaited).
         """
-        return self._intake.asubmit(self._prepare(message_log_batch, metadata))
+        return self._intake.asubmit(self._prepare(message_log_batch, metadata, whole_groups))
 
-    def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> StepCall:
+    def _prepare(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, whole_groups: bool = False
+    ) -> StepCall:
         """Read one step call's samples (caller bugs raise here, in the caller)."""
         start = time.perf_counter()
         # The deadline starts now: input checks, coalescing waits and fitting all count.
@@ -233,7 +242,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                            response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return StepCall(samples, metas, start, deadline, logs=logs)
+        return StepCall(samples, metas, start, deadline, logs=logs, whole=whole_groups)
 
     def _run_calls(self, calls: list[StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
@@ -456,9 +465,12 @@ class GenRMEnvironmentActor(GenRMEnvironmentImpl):
     ) -> EnvironmentReturn:
         """:meth:`GenRMEnvironmentImpl.step` (whatever else it takes is passed on); a pairwise call of
         one response (NeMo-RL's per-sample rollout path) is refused
-        (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`)."""
+        (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`), so every call holds whole
+        groups (NeMo-RL's batched rollout and eval loop, the built-in driver: a batch of whole
+        prompts at a time): with ``group_size`` its groups are settled inside it, never held, and
+        nothing of one call (a validation at one response per prompt) is owed by another."""
         refuse_lone_pairwise_call(self.cfg, len(message_log_batch))
-        return super().step(message_log_batch, metadata, *args, **kwargs)
+        return super().step(message_log_batch, metadata, *args, whole_groups=True, **kwargs)
 
 
 GenRMEnvironment = EnvironmentLauncher(
