@@ -211,7 +211,9 @@ def test_64_rows_in_groups_keep_every_group_whole_at_the_default_pool_size(group
 
 def test_reference_mode_judge_calls_are_not_capped_by_the_thread_pool():
     with StandInServer(lambda body: "1") as server:
-        section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}}
+        # The judge says 1 to all: the value-level verifier (default both) would veto the answers
+        # that are not 4; this test counts judge calls, not verdicts.
+        section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}, "reward": {"verifier": "none"}}
         outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: {i}" for i in range(64)],
                               [{"question": "q?"}] * 64)  # fmt: skip
         metrics = verl_dropin.shared_reward(section).metrics()
