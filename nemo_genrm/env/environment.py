@@ -186,6 +186,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         message_log_batch: Sequence[Any],
         metadata: Sequence[Any] | None,
         return_extracted_answer: bool = False,
+        *,
+        whole_groups: bool = False,
     ) -> EnvironmentReturn:
         """Judge a batch of responses; one reward per sample, in order.
 
@@ -200,6 +202,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             return_extracted_answer: NeMo-RL's flag (its eval loop passes ``True``, as the third
                 positional argument, to read ``answers`` for ``cons@k``); the answers judged
                 are returned either way.
+            whole_groups: ``pairwise_group`` with ``group_size``: the call holds every response
+                of each of its groups, so they are settled inside it, never held
+                (:mod:`nemo_genrm.env.intake`).
 
         Returns:
             ``EnvironmentReturn(observations, metadata, next_stop_strings, rewards,
@@ -214,13 +219,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             JudgeUnavailableError: The judge has had no live worker past
                 ``fault_tolerance.unavailable_grace_s``.
         """
-        return self._intake.submit(self._prepare(message_log_batch, metadata))
+        return self._intake.submit(self._prepare(message_log_batch, metadata, whole_groups))
 
     def astep(
         self,
         message_log_batch: Sequence[Any],
         metadata: Sequence[Any] | None,
         return_extracted_answer: bool = False,
+        *,
+        whole_groups: bool = False,
     ) -> Awaitable[EnvironmentReturn]:
         """:meth:`step` for callers on an event loop: await what it returns. The call joins the
         open judge call without holding a thread, so any number of concurrent callers share one
@@ -232,9 +239,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         Raises:
             The same as :meth:`step` (caller bugs at once, the rest when awaited).
         """
-        return self._intake.asubmit(self._prepare(message_log_batch, metadata))
+        return self._intake.asubmit(self._prepare(message_log_batch, metadata, whole_groups))
 
-    def _prepare(self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None) -> StepCall:
+    def _prepare(
+        self, message_log_batch: Sequence[Any], metadata: Sequence[Any] | None, whole_groups: bool = False
+    ) -> StepCall:
         """Read one step call's samples (caller bugs raise here, in the caller)."""
         start = time.perf_counter()
         # The deadline starts now: input checks, coalescing waits and fitting all count.
@@ -246,7 +255,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                            response_chars=self._response_chars)  # fmt: skip
             for log, meta in zip(logs, metas, strict=True)
         ]
-        return StepCall(samples, metas, start, deadline, logs=logs)
+        return StepCall(samples, metas, start, deadline, logs=logs, whole=whole_groups)
 
     def _run_calls(self, calls: list[StepCall]) -> list[EnvironmentReturn | BaseException]:
         """Judge every call's samples in one engine call; one result (or error) per call."""
@@ -469,9 +478,12 @@ class GenRMEnvironmentActor(GenRMEnvironmentImpl):
     ) -> EnvironmentReturn:
         """:meth:`GenRMEnvironmentImpl.step` (whatever else it takes is passed on); a pairwise call of
         one response (NeMo-RL's per-sample rollout path) is refused
-        (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`)."""
+        (:func:`~nemo_genrm.env.intake.refuse_lone_pairwise_call`), so every call holds whole
+        groups (NeMo-RL's batched rollout and eval loop, the built-in driver: a batch of whole
+        prompts at a time): with ``group_size`` its groups are settled inside it, never held, and
+        nothing of one call (a validation at one response per prompt) is owed by another."""
         refuse_lone_pairwise_call(self.cfg, len(message_log_batch))
-        return super().step(message_log_batch, metadata, *args, **kwargs)
+        return super().step(message_log_batch, metadata, *args, whole_groups=True, **kwargs)
 
 
 GenRMEnvironment = EnvironmentLauncher(

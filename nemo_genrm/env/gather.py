@@ -23,11 +23,13 @@ group it touches is *settled*, then hands the settled calls on together:
   later group of that key;
 - a key that names one group only (``GroupKey.unique``: verl's ``uid``, drawn afresh for every
   prompt of every step and every validation batch) is gathered once: once its group is settled,
-  whole or short, a later response with that key (verl's padding copies of a row, which carry
-  its ``uid``; a straggler) is tagged late and released at once, never opening a group of its
-  own and never waiting; such a key leaves no debt on any other key, and its memory ends with
-  ``memory_s`` like a debt's. With such keys a short group can cost nothing beyond itself, and
-  no step or phase (validation, training) can mask another's groups;
+  whole or short, a later response with that key (the extra trajectories verl's legacy
+  validation generates for its padding rows, which carry their row's ``uid``; a straggler) is
+  tagged late and released at once, never opening a group of its own and never waiting, however
+  late it comes: the key is remembered until ``max_owed`` newer ones push it out, never by time
+  (it cannot come back as another group). Such a key leaves no debt on any other key, so a short
+  group costs nothing beyond itself, and no step or phase (validation, training) can mask
+  another's groups;
 - calls are released as soon as every group they touch is settled, together with every other
   call holding a response of those groups (a *component*), so a whole group goes on in one
   piece, and never waits for a short group unless one of its calls also holds a response of it.
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from nemo_genrm.env.coalesce import running_future
-from nemo_genrm.modes.pairwise import GroupTag
+from nemo_genrm.samples.groups import GroupTag
 
 T = TypeVar("T")
 
@@ -104,8 +106,10 @@ class GroupGate(Generic[T]):
         release: ``bundle -> future of one result (or exception) per item``; called outside the
             gate's lock, from the admitting thread or the gate's timer thread, so it must not
             block on the judge.
-        memory_s: How long a short group's stragglers are recognised after it was settled.
-        max_owed: Keys whose stragglers are remembered at most.
+        memory_s: How long a short group's stragglers are recognised after it was settled (keys
+            that name one group only are remembered regardless).
+        max_owed: Keys whose stragglers are remembered at most (and, apart, settled keys that
+            name one group only).
     """
 
     def __init__(
@@ -123,8 +127,8 @@ class GroupGate(Generic[T]):
         self._open: dict[Hashable, _Group] = {}
         self._owed: OrderedDict[Hashable, _Owed] = OrderedDict()  # settled order = expiry order
         self._paid: OrderedDict[Hashable, float] = OrderedDict()  # key -> when its debt was paid
-        # Keys that name one group only, settled: key -> (late tag, expiry), in expiry order.
-        self._settled: OrderedDict[Hashable, tuple[GroupTag, float]] = OrderedDict()
+        # Keys that name one group only, settled: key -> the tag of its late responses, oldest first.
+        self._settled: OrderedDict[Hashable, GroupTag] = OrderedDict()
         self._deadlines: list[tuple[float, int, _Group]] = []
         self._held: set[_Held] = set()
         self._serial = itertools.count()
@@ -180,8 +184,8 @@ class GroupGate(Generic[T]):
         if key is None:
             return None
         settled = self._settled.get(key)
-        if settled is not None:  # a key gathered once, already settled: a copy or a straggler
-            return settled[0]
+        if settled is not None:  # a key gathered once, already settled: an extra row or a straggler
+            return settled
         owed = self._owed.get(key)
         if owed is not None:  # a straggler of a group settled short
             owed.count -= 1
@@ -201,25 +205,27 @@ class GroupGate(Generic[T]):
         if group.arrived >= self._size:
             group.whole = True
             del self._open[key]
-            self._remember_settled(group, now)
+            self._remember_settled(group)
         return group
 
-    def _remember_settled(self, group: _Group, now: float) -> None:
+    def _remember_settled(self, group: _Group) -> None:
         """Under the lock: a settled group whose key names it alone turns later arrivals late."""
         if not _unique(group.key):
             return
         tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)
         self._settled.pop(group.key, None)
-        self._settled[group.key] = (tag, now + self._memory_s)
+        # Never forgotten by time: the key cannot name another group, while a late response of
+        # it, forgotten, would open a phantom group that waits wait_s for members that never come.
+        self._settled[group.key] = tag
 
     def _forget(self, now: float) -> None:
-        """Drop the owed keys and the settled one-group keys past ``memory_s`` (each in expiry
-        order) and past ``max_owed``, and the paid debts older than ``wait_s``."""
+        """Drop the owed keys past ``memory_s`` (in expiry order) and past ``max_owed``, the settled
+        one-group keys past ``max_owed`` (oldest first), and the paid debts older than ``wait_s``."""
         while self._owed and (next(iter(self._owed.values())).expires <= now or len(self._owed) > self._max_owed):
             self._owed.popitem(last=False)
         while self._paid and (next(iter(self._paid.values())) < now - self._wait_s or len(self._paid) > self._max_owed):
             self._paid.popitem(last=False)
-        while self._settled and (next(iter(self._settled.values()))[1] <= now or len(self._settled) > self._max_owed):
+        while len(self._settled) > self._max_owed:
             self._settled.popitem(last=False)
 
     def _settle_due(self, now: float) -> list[_Held]:
@@ -232,7 +238,7 @@ class GroupGate(Generic[T]):
             group.whole = False
             del self._open[group.key]
             if _unique(group.key):
-                self._remember_settled(group, now)
+                self._remember_settled(group)
             elif not group.owes_nothing:
                 missing = self._size - group.arrived
                 tag = GroupTag(id=group.serial, key=group.key, whole=False, arrived=group.arrived, late=True)

@@ -6,6 +6,12 @@
 - a call is first held until its GRPO groups are whole or past their wait, then goes on with
   every other call of those groups as one coalescer item (never split by a batch boundary);
   calls with nothing to rank (short groups, stragglers) are answered at once, with no judge call;
+- a call that holds every response of each of its groups (:attr:`StepCall.whole`: the
+  environment actor's calls, which NeMo-RL's batched rollout and the built-in driver send a
+  batch at a time; a TRL step; verl's whole batch) is never held: its groups are settled inside
+  it (:func:`~nemo_genrm.samples.groups.call_tags`: a group of ``group_size`` is ranked, a
+  smaller one is masked at once, responses past the size are late), and it touches no other
+  call's groups and leaves nothing owed, so no step, split or phase can reach another's groups;
 - any other call is an item of its own.
 
 It also says which group each sample of a judge call is in (:meth:`Intake.groups`): as gathered,
@@ -15,6 +21,7 @@ or, without ``group_size``, the groups of the sample's own step call.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,8 +29,7 @@ from typing import Any
 from nemo_genrm.config import CoalesceConfig, ConfigError, GenRMConfig, PairwiseGroupConfig
 from nemo_genrm.env.coalesce import Coalescer, awaited, running_future
 from nemo_genrm.env.gather import Bundle, GroupGate
-from nemo_genrm.modes.pairwise import GroupTag, call_tags, sample_keys
-from nemo_genrm.samples.groups import GroupKey, group_key
+from nemo_genrm.samples.groups import GroupKey, GroupTag, call_tags, sample_keys
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import EnvironmentReturn
 
@@ -41,6 +47,7 @@ class StepCall:
     deadline: float  # time.monotonic() by which this call must be answered
     groups: tuple[GroupTag | None, ...] | None = None  # pairwise with group_size: as gathered
     logs: list[Any] | None = None  # per sample, its message log (its prompt names its group)
+    whole: bool = False  # it holds every response of each of its groups (see the module docstring)
 
     @property
     def size(self) -> int:
@@ -69,6 +76,7 @@ class Intake:
             self._run_items, max_wait_s=coalesce.max_wait_ms / 1000.0, max_items=coalesce.max_samples
         )
         self._gate: GroupGate[StepCall] | None = None
+        self._whole_calls = itertools.count()  # scopes the groups of whole calls
         if pairwise is not None and pairwise.group_size is not None:
             self._gate = GroupGate(
                 pairwise.group_size, wait_s=pairwise.group_wait_ms / 1000.0, release=self._release,
@@ -77,6 +85,8 @@ class Intake:
 
     def submit(self, call: StepCall) -> EnvironmentReturn:
         """Block until the call's result is ready (this thread may lead the judge call)."""
+        if self._gate is not None and call.whole:
+            return _only(self._settled_inside(call).result())
         if self._gate is not None:
             return self._gate.admit(call, self._keys(call)).result()
         return _only(self._coalescer.submit([call], size=call.size))
@@ -86,6 +96,8 @@ class Intake:
         when it is awaited, as for :meth:`submit`'s caller."""
         if self._gate is None:
             return awaited(self._coalescer.enqueue([call], size=call.size), _only)
+        if call.whole:
+            return awaited(self._settled_inside(call), _only)
         try:
             future = self._gate.admit(call, self._keys(call))
         except BaseException as exc:  # noqa: BLE001 - a closed gate: raised when awaited
@@ -112,13 +124,13 @@ class Intake:
         """Per sample, the key of its group (:func:`~nemo_genrm.samples.groups.group_key`), or
         ``None`` for a sample that cannot be placed in one (the mode's rule)."""
         assert self._pairwise is not None
-        field = self._pairwise.group_key
-        logs = call.logs if call.logs is not None else [None] * len(call.samples)
-        placed = sample_keys(call.samples, call.metas, field)
-        return [
-            None if where is None else group_key(meta, log, sample.question, field)
-            for where, sample, meta, log in zip(placed, call.samples, call.metas, logs, strict=True)
-        ]
+        return sample_keys(call.samples, call.metas, call.logs, self._pairwise.group_key)
+
+    def _settled_inside(self, call: StepCall) -> concurrent.futures.Future:
+        """A whole call, its groups settled inside it (never held): a future of its one outcome."""
+        assert self._pairwise is not None
+        tags = call_tags(self._keys(call), ("whole", next(self._whole_calls)), self._pairwise.group_size)
+        return self._release([(call, tuple(tags))])
 
     def _release(self, bundle: Bundle) -> concurrent.futures.Future:
         """The calls the gate released together: a future of one outcome per call."""

@@ -192,6 +192,8 @@ class JudgeReward:
         references: Sequence[Any] | None = None,
         questions: Sequence[Any] | None = None,
         extras: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        whole_groups: bool = False,
     ) -> list[Judgement]:
         """Judge each answer in one batched judge call, as the configured mode does.
 
@@ -207,6 +209,9 @@ class JudgeReward:
                 (``group_id`` under ``reward.pairwise_group.group_key``, ``data_source``,
                 ``genrm_prompt``, ``genrm_group_unique``: :mod:`nemo_genrm.samples.groups`), the
                 rubric items under ``reward.rubric.items_key``.
+            whole_groups: Pairwise with ``group_size``: the call holds every response of each of
+                its groups (a TRL step, verl's whole batch), which are settled inside it: never
+                held, never owed by another call.
 
         Returns:
             One :class:`Judgement` per answer, in order.
@@ -217,7 +222,7 @@ class JudgeReward:
                 ``fault_tolerance.unavailable_grace_s``.
         """
         logs, metas = self._inputs(answers, references, questions, extras)
-        return self._judgements(self._env.step(logs, metas), len(logs)) if logs else []
+        return self._judgements(self._env.step(logs, metas, whole_groups=whole_groups), len(logs)) if logs else []
 
     async def ajudge(
         self,
@@ -225,6 +230,8 @@ class JudgeReward:
         references: Sequence[Any] | None = None,
         questions: Sequence[Any] | None = None,
         extras: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        whole_groups: bool = False,
     ) -> list[Judgement]:
         """:meth:`judge` awaited on the caller's event loop, without holding a thread.
 
@@ -232,7 +239,9 @@ class JudgeReward:
         <nemo_genrm.env.environment.GenRMEnvironmentImpl.astep>`), however many there are.
         """
         logs, metas = self._inputs(answers, references, questions, extras)
-        return self._judgements(await self._env.astep(logs, metas), len(logs)) if logs else []
+        if not logs:
+            return []
+        return self._judgements(await self._env.astep(logs, metas, whole_groups=whole_groups), len(logs))
 
     @staticmethod
     def _inputs(

@@ -28,9 +28,11 @@ process; with several, each process's call holds its slice):
   the trainer behind ``log_extra``), so two dataset rows with the same prompt next to each
   other stay two groups; or the values of ``group_column``. A group whose size differs from
   ``num_generations`` is warned about (``group_size`` or ``group_column`` that do not match
-  TRL's layout, a run cut short). Each call's groups are its own: the key of a group is its
-  prompt and its place in that call (:mod:`nemo_genrm.samples.groups`), never shared with
-  another step's. With
+  TRL's layout, a run cut short). Each call holds every completion of its groups, so its groups
+  are settled inside it (with ``group_size``: a group of that size is ranked, a smaller one
+  masked at once, completions past it masked as late), never held and never owed by another
+  call; the key of a group is its prompt and its place in that call
+  (:mod:`nemo_genrm.samples.groups`). With
   several processes (accelerate) a group may span slices: the slices are sent to process 0,
   which alone builds a judge and judges the global batch, and each process keeps its own
   results; a failure on any process, before or in the judge call, is raised on every process
@@ -56,7 +58,7 @@ from typing import Any
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
 from nemo_genrm.integrations.processes import Processes, current_processes, launched_rank
 from nemo_genrm.judges.base import Judge
-from nemo_genrm.samples.groups import PROMPT_FIELD, UNIQUE_FIELD
+from nemo_genrm.samples.groups import PROMPT_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +245,9 @@ class GenRMReward:
                 judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
             else:
                 reward = self._judging()
-                judgements = await reward.ajudge(list(completions), *self._inputs(prompts, kwargs))
+                judgements = await reward.ajudge(
+                    list(completions), *self._inputs(prompts, kwargs), whole_groups=True
+                )
                 metrics = reward.metrics()
         except BaseException as exc:
             published.set_result(exc)  # the reward functions it masks raise it too
@@ -330,7 +334,8 @@ class GenRMReward:
             whole = {c: [v for part in slices for v in part["columns"][c]] for c in columns}
             whole["log_extra"] = kwargs.get("log_extra")  # this process's trainer: num_generations
             everyone = [p for part in slices for p in part["prompts"]]
-            judged = reward.judge([t for part in slices for t in part["texts"]], *self._inputs(everyone, whole))
+            texts = [t for part in slices for t in part["texts"]]
+            judged = reward.judge(texts, *self._inputs(everyone, whole), whole_groups=True)  # the global batch
             metrics, shares, start = reward.metrics(), [], 0
             for part in slices:
                 shares.append((judged[start : start + len(part["texts"])], metrics))
@@ -360,7 +365,7 @@ class GenRMReward:
             self._check_sizes(groups, generations)
             call = next(self._calls)
             return [
-                {reward_cfg.pairwise_group.group_key: [call, _tag(group)], PROMPT_FIELD: _prompt(prompt), UNIQUE_FIELD: True}
+                {reward_cfg.pairwise_group.group_key: [call, _tag(group)], PROMPT_FIELD: _prompt(prompt)}
                 for group, prompt in zip(groups, prompts, strict=True)
             ]
         if mode == "rubric":

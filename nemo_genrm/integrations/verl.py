@@ -60,6 +60,7 @@ from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD
 from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, check_per_sample, genrm_section, rubric_items
 from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
+from nemo_genrm.integrations.verl_padding import BatchSlot
 
 logger = logging.getLogger(__name__)
 
@@ -226,12 +227,13 @@ _NO_GROUP = (
 
 
 _BATCH_PATH = (
-    "reward.mode pairwise_group cannot be ranked on verl's batch reward path (reward.reward_model.enable "
-    "without reward.reward_model.enable_resource_pool): verl pads that batch with exact copies of its first "
-    "rows (pad_dataproto_to_divisor), which nothing tells apart from the rows they copy, so a copy could be "
-    "ranked in a row's place. Set reward.reward_model.enable_resource_pool: true (verl then scores each "
-    "trajectory as it finishes), or serve the judge outside verl (judge.backend: http with a base_url, "
-    "reward.reward_model.enable: false)"
+    "reward.mode pairwise_group on verl's batch reward path (reward.reward_model.enable without "
+    "reward.reward_model.enable_resource_pool) needs each row's place in verl's padded batch: verl pads that "
+    "batch with exact copies of its first rows (pad_dataproto_to_divisor), which only their place tells apart "
+    "from the rows they copy. GenRMRewardManager passes it from a reward-loop worker named reward_loop_worker_<i> "
+    "(verl's RewardLoopManager); this row came without it. Score through verl's RewardLoopManager, set "
+    "reward.reward_model.enable_resource_pool: true (verl then scores each trajectory as it finishes), or serve "
+    "the judge outside verl (judge.backend: http with a base_url, reward.reward_model.enable: false)"
 )
 
 
@@ -241,7 +243,6 @@ def _mode_inputs(
     data_source: Any,
     group: str | None,
     prompt: Any,
-    batch_path: bool = False,
 ) -> dict[str, Any] | None:
     """The sample's metadata for the mode.
 
@@ -250,15 +251,14 @@ def _mode_inputs(
     passes them; a uid names one group only, so it is gathered once.
 
     Raises:
-        ConfigError: ``pairwise_group`` without a ``uid`` (verl's own reward managers pass none),
-            or on verl's batch reward path.
+        ConfigError: ``pairwise_group`` without a ``uid`` (verl's own reward managers pass none).
     """
     cfg = reward.config.reward
     if cfg.mode == "pairwise_group":
-        if group is None or batch_path:
+        if group is None:
             from nemo_genrm.config import ConfigError
 
-            raise ConfigError([_NO_GROUP if group is None else _BATCH_PATH])
+            raise ConfigError([_NO_GROUP])
         return {
             cfg.pairwise_group.group_key: ["uid", group],
             SOURCE_FIELD: data_source if isinstance(data_source, str) else None,
@@ -294,6 +294,7 @@ async def compute_score(
     genrm_group: str | None = None,
     genrm_prompt: Any = None,
     genrm_batch_path: bool = False,
+    genrm_batch_slot: Sequence[int] | None = None,
     **_: Any,
 ) -> dict[str, Any]:
     """Judge one verl response against its reference.
@@ -314,6 +315,9 @@ async def compute_score(
         genrm_prompt: The row's prompt token ids, from the same manager.
         genrm_batch_path: From the same manager: verl scores on its batch path, padded with
             exact copies of real rows.
+        genrm_batch_slot: From the same manager, on the batch path: the row's place in the padded
+            batch (:class:`~nemo_genrm.integrations.verl_padding.BatchSlot`), by which the shared
+            pairwise judge tells the padding copies from the rows they copy.
 
     Returns:
         ``{"score", "acc", "pred", "genrm_reason", "genrm_why", "genrm_judge_failed",
@@ -323,7 +327,7 @@ async def compute_score(
         ValueError: No ``genrm_config`` in ``reward_kwargs``.
         ConfigError: Every problem with the config, at once (on the first call); ``pairwise_group``
             without ``genrm_group`` (verl's own reward managers pass no ``uid``), or on verl's
-            batch reward path.
+            batch reward path without ``genrm_batch_slot``.
         JudgeUnavailableError: The judge has been unreachable past
             ``fault_tolerance.unavailable_grace_s``.
     """
@@ -337,7 +341,15 @@ async def compute_score(
     if reward is None:  # built once per process, off the event loop
         reward = await asyncio.to_thread(shared_reward, genrm_config, overrides, reward_router_address)
     question = _question(extra_info)
-    extras = _mode_inputs(reward, extra_info, data_source, genrm_group, genrm_prompt, genrm_batch_path)
+    extras = _mode_inputs(reward, extra_info, data_source, genrm_group, genrm_prompt)
     reference = ground_truth if ground_truth is None else str(ground_truth)
+    if reward.mode == "pairwise_group" and genrm_batch_path:
+        if genrm_batch_slot is None or not isinstance(reward, GatheredReward):
+            from nemo_genrm.config import ConfigError
+
+            raise ConfigError([_BATCH_PATH])
+        slot = BatchSlot(*genrm_batch_slot)
+        judgement = await reward.ajudge_in_batch(solution_str, reference, question, extras, slot)
+        return result_fields(judgement, reward.mode)
     (judgement,) = await reward.ajudge([solution_str], [reference], [question], [extras])
     return result_fields(judgement, reward.mode)

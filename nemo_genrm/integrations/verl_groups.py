@@ -26,6 +26,11 @@ it (the caller then owns it), and sends its samples once more; a group whose mem
 waiting in the dead actor forms again in the new one, as each member's call is sent again.
 When the second try fails too, the call raises :class:`~nemo_genrm.errors.JudgeUnavailableError`.
 
+On verl's batch reward path (a reward model colocated with the policy) verl pads its batch
+with exact copies of its first rows; there each row comes with its place in the padded batch,
+and the actor judges the batch once it is whole, telling the copies apart
+(:mod:`nemo_genrm.integrations.verl_padding`).
+
 The reference and rubric modes judge each sample on its own and stay in the worker's process.
 """
 
@@ -46,6 +51,7 @@ from nemo_genrm.env.launch import STARTUP_ERRORS, keep_start_error
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
 from nemo_genrm.ray_env import actor_options
+from nemo_genrm.integrations.verl_padding import BatchSlot, PaddedBatches
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +79,8 @@ class GroupJudgeActor:
 
     def __init__(self, section: Any) -> None:
         self._reward = JudgeReward(section, per_sample="verl")
+        wait_s = self._reward.config.reward.pairwise_group.group_wait_ms / 1000.0
+        self._batches = PaddedBatches(self._reward, wait_s)  # verl's batch reward path
 
     async def judge(
         self, answer: str, reference: str | None, question: str | None, extras: Mapping[str, Any] | None
@@ -80,6 +88,19 @@ class GroupJudgeActor:
         """Judge one response; it joins the open judge call, which waits for its group."""
         (judgement,) = await self._reward.ajudge([answer], [reference], [question], [extras])
         return judgement
+
+    async def judge_in_batch(
+        self, answer: str, reference: str | None, question: str | None, extras: Mapping[str, Any] | None,
+        slot: Sequence[int],
+    ) -> Judgement:  # fmt: skip
+        """One row of verl's padded batch, judged once the whole batch is here
+        (:class:`~nemo_genrm.integrations.verl_padding.PaddedBatches`).
+
+        Args:
+            answer, reference, question, extras: The row, as :meth:`judge` takes it.
+            slot: Its :class:`~nemo_genrm.integrations.verl_padding.BatchSlot`.
+        """
+        return await self._batches.judge((answer, reference, question, extras), BatchSlot(*slot))
 
     def metrics(self) -> dict[str, float]:
         """The ``genrm/*`` metrics of the last judge call."""
@@ -162,21 +183,34 @@ class GatheredReward:
                 strict=True,
             )
         )
+        return await self._with_actor("judge", samples)
+
+    async def ajudge_in_batch(
+        self, answer: str, reference: Any, question: str | None, extras: Mapping[str, Any] | None, slot: BatchSlot
+    ) -> Judgement:
+        """One row of verl's padded batch, judged once the actor has the whole batch
+        (:meth:`GroupJudgeActor.judge_in_batch`); errors as :meth:`ajudge` raises them."""
+        sample = (answer, reference, question, dict(extras) if extras is not None else None, tuple(slot))
+        (judgement,) = await self._with_actor("judge_in_batch", [sample])
+        return judgement
+
+    async def _with_actor(self, method: str, samples: list[tuple]) -> list[Judgement]:
+        """``method`` of the actor for each sample; a dead actor is got again (or started) once."""
         actor = self._actor
         try:
-            return await self._send(actor, samples)
+            return await self._send(actor, method, samples)
         except ray.exceptions.RayActorError as exc:
             died_at = time.monotonic()
             actor, first = self._replace(actor), exc
         try:
-            return await self._send(actor, samples)
+            return await self._send(actor, method, samples)
         except ray.exceptions.RayActorError as exc:
             raise self._gone(first, exc, time.monotonic() - died_at) from exc
 
     @staticmethod
-    async def _send(actor: Any, samples: list[tuple]) -> list[Judgement]:
-        """Every sample to ``actor``, awaited; the package's own errors unwrapped from Ray's."""
-        refs = [actor.judge.remote(*sample) for sample in samples]
+    async def _send(actor: Any, method: str, samples: list[tuple]) -> list[Judgement]:
+        """Every sample to the actor's ``method``, awaited; the package's own errors unwrapped from Ray's."""
+        refs = [getattr(actor, method).remote(*sample) for sample in samples]
         try:
             return [await ref for ref in refs]
         except ray.exceptions.RayTaskError as exc:

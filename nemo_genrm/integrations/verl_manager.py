@@ -12,11 +12,18 @@ response as verl's ``naive`` manager does (the decoded response, the row's field
 ``compute_score`` the row's ``uid`` and prompt token ids too (``genrm_group``,
 ``genrm_prompt``). In ``pairwise_group`` mode that is each group's key: one prompt in one step
 or validation batch, gathered once: rows past its size (the extra trajectories verl's legacy
-validation generates for a padded batch) are masked at once, never opening or owing a group. On
-verl's batch reward path (a reward model colocated with the policy) the padding rows are exact
-copies of real ones, which nothing tells apart from the rows they copy, so a copy could be
-ranked in a row's place: ``compute_score`` refuses ``pairwise_group`` there. Name it in verl's
-config next to the custom reward function::
+validation generates for a padded batch) are masked at once, never opening or owing a group.
+
+On verl's batch reward path (a reward model colocated with the policy:
+``RewardLoopManager.compute_rm_score``) the batch is padded with exact copies of its first rows,
+which only their place in the padded batch tells apart from the rows they copy. There the manager
+also passes each row's place (``genrm_batch_slot``): its worker's index, read from the worker's
+Ray actor name (``reward_loop_worker_<i>``, which scores the ``i``-th chunk), and the row's place
+in that chunk. verl's worker starts a task for every row of its chunk before any of them runs
+(``RewardLoopWorker.compute_score_batch``), so the rows that join in one turn of the worker's
+event loop are the chunk, in order. The shared pairwise judge puts the batch together from these
+places and tells the copies apart (:mod:`nemo_genrm.integrations.verl_padding`). Name the manager
+in verl's config next to the custom reward function::
 
     reward:
       reward_manager:
@@ -29,18 +36,70 @@ config next to the custom reward function::
         reward_kwargs: {genrm_config: /path/to/genrm.yaml}
 
 The custom reward function must be this package's ``compute_score`` (or a function passing the
-two keywords on to it). :func:`exclude_unmeasured_kv` keeps masked rows and judge failures out
+``genrm_*`` keywords on to it). :func:`exclude_unmeasured_kv` keeps masked rows and judge failures out
 of the V1 trainer's update. Importing this module imports verl.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 __all__ = ["GenRMRewardManager", "exclude_unmeasured_kv"]
+
+_WORKER_NAME = re.compile(r"reward_loop_worker_(\d+)")
+"""How verl's RewardLoopManager names its worker ``i``, which scores chunk ``i`` of the batch."""
+
+
+_NO_ROW_FIELDS = (
+    "GenRMRewardManager got a row without {missing}: verl's V1 trainer hands a colocated reward model "
+    "(reward.reward_model.enable without enable_resource_pool) the prompt and response alone, which no "
+    "custom reward function can score. Give the reward model a resource pool "
+    "(reward.reward_model.enable_resource_pool: true), serve the judge outside verl "
+    "(reward.reward_model.enable: false with judge.http.base_url), or use the legacy trainer (trainer.use_v1: false)"
+)
+
+
+def _worker_index() -> int | None:
+    """This reward-loop worker's index, from its Ray actor name; ``None`` outside such a worker."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    match = _WORKER_NAME.fullmatch(ray.get_runtime_context().get_actor_name() or "")
+    return int(match.group(1)) if match else None
+
+
+class _ChunkPlaces:
+    """Each row's place in its worker's chunk of verl's padded batch (see the module docstring).
+
+    A row joins before its first ``await``; the rows that join in one turn of the event loop are
+    the chunk: the first schedules the chunk's close after every task already started, and the
+    close tells each row its place and the chunk's size.
+    """
+
+    def __init__(self, worker: int, workers: int) -> None:
+        self._worker, self._workers = worker, workers
+        self._open: list[asyncio.Future] | None = None
+
+    def join(self) -> asyncio.Future:
+        """A future of this row's ``(chunk, chunks, position, size)``."""
+        loop = asyncio.get_running_loop()
+        if self._open is None:
+            self._open = []
+            loop.call_soon(self._close)
+        future = loop.create_future()
+        self._open.append(future)
+        return future
+
+    def _close(self) -> None:
+        chunk, self._open = self._open or [], None
+        for position, future in enumerate(chunk):
+            future.set_result((self._worker, self._workers, position, len(chunk)))
 
 
 class GenRMRewardManager(RewardManagerBase):
@@ -77,6 +136,10 @@ class GenRMRewardManager(RewardManagerBase):
         # the whole batch at once, padded with copies of its first rows (pad_dataproto_to_divisor).
         rm = config.reward.reward_model
         self.batch_path = bool(rm.get("enable") and not rm.get("enable_resource_pool"))
+        worker = _worker_index() if self.batch_path else None
+        # Without a worker index (not verl's RewardLoopManager) no row gets a place, and a
+        # pairwise compute_score on the batch path says why.
+        self._places = None if worker is None else _ChunkPlaces(worker, int(config.reward.num_workers))
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         """Score one response (the last sequence of a multi-sequence row, as verl's managers do).
@@ -85,6 +148,7 @@ class GenRMRewardManager(RewardManagerBase):
             verl's ``{"reward_score", "reward_extra_info"}``: ``compute_score``'s ``score`` and
             every field it returned.
         """
+        place = self._places.join() if self._places is not None else None  # before any await
         item = data[-1:][0]
         prompts, responses = item.batch["prompts"], item.batch["responses"]  # [P], [R]
         attention = item.batch["attention_mask"]  # [P + R]
@@ -94,6 +158,9 @@ class GenRMRewardManager(RewardManagerBase):
             None, lambda: self.tokenizer.decode(response_ids, skip_special_tokens=True)
         )
         fields = item.non_tensor_batch
+        missing = [key for key in ("data_source", "reward_model") if key not in fields]
+        if missing:
+            raise ValueError(_NO_ROW_FIELDS.format(missing=", ".join(missing)))
         uid = fields.get("uid")
         router = (
             {"reward_router_address": self.reward_router_address, "reward_model_tokenizer": self.reward_model_tokenizer}
@@ -108,6 +175,7 @@ class GenRMRewardManager(RewardManagerBase):
             genrm_group=None if uid is None else str(uid),
             genrm_prompt=prompt_ids,
             genrm_batch_path=self.batch_path,
+            genrm_batch_slot=None if place is None else await place,
             **router,
         )
         return {"reward_score": result["score"], "reward_extra_info": dict(result)}

@@ -181,7 +181,7 @@ class Mode(abc.ABC):
             ask: The batched judge call (see :data:`Ask`).
             counters: Where the mode adds its metric counters.
             groups: Per sample, the GRPO group the environment placed it in
-                (:class:`~nemo_genrm.modes.pairwise.GroupTag`), for the modes that rank within a
+                (:class:`~nemo_genrm.samples.groups.GroupTag`), for the modes that rank within a
                 group; ``None``: the samples are one step call's.
 
         Returns:

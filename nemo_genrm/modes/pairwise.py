@@ -31,7 +31,8 @@ Which responses form a group is decided before the mode sees them, and never by 
   full (``incomplete_group``, ``info["arrived"]`` the responses that came), and its stragglers,
   arriving later, are masked at once (``info["late"]``) without a judge prompt.
 
-Either way the environment hands the mode one :class:`GroupTag` per sample. Within a whole group,
+Either way the environment hands the mode one :class:`~nemo_genrm.samples.groups.GroupTag` per
+sample, keyed by :func:`~nemo_genrm.samples.groups.group_key`. Within a whole group,
 a response with no other response judged with it (the others came empty) is masked too.
 
 Counters: ``pairwise/groups`` (ranked), ``pairwise/incomplete_groups`` (masked as short),
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -51,7 +51,8 @@ from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
 from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.types import BAD_INPUT, INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, NO_ANSWER, SampleResult
+from nemo_genrm.samples.groups import GroupKey, GroupTag, call_tags, sample_keys
+from nemo_genrm.samples.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.guard.injection import FENCE_NAME
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
@@ -113,63 +114,13 @@ def pairwise_template(spec: str, labels: dict[str, str]) -> JudgeTemplate:
     return JudgeTemplate(name="pairwise", system=_PAIRWISE_SYSTEM, user=user)
 
 
-@dataclass(frozen=True)
-class GroupTag:
-    """The group a sample was placed in, as the environment gathered it.
-
-    Attributes:
-        id: Tells groups apart within one judge call (two groups may share a key).
-        key: The group's key (:func:`group_key`); it seeds the draw of opponents.
-        whole: The group is ranked; ``False``: it was short when its wait ended, so every
-            response of it is masked.
-        arrived: Responses of the group that came within its wait (empty ones included).
-        late: A straggler: it came after its group was settled short.
-    """
-
-    id: Hashable
-    key: tuple[Hashable, str]
-    whole: bool = True
-    arrived: int = 0
-    late: bool = False
-
-
 @dataclass
 class _Group:
     """The responses of one whole group in this judge call."""
 
-    key: tuple[Hashable, str]
+    key: GroupKey
     members: list[int] = field(default_factory=list)  # indices of the samples judged
     distinct: dict[str, list[int]] = field(default_factory=dict)  # response as shown -> sample indices
-
-
-def group_key(sample: PreparedSample, meta: Any, key: str) -> tuple[Hashable, str]:
-    """(``metadata[key]`` or ``None``, question): what names a sample's group."""
-    tag = meta.get(key) if isinstance(meta, dict) else None
-    return (tag if isinstance(tag, (str, int)) and not isinstance(tag, bool) else None, sample.question)
-
-
-def sample_keys(samples: Sequence[PreparedSample], metas: Sequence[Any], key: str) -> list[tuple[Hashable, str] | None]:
-    """Per sample, its group key; ``None`` for a sample that cannot be placed in a group.
-
-    A response without an answer still arrived in its group, and so did a response whose content
-    is not text (``bad_input`` with its question read); other decided samples (no response, no
-    readable metadata) cannot be placed in one.
-    """
-    return [
-        group_key(sample, meta, key) if _placeable(sample) else None
-        for sample, meta in zip(samples, metas, strict=True)
-    ]
-
-
-def _placeable(sample: PreparedSample) -> bool:
-    return sample.reason in (None, NO_ANSWER) or (sample.reason == BAD_INPUT and bool(sample.question))
-
-
-def call_tags(keys: Sequence[tuple[Hashable, str] | None], scope: Hashable) -> list[GroupTag | None]:
-    """Tags for groups that are what one ``step`` call holds (no ``group_size``): every group is
-    whole; ``scope`` (the call) keeps the groups of two calls apart."""
-    counts = Counter(k for k in keys if k is not None)
-    return [None if k is None else GroupTag(id=(scope, k), key=k, arrived=counts[k]) for k in keys]
 
 
 def choose_pairs(count: int, cfg: PairwiseGroupConfig, key: Hashable) -> list[tuple[int, int]]:
@@ -258,8 +209,8 @@ class PairwiseGroupMode(Mode):
         counters: Counters,
         groups: Sequence[GroupTag | None] | None = None,
     ) -> list[SampleResult]:
-        """See :meth:`Mode.judge`; ``groups`` defaults to the groups of one step call
-        (:func:`call_tags`)."""
+        """See :meth:`Mode.judge`; ``groups`` defaults to the groups of one step call, keyed as the
+        environment keys them (:func:`~nemo_genrm.samples.groups.call_tags`)."""
         counters.declare(
             "pairwise/groups", "pairwise/incomplete_groups", "pairwise/late_responses", "pairwise/pairs",
             "pairwise/order_disagreements", "pairwise/failed_pairs", "pairwise/identical_pairs",
@@ -268,7 +219,7 @@ class PairwiseGroupMode(Mode):
             None if s.reason is None else s.result() for s in samples
         ]
         if groups is None:
-            groups = call_tags(sample_keys(samples, metas, self.cfg.group_key), 0)
+            groups = call_tags(sample_keys(samples, metas, None, self.cfg.group_key), 0)
         whole = self._groups(samples, groups, results, counters)
         requests: list[JudgeRequest] = []
         slots: dict[tuple[str, str, str], int] = {}
@@ -281,8 +232,8 @@ class PairwiseGroupMode(Mode):
             counters.bump("pairwise/identical_pairs", sum(len(m) * (len(m) - 1) / 2 for m in group.distinct.values()))
             pairs = []
             for i, j in choose_pairs(len(texts), self.cfg, group.key):
-                first = self._slot(group.key[1], texts[i], texts[j], requests, slots)
-                second = self._slot(group.key[1], texts[j], texts[i], requests, slots)
+                first = self._slot(group.key.question, texts[i], texts[j], requests, slots)
+                second = self._slot(group.key.question, texts[j], texts[i], requests, slots)
                 pairs.append((i, j, first, second))
             plans.append((group, texts, pairs))
         ballots = self._panel.cast(requests, ask, counters)

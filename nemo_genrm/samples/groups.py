@@ -14,9 +14,12 @@ its prompt, each part optional:
   (verl's prompt token ids, TRL's prompt messages, Gym's request input), else the conversation
   of the message log before its first assistant message (NeMo-RL's chat-templated prompt);
 
-and the question shown to the judge. :func:`group_key` computes it; the environment calls it
-for every sample it gathers or ranks (:mod:`nemo_genrm.env.intake`), and the drop-ins only put
-their framework's parts into the metadata, so every framework's path keys groups one way.
+and the question shown to the judge. :func:`group_key` computes it and :func:`sample_keys` applies
+it to a call's samples (those that can be placed in a group at all); the environment calls it for
+every sample it gathers or ranks (:mod:`nemo_genrm.env.intake`), the pairwise mode for samples
+handed to it without groups, and the drop-ins only put their framework's parts into the metadata,
+so every framework's path keys groups one way. :class:`GroupTag` is the group a sample was placed
+in, as the mode reads it.
 
 A caller whose tag names one group and never another (verl's ``uid``, drawn afresh for every
 prompt of every step and validation batch; a TRL call's own runs) says so with
@@ -29,8 +32,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from nemo_genrm.samples.types import BAD_INPUT, NO_ANSWER
+
+if TYPE_CHECKING:
+    from nemo_genrm.samples.inputs import PreparedSample
 
 SOURCE_FIELD = "data_source"
 """Metadata field holding the sample's data source (verl's ``data_source``)."""
@@ -114,3 +124,78 @@ def group_key(meta: Any, log: Any, question: str, tag_field: str) -> GroupKey:
         "question": question,
     }
     return GroupKey(fingerprint(parts), question, meta.get(UNIQUE_FIELD) is True)
+
+
+def placeable(sample: PreparedSample) -> bool:
+    """Whether a sample arrives in a group at all.
+
+    A response without an answer still arrived in its group, and so did a response whose content
+    is not text (``bad_input`` with its question read); other decided samples (no response, no
+    readable metadata) cannot be placed in one.
+    """
+    return sample.reason in (None, NO_ANSWER) or (sample.reason == BAD_INPUT and bool(sample.question))
+
+
+def sample_keys(
+    samples: Sequence[PreparedSample], metas: Sequence[Any], logs: Sequence[Any] | None, tag_field: str
+) -> list[GroupKey | None]:
+    """Per sample, the key of its group (:func:`group_key`); ``None`` where it cannot be placed in one.
+
+    Args:
+        samples: The prepared samples of a call.
+        metas: Their metadata.
+        logs: Their message logs (each names its prompt), or ``None`` where only the metadata does.
+        tag_field: ``reward.pairwise_group.group_key``.
+    """
+    logs = logs if logs is not None else [None] * len(samples)
+    return [
+        group_key(meta, log, sample.question, tag_field) if placeable(sample) else None
+        for sample, meta, log in zip(samples, metas, logs, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class GroupTag:
+    """The group a sample was placed in, as the environment gathered it.
+
+    Attributes:
+        id: Tells groups apart within one judge call (two groups may share a key).
+        key: The group's key (:func:`group_key`); its question is shown, and it seeds the draw of
+            opponents.
+        whole: The group is ranked; ``False``: it was short (when its wait ended, or in a call
+            that holds every response it will get), so every response of it is masked.
+        arrived: Responses of the group that came (empty ones included).
+        late: It came after its group was settled, or past its group's size.
+    """
+
+    id: Hashable
+    key: GroupKey
+    whole: bool = True
+    arrived: int = 0
+    late: bool = False
+
+
+def call_tags(keys: Sequence[GroupKey | None], scope: Hashable, size: int | None = None) -> list[GroupTag | None]:
+    """Tags for groups that are what one call holds: every response of each of its groups.
+
+    Args:
+        keys: Per sample of the call, its group key (``None``: in no group).
+        scope: Keeps the groups of two calls apart (the call).
+        size: ``reward.pairwise_group.group_size``, or ``None``: each key's responses are its
+            group, ranked as they are. With a size, a group of exactly ``size`` responses is
+            ranked; a smaller one is short (masked in full: the rest will never come); responses
+            past ``size`` are late (masked), the first ``size`` ranked.
+    """
+    counts = Counter(k for k in keys if k is not None)
+    seen: Counter[GroupKey] = Counter()
+    tags: list[GroupTag | None] = []
+    for key in keys:
+        if key is None:
+            tags.append(None)
+            continue
+        seen[key] += 1
+        arrived = counts[key] if size is None else min(counts[key], size)
+        whole = size is None or counts[key] >= size
+        late = size is not None and seen[key] > size
+        tags.append(GroupTag(id=(scope, key), key=key, whole=whole and not late, arrived=arrived, late=late))
+    return tags

@@ -42,9 +42,14 @@ class Recording(GenRMReward):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.calls: list[tuple[list, list, list]] = []
+        self.seconds: list[float] = []
 
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs):
+        import time
+
+        start = time.monotonic()
         out = await super().__call__(prompts, completions, completion_ids, **kwargs)
+        self.seconds.append(time.monotonic() - start)
         self.calls.append((list(prompts), list(completions), out))
         return out
 
@@ -336,7 +341,9 @@ def test_two_dataset_rows_with_one_prompt_are_two_groups_of_num_generations(tmp_
 
     Without group_size the runs are cut at TRL's num_generations (4): two groups, each ranked
     among its own four (one run of eight was one group). A group_size that differs from
-    num_generations is warned about.
+    num_generations is warned about. With group_size 5 the run of eight is cut into 5 and 3: the
+    call holds every completion there is, so the group of 3 is masked at once (before, it waited
+    group_wait_ms, 30 s, for completions that never come).
     """
     import logging
 
@@ -349,7 +356,7 @@ def test_two_dataset_rows_with_one_prompt_are_two_groups_of_num_generations(tmp_
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "Write about topic 0."}]}] * 2)
     args = _args(tmp_path, max_steps=1, per_device_train_batch_size=8, max_completion_length=3, temperature=4.0,
                  learning_rate=1e-6, generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a", "."))})
-    for group_size, warned in ((None, False), (8, True)):
+    for group_size, warned in ((None, None), (8, "groups of 8"), (5, "groups of 3, 5")):
         pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": group_size}}
         reward = Recording({**GENRM_SECTION, "reward": pairwise}, judge=ModeJudge(more_letters_wins("e")), name="pw")
         caplog.clear()
@@ -358,8 +365,12 @@ def test_two_dataset_rows_with_one_prompt_are_two_groups_of_num_generations(tmp_
         (prompts, completions, out), = reward.calls
         texts = [c[-1]["content"] for c in completions]
         assert len({p[-1]["content"] for p in prompts}) == 1 and len(texts) == 8
-        assert out == pytest.approx(_expected_pairwise(texts, group_size or 4)), texts
-        assert ("num_generations" in caplog.text and "groups of 8" in caplog.text) is warned
+        expected = _expected_pairwise(texts, group_size or 4)
+        if group_size == 5:
+            expected[5:] = [None] * 3  # a short group: every completion of it masked
+        assert out == pytest.approx(expected), texts
+        assert ("num_generations" in caplog.text and warned in caplog.text) if warned else "num_generations" not in caplog.text
+        assert reward.seconds[0] < 20.0  # no group waits group_wait_ms (30 s)
 
 
 def _hand_advantages(judge: list, other: list, size: int) -> list[float]:

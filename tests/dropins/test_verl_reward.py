@@ -211,7 +211,9 @@ def test_64_rows_in_groups_keep_every_group_whole_at_the_default_pool_size(group
 
 def test_reference_mode_judge_calls_are_not_capped_by_the_thread_pool():
     with StandInServer(lambda body: "1") as server:
-        section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}}
+        # The judge says 1 to all: the value-level verifier (default both) would veto the answers
+        # that are not 4; this test counts judge calls, not verdicts.
+        section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}, "reward": {"verifier": "none"}}
         outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: {i}" for i in range(64)],
                               [{"question": "q?"}] * 64)  # fmt: skip
         metrics = verl_dropin.shared_reward(section).metrics()
@@ -357,9 +359,11 @@ def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
     assert gradients[True] == pytest.approx([2 / 3**0.5 / 6, 4 / 3**0.5 / 6, 0.0, 2 / 3**0.5 / 6], abs=1e-4)
 
 
-def test_pairwise_is_refused_on_verls_batch_reward_path():
+def test_pairwise_on_the_batch_reward_path_is_refused_outside_verls_reward_loop_workers():
     """A reward model colocated with the policy (no resource pool of its own): verl scores the whole
-    batch at once, padded with exact copies of its first rows, which nothing tells apart."""
+    batch at once, padded with exact copies of its first rows, which only their place in the
+    padded batch tells apart. A manager outside verl's RewardLoopWorker (no worker index) cannot
+    say it: refused. Through verl's own workers: tests/dropins/test_verl_batch_path.py."""
     from nemo_genrm.config import ConfigError
 
     tokenizer_path = str(cached_tiny_tokenizer())
@@ -378,3 +382,23 @@ def test_pairwise_is_refused_on_verls_batch_reward_path():
     with pytest.raises(ConfigError, match="enable_resource_pool"):
         asyncio.run(score())
     verl_dropin.close_shared_rewards()
+
+
+def test_a_row_without_its_data_fields_says_why():
+    """verl's V1 trainer hands a colocated reward model the prompt and response alone
+    (``_compute_reward_colocate``: ``raw_prompt`` and tensors): a clear error, not a KeyError."""
+    tokenizer_path = str(cached_tiny_tokenizer())
+    section = {**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "reference"}}
+    config = _config(tokenizer_path, section, GENRM_MANAGER)
+    config.reward.reward_model.enable = True
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    rows = _rows(tokenizer, ["Answer: 7"], [{"index": 0}])
+    rows.non_tensor_batch = {"raw_prompt": np.array([[{"role": "user", "content": "Q"}]], dtype=object)}
+
+    async def score():
+        return await load_reward_manager(config, tokenizer).run_single(rows[0:1])
+
+    with pytest.raises(ValueError, match="data_source, reward_model.*enable_resource_pool"):
+        asyncio.run(score())

@@ -78,3 +78,22 @@ def test_one_question_under_two_prompts_is_two_groups(pairwise):
     # Data set 0: working 0 and 2; data set 1: working 1 and 3.
     assert result.rewards.tolist() == pytest.approx([0.0, 0.0, 1.0, 1.0])
     assert [m["genrm"]["reason"] for m in result.metadata] == ["judged"] * 4
+
+
+def test_the_mode_handed_no_groups_keys_them_as_the_environment_does():
+    """The pairwise mode called without the environment's groups (one call's samples) keys them
+    with samples/groups.py too: two data sources under one tag and question are two groups."""
+    import time
+
+    from nemo_genrm.modes import Counters
+    from nemo_genrm.samples.metrics import StepTally
+
+    env = _env({})
+    responses = ["Answer: 4", "because. Answer: 4", "because because. Answer: 4", "because because because. Answer: 4"]
+    logs = [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": r}] for r in responses]
+    metas = [{"group_id": 0, SOURCE_FIELD: f"file{i % 2}"} for i in range(4)]
+    call = env._prepare(logs, metas)
+    ask = env._asker(StepTally(), False, time.perf_counter(), {})
+    results = env._mode.judge(call.samples, call.metas, ask, Counters())
+    # file0: working 0 and 2; file1: working 1 and 3 (one group of four would give 0, 1/3, 2/3, 1).
+    assert [r.reward for r in results] == pytest.approx([0.0, 0.0, 1.0, 1.0])

@@ -240,3 +240,53 @@ def test_without_group_size_a_group_is_what_one_step_call_holds():
     # Before: one group of four, [0, 1/3, 2/3, 1]; now each call's two responses are ranked apart.
     assert [r.rewards.tolist() for r, _ in out] == [[0.0, 1.0], [0.0, 1.0]]
     assert judge.stats().generate_calls == 1  # still one judge call for both
+
+
+# ------------------------------------------------------------------------------ whole calls
+def test_a_call_that_holds_whole_groups_settles_them_inside_and_owes_nothing():
+    """A validation at one response per prompt (the environment actor's calls, a TRL step: each
+    holds every response of its groups): its groups are masked at once, not after group_wait_ms,
+    and leave no debt, so the training step on the same prompts right after is ranked whole,
+    gathered or whole; a group larger than group_size has its extra responses masked as late."""
+    judge = RuleJudge(more_working_wins)
+    env = _env({"group_size": 4, "group_wait_ms": 20_000}, judge)
+    start = time.monotonic()
+    validation = env.step([_log(GOOD, f"Q{q}?") for q in range(3)], [{} for _ in range(3)], whole_groups=True)
+    assert time.monotonic() - start < 5.0  # no wait for members that will never come
+    assert [m["genrm"]["reason"] for m in validation.metadata] == ["incomplete_group"] * 3
+    assert [m["genrm"]["arrived"] for m in validation.metadata] == [1] * 3
+    assert judge.seen == []
+    # Training, same prompts: Q0 in one whole call, Q1 gathered from calls of one response each.
+    whole = env.step([_log(r, "Q0?") for r in LADDER], [{} for _ in LADDER], whole_groups=True)
+    assert whole.rewards.tolist() == pytest.approx(_win_rates([0, 1, 2, 3]))
+    gathered = _concurrently(env, _one_each(LADDER, "Q1?"))
+    assert [r.rewards.item() for r, _ in gathered] == pytest.approx(_win_rates([0, 1, 2, 3]))
+    # Five responses to Q2 in a whole call: the first four ranked, the fifth late.
+    five = env.step([_log(r, "Q2?") for r in [*LADDER, GOOD]], [{} for _ in range(5)], whole_groups=True)
+    assert five.rewards.tolist()[:4] == pytest.approx(_win_rates([0, 1, 2, 3]))
+    assert five.metadata[4]["genrm"]["reason"] == "incomplete_group" and five.metadata[4]["genrm"]["late"] is True
+
+
+def test_a_key_that_names_one_group_stays_settled_past_straggler_memory_s():
+    """An extra row of a settled one-group key (verl's validation padding) that comes long after its
+    group is masked at once, never opening a phantom group that would wait group_wait_ms."""
+    from nemo_genrm.samples.groups import UNIQUE_FIELD
+
+    env = _env({"group_size": 2, "group_wait_ms": 20_000, "straggler_memory_s": 0.1}, RuleJudge(more_working_wins))
+    meta = {"group_id": ["uid", "u-1"], UNIQUE_FIELD: True}
+    out = _concurrently(env, _one_each([GOOD, POOR], meta=meta))
+    assert [r.rewards.item() for r, _ in out] == [1.0, 0.0]
+    time.sleep(0.2)  # past straggler_memory_s
+    (extra, seconds), = _concurrently(env, _one_each([GOOD], meta=meta))
+    assert _genrm(extra)["reason"] == "incomplete_group" and _genrm(extra)["late"] is True
+    assert seconds < 5.0
+
+
+def test_straggler_memory_0_keeps_no_debt():
+    """NeMo Gym's safe setting: a short group (a validation at one response per task) owes nothing,
+    so the next group of the same key (training on that task) is ranked whole."""
+    env = _env({"group_size": 2, "group_wait_ms": 200, "straggler_memory_s": 0}, RuleJudge(more_working_wins))
+    (short, _), = _concurrently(env, _one_each([GOOD]))
+    assert _genrm(short)["reason"] == "incomplete_group"
+    out = _concurrently(env, _one_each([POOR, GOOD]))
+    assert [r.rewards.item() for r, _ in out] == [0.0, 1.0]
