@@ -181,7 +181,7 @@ def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
     server = _server(genrm)
     try:
         with _Served(server) as served, httpx.Client(base_url=served.url, timeout=300) as client:
-            judged = client.post("/verify", json=_request("Answer: 5")).json()
+            judged = client.post("/verify", json=_request("Answer: 4")).json()  # 5 the verifier would veto
             empty = client.post("/verify", json=_request("")).json()
     finally:
         server.shutdown_judge()
