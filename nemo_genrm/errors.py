@@ -8,8 +8,8 @@ This module imports nothing from ``nemo_genrm``: every other module may import i
   (training stops instead of running on zero rewards);
 - :class:`JudgeStartupError`: the judge's workers did not start (which, and why);
 - :class:`Reason`: why a sample got its reward;
-- :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`: engine error codes that are not sample reasons
-  themselves (the environment maps them to ``too_long`` and ``judge_error``).
+- :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`, :data:`ENGINE_ERROR`: engine error codes that are
+  not sample reasons themselves (the environment maps them to ``too_long`` and ``judge_error``).
 
 The exceptions cross Ray's boundaries whole: each pickles with the arguments it was built from
 (``__reduce__``), so an error raised in an actor reaches the driver with the same message and
@@ -107,3 +107,7 @@ PROMPT_TOO_LONG = "prompt_too_long"
 
 TIMEOUT = "timeout"
 """Engine error: the call passed its deadline (sample: ``judge_error``)."""
+
+ENGINE_ERROR = "engine_error"
+"""Engine error: the engine failed without a more precise code (sample: ``judge_error``; the
+judge service answers it with a 500)."""

@@ -339,11 +339,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judges = [self._require_judge(), *self._members]
         configs = [self.cfg.judge, *self.cfg.reward.judges]
         verdict_from = [c.verdict_from for c in configs]
-        budgets = [c.sampling.max_new_tokens for c in configs]
+        budgets = [c.sampling.reply_tokens for c in configs]
 
         def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
-                return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
+                return read_replies(judge, batch, reader, verdict_from[member], reply_tokens=budgets[member])
 
             if not self.cfg.reward.dedup:
                 return self._judge_all(requests, tally, judges[member], call, isolate=isolate)

@@ -191,9 +191,9 @@ def check_judge_loads(cfg: ServiceConfig) -> None:
     """
     if cfg.judge.backend == "http" and not cfg.judge.tokenizer:
         return
-    from nemo_genrm.judges.fitting import load_tokenizer
+    from nemo_genrm.judges.fitting import load_judge_tokenizer
 
-    load_tokenizer(cfg.judge.tokenizer_name, setting="judge.tokenizer" if cfg.judge.tokenizer else "judge.model_name")
+    load_judge_tokenizer(cfg.judge)
 
 
 def check_replica_gpus(cfg: ServiceConfig) -> None:

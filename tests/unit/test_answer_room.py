@@ -116,6 +116,21 @@ def test_the_minimum_left_for_the_answer_is_configurable_to_the_token(tokenizer_
     GenRMEnvironmentImpl(cfg, judge=_judge(cfg)).shutdown()
 
 
+def test_a_reasoning_judge_keeps_room_for_its_thought_and_its_verdict(tokenizer_path):
+    # The reply of a reasoning judge is max_new_tokens (16) + verdict_tokens (32): the room left
+    # is max_model_len - 48 - fixed, and exactly the minimum passes.
+    fits = CONSISTENCY_FIXED + NEW_TOKENS + 32 + 64
+    reasoning = {"reasoning": {"enabled": True, "verdict_tokens": 32}}
+    cfg = _cfg(tokenizer_path, max_model_len=fits)
+    cfg["judge"]["sampling"] = reasoning
+    GenRMEnvironmentImpl(cfg, judge=_judge(cfg)).shutdown()
+    cfg = _cfg(tokenizer_path, max_model_len=fits - 1)
+    cfg["judge"]["sampling"] = reasoning
+    with pytest.raises(ConfigError) as err:
+        GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
+    assert "minus sampling.max_new_tokens + sampling.reasoning.verdict_tokens 48 leaves 63 for them" in str(err.value)
+
+
 def test_every_mode_is_measured_with_its_own_template(tokenizer_path):
     cfg = {**_cfg(tokenizer_path, max_model_len=512), "reward": {"mode": "pairwise_group"}}
     with pytest.raises(ConfigError, match="reward.pairwise_group.template 'pairwise'"):
