@@ -56,7 +56,6 @@ from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sampl
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
-    add_call_counts,
     is_fatal,
     sleep_judge,
     tokenizer_special_tokens,
@@ -401,7 +400,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             # Counted on every path: a shared call that failed (and is retried per caller) still
             # sent its prompts; the token and error counts are those of the results it returned.
             tally.judge_prompts += len(requests)
-            add_call_counts(tally, counter.counts)
+            tally.judge.add(counter.counts)
         return outcomes
 
     # -------------------------------------------------------------------------- metrics

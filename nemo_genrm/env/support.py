@@ -11,7 +11,7 @@ import ray
 
 from nemo_genrm.config import JudgeConfig
 from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
-from nemo_genrm.judges.base import Judge, JudgeStats
+from nemo_genrm.judges.base import Judge
 from nemo_genrm.samples.metrics import StepTally
 
 logger = logging.getLogger(__name__)
@@ -72,22 +72,6 @@ def warn_unknown_special_tokens(judges: Sequence[JudgeConfig]) -> None:
                 "judge.tokenizer to the judge's tokenizer (a path or hub id) to break its tokens too.",
                 judge.model_name,
             )
-
-
-def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
-    """Add the counters of the step's judge calls (read from their results) to ``tally``."""
-    tally.prompt_tokens += counts.prompt_tokens
-    tally.output_tokens += counts.output_tokens
-    tally.truncated_prompts += counts.truncated
-    tally.engine_errors += counts.errors
-    tally.judge_restarts += counts.restarts
-    tally.deadline_exceeded += counts.deadline_exceeded
-    tally.judge_unavailable += counts.unavailable_calls
-    tally.judge_node_losses += counts.node_losses
-    for length, replies in counts.reasoning_lengths.items():
-        tally.reasoning_lengths[length] = tally.reasoning_lengths.get(length, 0) + replies
-    tally.reasoning_closed += counts.reasoning_closed
-    tally.reasoning_truncated += counts.reasoning_truncated
 
 
 def is_fatal(exc: BaseException) -> bool:
