@@ -53,7 +53,7 @@ from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
 from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
-from nemo_genrm.samples.metrics import StepTally
+from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
 from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     is_fatal,
@@ -71,10 +71,6 @@ from nemo_genrm.ray_env import actor_runtime_env
 from nemo_genrm.judges.placement import JudgeResources
 
 logger = logging.getLogger(__name__)
-
-LATENCY_WINDOW = 100
-"""Judge calls kept for the latency percentiles."""
-
 
 class _SharedCallFailed(Exception):
     """A judge call shared by several units of step calls raised; retry each unit alone."""
@@ -167,7 +163,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         except BaseException:
             self.shutdown()
             raise
-        self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
+        self._latencies: collections.deque[float] = collections.deque(maxlen=RECENT_JUDGE_CALLS)
         self._last = StepTally()
         self._since_global = StepTally()
         self._metrics_lock = threading.Lock()

@@ -42,7 +42,7 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   judge replicas lost with their node during the step's judge calls (their work went to the
   other replicas; the pool relaunches them where Ray reschedules their placement).
 - ``genrm/judge_latency_s``: mean wall time of one judge call; ``genrm/judge_latency_s/p50``
-  and ``/p95`` over a window of recent calls (one call per step).
+  and ``/p95`` over the last :data:`RECENT_JUDGE_CALLS` calls (about one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
   ``genrm/sleep_s``: time spent waking and putting to sleep a colocated judge.
 - ``genrm/reasoning_tokens/mean``, ``/p95``, ``/max``: length of the judge's thought over the
@@ -64,6 +64,12 @@ from nemo_genrm.samples.types import BAD_INPUT, JUDGED, PARSE_FAILURE, REASONS, 
 from nemo_genrm.verdicts import TRUNCATED
 
 PREFIX = "genrm/"
+
+RECENT_JUDGE_CALLS = 100
+"""Judge calls the environment's latency percentiles are over: about one call per step, so the
+last hundred steps, short enough that the percentiles follow a run as it drifts. (The judge
+service keeps a longer window, :data:`nemo_genrm.serve.metrics.RECENT_REQUESTS`: it answers many
+requests a second.)"""
 
 
 def _zero_counts() -> dict[str, int]:

@@ -31,11 +31,12 @@ from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, pre
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.
 from nemo_genrm.serve.config import ServeConfig, ServiceConfig, deployment_name
-from nemo_genrm.serve.metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
+from nemo_genrm.serve.metrics import LATENCY_WINDOW, RECENT_REQUESTS, MetricsStore, prometheus_text
 
 __all__ = [
     "LATENCY_WINDOW",
     "METRICS_NAMESPACE",
+    "RECENT_REQUESTS",
     "MetricsStore",
     "ServeConfig",
     "ServiceConfig",
