@@ -7,6 +7,7 @@ This module imports nothing from ``nemo_genrm``: every other module may import i
 - :class:`JudgeUnavailableError`: the judge cannot answer any more and will not recover
   (training stops instead of running on zero rewards);
 - :class:`JudgeStartupError`: the judge's workers did not start (which, and why);
+- :func:`is_fatal`: whether a judge exception stops training rather than becoming ``judge_error``;
 - :class:`Reason`: why a sample got its reward;
 - :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`, :data:`ENGINE_ERROR`: engine error codes that are
   not sample reasons themselves (the environment maps them to ``too_long`` and ``judge_error``).
@@ -70,6 +71,15 @@ class JudgeStartupError(RuntimeError):
 
 def _rebuild_config_error(cls: type[ConfigError], problems: list[str], source: str | None) -> ConfigError:
     return cls(problems, source=source)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
+
+    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
+    more, and a judge that stayed unavailable past its grace period will not come back.
+    """
+    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
 
 
 class Reason(StrEnum):

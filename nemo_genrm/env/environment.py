@@ -51,18 +51,13 @@ from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.coalesce import CarriedResults, carry_key
 from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
-from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
+from nemo_genrm.env.answer_room import TooLongWatch, check_answer_room, judge_tokenizers
 from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
 from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
-from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
-from nemo_genrm.env.support import (
-    is_fatal,
-    sleep_judge,
-    tokenizer_special_tokens,
-    warn_unknown_special_tokens,
-)
+from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, sleep_judge, start_judge
+from nemo_genrm.env.special_tokens import tokenizer_special_tokens, warn_unknown_special_tokens
 from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
-from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.errors import JudgeClosedError, is_fatal
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies

@@ -78,7 +78,7 @@ def prompt_tokens(request: RequestLike, tokenizer: Any) -> int:
     """Tokens of ``request`` as the judge is sent it (chat template and generation prompt included).
 
     Rendered with every field empty, this is the fixed part of a template: what the question,
-    reference and answer must fit beside (see :mod:`nemo_genrm.env.room`).
+    reference and answer must fit beside (see :mod:`nemo_genrm.env.answer_room`).
     """
     return len(render_ids(JudgeRequest.of(request).messages, tokenizer))
 

@@ -152,7 +152,7 @@ def test_a_step_where_every_prompt_is_refused_warns_once_and_counts_no_engine_er
                min_answer_tokens=0)  # fmt: skip
     env = GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
     try:
-        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
+        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.answer_room"):
             first = env.step(*_logs("The answer is 1", 4))
             metrics = env.last_metrics()
             env.step(*_logs("The answer is 1", 4))
@@ -176,7 +176,7 @@ def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer
                           fitter=PromptFitter.for_judge(JudgeConfig.model_validate(cfg["judge"])))
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
-        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
+        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.answer_room"):
             out = env.step(*_logs("Answer: 1\n" + "It holds because it was checked. " * 20, 2))
     finally:
         env.shutdown()

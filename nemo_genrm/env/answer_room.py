@@ -21,7 +21,7 @@ from typing import Any
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import load_judge_tokenizer, prompt_tokens
-from nemo_genrm.env.support import judge_tokenizer
+from nemo_genrm.env.special_tokens import judge_tokenizer
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.samples.types import TOO_LONG
