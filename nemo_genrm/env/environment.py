@@ -62,7 +62,7 @@ from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 from nemo_genrm.judges.placement import JudgeResources
 
 logger = logging.getLogger(__name__)
@@ -487,7 +487,7 @@ failure to start as the package's own error. NeMo-RL starts it from its registry
 Its methods are those of :class:`GenRMEnvironmentImpl` (``step``,
 ``global_post_process_and_metrics``, ``last_metrics``, ``shutdown``) and ``ready``. It is a
 threaded actor, so concurrent ``step`` calls share judge calls, and it runs on the driver's
-interpreter (:mod:`nemo_genrm.ray_env`): a caller that passes ``.options(runtime_env=...)``
+interpreter (:mod:`nemo_genrm.ray_runtime`): a caller that passes ``.options(runtime_env=...)``
 replaces that default and should build its runtime environment with
-:func:`nemo_genrm.ray_env.actor_runtime_env`.
+:func:`nemo_genrm.ray_runtime.actor_runtime_env`.
 """

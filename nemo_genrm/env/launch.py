@@ -42,7 +42,7 @@ from nemo_genrm.judges.placement import (
     plan_separate,
     separate_problems,
 )
-from nemo_genrm.ray_env import ensure_ray
+from nemo_genrm.ray_runtime import ensure_ray
 
 logger = logging.getLogger(__name__)
 

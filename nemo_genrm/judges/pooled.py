@@ -20,14 +20,14 @@ from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.judges.ray_pool import ReplicaPool
-from nemo_genrm.ray_env import ensure_ray as _connect
+from nemo_genrm.ray_runtime import ensure_ray as _connect
 
 logger = logging.getLogger(__name__)
 
 
 def ensure_ray() -> None:
     """Start (or join, via ``RAY_ADDRESS``) a Ray cluster when none is running in this process
-    (:func:`nemo_genrm.ray_env.ensure_ray`)."""
+    (:func:`nemo_genrm.ray_runtime.ensure_ray`)."""
     _connect()
 
 

@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from nemo_genrm.errors import ConfigError, JudgeStartupError  # noqa: F401 - JudgeStartupError: its old import path
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 
 
 def free_port() -> int:

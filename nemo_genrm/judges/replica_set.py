@@ -34,7 +34,7 @@ hands them work.
   :meth:`ReplicaSet.check_available` raises :class:`~nemo_genrm.errors.JudgeUnavailableError`: the
   judge is gone, and training stops instead of training on zero rewards.
 
-Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_env`).
+Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_runtime`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from nemo_genrm.judges.ray_hosts import (
     node_alive,
 )
 from nemo_genrm.judges.restart_budget import Availability, RestartBudget
-from nemo_genrm.ray_env import actor_options
+from nemo_genrm.ray_runtime import actor_options
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 from nemo_genrm.config import ConfigError, load_config, validate
 from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.orphan_guard import ray_descendants, start_guard, stop_guard
-from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
+from nemo_genrm.ray_runtime import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.

@@ -162,7 +162,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 # The modules at the root that every layer may import; they import nothing but one another.
-ROOT_MODULES = ("errors", "dtypes", "ray_env", "orphan_guard", "console")
+ROOT_MODULES = ("errors", "dtypes", "ray_runtime", "ray_env", "orphan_guard", "console")
 
 # Bottom first: (package, the packages it may import besides ROOT_MODULES). A package may import
 # only packages listed before it, so no package imports one above it and no two packages import
