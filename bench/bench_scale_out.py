@@ -69,7 +69,7 @@ def _environment(replicas: int, args: argparse.Namespace, tokenizer: str):
     from nemo_genrm.config import GenRMConfig, validate
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.judges.placement import acquire_resources
-    from nemo_genrm.judges.pooled import PooledJudge
+    from nemo_genrm.judges.pooled_judge import PooledJudge
     from nemo_genrm.testing.rule_workers import rule_worker_spec
 
     resources = {"gpus_per_replica": 0, "cpus_per_replica": 0.5, "num_replicas": replicas,

@@ -181,7 +181,12 @@ class JudgeConfig(StrictModel):
     """The frozen judge LLM and the engine that runs it."""
 
     backend: Literal["dtensor", "vllm", "http"] = Field(
-        "dtensor", description="Engine: transformers+DTensor, vLLM, or an OpenAI-compatible server."
+        "dtensor",
+        description=(
+            "Engine: dtensor (a transformers model sharded with DTensor, named as NeMo-RL names its "
+            "transformers backend; the code is nemo_genrm.judges.transformers), vLLM, or an "
+            "OpenAI-compatible server."
+        ),
     )
     model_name: str = Field(
         ..., min_length=1, description="Checkpoint path or hub id; for http, the served model name."

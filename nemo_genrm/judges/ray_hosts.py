@@ -2,7 +2,7 @@
 
 :class:`WorkerHost` is the body of every judge worker actor: a thin shell that builds a plain
 engine worker class (the logic lives there and stays testable without Ray) and forwards method
-calls to it. :class:`WorkerSpec` says what a :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`
+calls to it. :class:`WorkerSpec` says what a :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`
 starts per rank; :func:`check_placement` and :class:`~nemo_genrm.errors.JudgeStartupError` (defined
 with the package's other errors, importable from here too) reject layouts and actors that cannot
 start, saying why (:func:`describe_pending_actor`).

@@ -3,7 +3,7 @@
 Each replica is ``ranks_per_replica`` Ray actors (its tensor-parallel ranks). An actor is a
 :class:`~nemo_genrm.judges.ray_hosts.WorkerHost`, a thin shell that builds a plain engine worker
 class (the logic lives there and stays testable without Ray) and forwards method calls to it.
-:class:`ReplicaSet` starts them and brings them back; :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`
+:class:`ReplicaSet` starts them and brings them back; :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`
 hands them work.
 
 - At start-up every actor must be up within ``fault_tolerance.startup_timeout_s`` (an actor that

@@ -1,7 +1,7 @@
 """A stand-in engine worker whose reply is a known function of the prompt, for the replica pool.
 
 :class:`RuleWorker` implements the token-level protocol of the engine workers that
-:class:`~nemo_genrm.judges.pooled.PooledJudge` runs on Ray (``generate_fitted``,
+:class:`~nemo_genrm.judges.pooled_judge.PooledJudge` runs on Ray (``generate_fitted``,
 ``score_fitted``, ``sleep``, ``wake``) and answers ``rule(last user message)`` for each fitted
 prompt, with the rules of :mod:`nemo_genrm.testing.rule_judges` (``same_value``: ``1`` when the
 reference and the candidate hold the same ``ans-<n>`` value). Rewards through the real pool, the

@@ -33,7 +33,7 @@ import pytest
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.placement import acquire_resources
-from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.pooled_judge import PooledJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_tokenizer
 from nemo_genrm.testing.cluster import SimulatedCluster
 from nemo_genrm.testing.rule_workers import rule_worker_spec
