@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nemo_genrm.testing.stand_in_judges import shown_responses
+from nemo_genrm.testing.integrity_judges import shown_responses
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env import environment as environment_module
