@@ -7,7 +7,7 @@ replicas, one per node) and times the same environment ``step`` (the same distin
 answer extraction, prompt building, fitting, dedup, dispatch over the replicas, verdicts,
 rewards) on each, in alternation so load drifts hit all three alike.
 
-The engine is a stand-in (:class:`nemo_genrm.testing.rule_workers.RuleWorker`) that answers by a
+The engine is a stand-in (:class:`nemo_genrm.testing.tagged_value_workers.RuleWorker`) that answers by a
 rule of the prompt after sleeping ``--chunk-ms`` per chunk: it holds no CPU, so N replicas could
 run N chunks at once on any machine, and the ideal is exactly N times one replica. What keeps a
 run from the ideal is the package's own work and coordination (the driver's fitting and
@@ -69,8 +69,8 @@ def _environment(replicas: int, args: argparse.Namespace, tokenizer: str):
     from nemo_genrm.config import GenRMConfig, validate
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.judges.placement import acquire_resources
-    from nemo_genrm.judges.pooled import PooledJudge
-    from nemo_genrm.testing.rule_workers import rule_worker_spec
+    from nemo_genrm.judges.pooled_judge import PooledJudge
+    from nemo_genrm.testing.tagged_value_workers import rule_worker_spec
 
     resources = {"gpus_per_replica": 0, "cpus_per_replica": 0.5, "num_replicas": replicas,
                  "node_labels": JUDGE_NODE}
@@ -94,7 +94,7 @@ def _in_process(args: argparse.Namespace, tokenizer: str):
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.judges.fitting import PromptFitter
     from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
-    from nemo_genrm.testing.rule_workers import RuleWorker
+    from nemo_genrm.testing.tagged_value_workers import RuleWorker
 
     config = JudgeConfig(model_name=tokenizer, max_model_len=1024, sampling={"max_new_tokens": 4},
                          batching={"max_batch_size": args.batch})

@@ -7,9 +7,10 @@ This module imports nothing from ``nemo_genrm``: every other module may import i
 - :class:`JudgeUnavailableError`: the judge cannot answer any more and will not recover
   (training stops instead of running on zero rewards);
 - :class:`JudgeStartupError`: the judge's workers did not start (which, and why);
+- :func:`is_fatal`: whether a judge exception stops training rather than becoming ``judge_error``;
 - :class:`Reason`: why a sample got its reward;
-- :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`: engine error codes that are not sample reasons
-  themselves (the environment maps them to ``too_long`` and ``judge_error``).
+- :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`, :data:`ENGINE_ERROR`: engine error codes that are
+  not sample reasons themselves (the environment maps them to ``too_long`` and ``judge_error``).
 
 The exceptions cross Ray's boundaries whole: each pickles with the arguments it was built from
 (``__reduce__``), so an error raised in an actor reaches the driver with the same message and
@@ -72,6 +73,15 @@ def _rebuild_config_error(cls: type[ConfigError], problems: list[str], source: s
     return cls(problems, source=source)
 
 
+def is_fatal(exc: BaseException) -> bool:
+    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
+
+    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
+    more, and a judge that stayed unavailable past its grace period will not come back.
+    """
+    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
+
+
 class Reason(StrEnum):
     """Why a sample got its reward (the ``genrm/<reason>`` metric counts each).
 
@@ -107,3 +117,7 @@ PROMPT_TOO_LONG = "prompt_too_long"
 
 TIMEOUT = "timeout"
 """Engine error: the call passed its deadline (sample: ``judge_error``)."""
+
+ENGINE_ERROR = "engine_error"
+"""Engine error: the engine failed without a more precise code (sample: ``judge_error``; the
+judge service answers it with a 500)."""

@@ -8,7 +8,7 @@ later and a worker may run on. And the process the user started is often not the
 ``uv run``, ``uv`` is the driver's parent, and a ``kill -9`` of ``uv`` leaves the driver (and its
 training) running with nobody to stop it.
 
-So :func:`nemo_genrm.ray_env.ensure_ray` starts this guard when it starts a local cluster, in a
+So :func:`nemo_genrm.ray_runtime.ensure_ray` starts this guard when it starts a local cluster, in a
 session of its own so that a terminal's Ctrl-C or a signal to the process group does not reach it:
 
 - it watches the driver and the launcher that started it: the chain of ``uv`` processes above

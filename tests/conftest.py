@@ -84,7 +84,7 @@ def start_session_ray() -> None:
     """
     import ray
 
-    from nemo_genrm.ray_env import job_runtime_env
+    from nemo_genrm.ray_runtime import job_runtime_env
 
     # A loaded 2-core machine occasionally times out Ray's node start-up; one retry covers it.
     for attempt in range(2):

@@ -2,7 +2,7 @@
 
 The reference is written from the models themselves (types, defaults, descriptions), so it cannot
 drift from the code. This module knows how to draw any model; which models the package documents
-is decided above every package that defines one, by :mod:`nemo_genrm.docs` (the command that
+is decided above every package that defines one, by :mod:`nemo_genrm.config_reference` (the command that
 writes and checks ``docs/configuration.md``), so ``config/`` never imports the driver or the
 service whose schemas it draws.
 """
@@ -122,4 +122,4 @@ def render(sections: Sequence[Section], command: str) -> str:
 if __name__ == "__main__":
     # The command moved above the packages whose schemas it documents; say so rather than exit 0,
     # which a stale `--check` in a script would read as "current".
-    sys.exit("run `uv run python -m nemo_genrm.docs --write` (or --check) to regenerate docs/configuration.md")
+    sys.exit("run `uv run python -m nemo_genrm.config_reference --write` (or --check) to regenerate docs/configuration.md")

@@ -56,6 +56,13 @@ class SamplingConfig(StrictModel):
         """Most tokens one reply may take: ``max_new_tokens``, plus ``verdict_tokens`` for a reasoning judge."""
         return self.max_new_tokens + (self.reasoning.verdict_tokens if self.reasoning.enabled else 0)
 
+    @property
+    def reply_settings(self) -> str:
+        """The settings :attr:`reply_tokens` adds up, as a message names them."""
+        if self.reasoning.enabled:
+            return "sampling.max_new_tokens + sampling.reasoning.verdict_tokens"
+        return "sampling.max_new_tokens"
+
 
 class BatchingConfig(StrictModel):
     """How prompts are cut into engine batches."""
@@ -174,7 +181,12 @@ class JudgeConfig(StrictModel):
     """The frozen judge LLM and the engine that runs it."""
 
     backend: Literal["dtensor", "vllm", "http"] = Field(
-        "dtensor", description="Engine: transformers+DTensor, vLLM, or an OpenAI-compatible server."
+        "dtensor",
+        description=(
+            "Engine: dtensor (a transformers model sharded with DTensor, named as NeMo-RL names its "
+            "transformers backend; the code is nemo_genrm.judges.transformers), vLLM, or an "
+            "OpenAI-compatible server."
+        ),
     )
     model_name: str = Field(
         ..., min_length=1, description="Checkpoint path or hub id; for http, the served model name."
@@ -207,16 +219,24 @@ class JudgeConfig(StrictModel):
             return self.vllm.tensor_parallel_size
         return 1
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        """The prompt budget: the longest prompt the judge's context holds beside its reply.
+
+        ``max_model_len`` minus :attr:`SamplingConfig.reply_tokens` (``max_new_tokens``, plus
+        ``reasoning.verdict_tokens`` for a reasoning judge). Computed here only: every engine
+        fits its prompts to it, and the start-up check, the judge service and RewardBench count
+        against it.
+        """
+        return self.max_model_len - self.sampling.reply_tokens
+
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
         problems = []
         reasoning = self.sampling.reasoning
-        if self.sampling.reply_tokens >= self.max_model_len:
-            what = "sampling.max_new_tokens"
-            if reasoning.enabled:
-                what += " + sampling.reasoning.verdict_tokens"
+        if self.max_prompt_tokens < 1:
             problems.append(
-                f"{what} ({self.sampling.reply_tokens}) must be smaller than max_model_len "
+                f"{self.sampling.reply_settings} ({self.sampling.reply_tokens}) must be smaller than max_model_len "
                 f"({self.max_model_len}): raise max_model_len or lower max_new_tokens"
             )
         if reasoning.enabled:

@@ -92,7 +92,7 @@ class PromptConfig(StrictModel):
         ge=0,
         description=(
             "At start-up the template is rendered with question, reference and answer empty; if "
-            "judge.max_model_len minus sampling.max_new_tokens leaves fewer tokens than this "
+            "the judge's prompt budget (judge.max_model_len minus the reply's tokens) leaves fewer tokens than this "
             "for them, the config is refused (every sample would be too_long). 0: only the "
             "fixed part must fit."
         ),

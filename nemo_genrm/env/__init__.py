@@ -9,8 +9,11 @@
 - :mod:`~nemo_genrm.env.gather`: GRPO groups gathered by key across calls (``pairwise_group``
   with ``group_size``), whole or masked; :mod:`~nemo_genrm.env.intake` routes a call through
   both;
-- :mod:`~nemo_genrm.env.startup`: starting the judges on their resources, where they run;
-- :mod:`~nemo_genrm.env.support`: judge counters, fatal errors, tokenizer specials, worker facts.
+- :mod:`~nemo_genrm.env.startup`: starting the judges on their resources, putting a colocated
+  one to sleep, where they run;
+- :mod:`~nemo_genrm.env.answer_room`: the room a judge's context leaves for the answer, checked
+  at start-up and watched at run time;
+- :mod:`~nemo_genrm.env.special_tokens`: the judges' special tokens, defused inside answers.
 
 What a sample is on its way (its prepared input, its result, the step's counters) is
 :mod:`nemo_genrm.samples`, below both this package and the reward modes it dispatches to.

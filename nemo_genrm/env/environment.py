@@ -51,31 +51,21 @@ from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.coalesce import CarriedResults, carry_key
 from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
-from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
+from nemo_genrm.env.answer_room import TooLongWatch, check_answer_room, judge_tokenizers
 from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
-from nemo_genrm.samples.metrics import StepTally
-from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
-from nemo_genrm.env.support import (
-    add_call_counts,
-    is_fatal,
-    sleep_judge,
-    tokenizer_special_tokens,
-    warn_unknown_special_tokens,
-)
+from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
+from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, sleep_judge, start_judge
+from nemo_genrm.env.special_tokens import tokenizer_special_tokens, warn_unknown_special_tokens
 from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
-from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.errors import JudgeClosedError, is_fatal
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 from nemo_genrm.judges.placement import JudgeResources
 
 logger = logging.getLogger(__name__)
-
-LATENCY_WINDOW = 100
-"""Judge calls kept for the latency percentiles."""
-
 
 class _SharedCallFailed(Exception):
     """A judge call shared by several units of step calls raised; retry each unit alone."""
@@ -168,7 +158,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         except BaseException:
             self.shutdown()
             raise
-        self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
+        self._latencies: collections.deque[float] = collections.deque(maxlen=RECENT_JUDGE_CALLS)
         self._last = StepTally()
         self._since_global = StepTally()
         self._metrics_lock = threading.Lock()
@@ -339,11 +329,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         judges = [self._require_judge(), *self._members]
         configs = [self.cfg.judge, *self.cfg.reward.judges]
         verdict_from = [c.verdict_from for c in configs]
-        budgets = [c.sampling.max_new_tokens for c in configs]
+        budgets = [c.sampling.reply_tokens for c in configs]
 
         def ask(member: int, requests: list[JudgeRequest], reader: Reader) -> list[Vote]:
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
-                return read_replies(judge, batch, reader, verdict_from[member], max_new_tokens=budgets[member])
+                return read_replies(judge, batch, reader, verdict_from[member], reply_tokens=budgets[member])
 
             if not self.cfg.reward.dedup:
                 return self._judge_all(requests, tally, judges[member], call, isolate=isolate)
@@ -401,7 +391,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             # Counted on every path: a shared call that failed (and is retried per caller) still
             # sent its prompts; the token and error counts are those of the results it returned.
             tally.judge_prompts += len(requests)
-            add_call_counts(tally, counter.counts)
+            tally.judge.add(counter.counts)
         return outcomes
 
     # -------------------------------------------------------------------------- metrics
@@ -497,7 +487,7 @@ failure to start as the package's own error. NeMo-RL starts it from its registry
 Its methods are those of :class:`GenRMEnvironmentImpl` (``step``,
 ``global_post_process_and_metrics``, ``last_metrics``, ``shutdown``) and ``ready``. It is a
 threaded actor, so concurrent ``step`` calls share judge calls, and it runs on the driver's
-interpreter (:mod:`nemo_genrm.ray_env`): a caller that passes ``.options(runtime_env=...)``
+interpreter (:mod:`nemo_genrm.ray_runtime`): a caller that passes ``.options(runtime_env=...)``
 replaces that default and should build its runtime environment with
-:func:`nemo_genrm.ray_env.actor_runtime_env`.
+:func:`nemo_genrm.ray_runtime.actor_runtime_env`.
 """

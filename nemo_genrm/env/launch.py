@@ -42,7 +42,7 @@ from nemo_genrm.judges.placement import (
     plan_separate,
     separate_problems,
 )
-from nemo_genrm.ray_env import ensure_ray
+from nemo_genrm.ray_runtime import ensure_ray
 
 logger = logging.getLogger(__name__)
 
@@ -182,14 +182,14 @@ def preflight(cfg: GenRMConfig, placement_group: Any = None) -> None:
     """Every start-up check the driver can make before the actor exists, reported at once.
 
     The judges' checkpoints and tokenizers (:func:`~nemo_genrm.env.startup.check_judge_sources`),
-    the room their context leaves for an answer (:func:`~nemo_genrm.env.room.check_answer_room`,
+    the room their context leaves for an answer (:func:`~nemo_genrm.env.answer_room.check_answer_room`,
     with the tokenizers loaded here) and the layout (:func:`check_layout`). NeMo-RL's
     ``create_env`` returns before the actor has started its judge, so these are what it reports.
 
     Raises:
         ConfigError: Every problem found, each saying what to change.
     """
-    from nemo_genrm.env.room import check_answer_room, judge_tokenizers
+    from nemo_genrm.env.answer_room import check_answer_room, judge_tokenizers
     from nemo_genrm.env.startup import check_judge_sources
     from nemo_genrm.modes import build_mode
     from nemo_genrm.prompts import PromptBuilder

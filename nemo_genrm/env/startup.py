@@ -1,20 +1,25 @@
-"""Starting the environment's judges on resources of their own, and saying where they run."""
+"""Starting the environment's judges on resources of their own, putting a colocated one to sleep,
+and saying where they run."""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import ray
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
-from nemo_genrm.env.support import worker_facts
 from nemo_genrm.judges.base import Judge
 from nemo_genrm.judges.fitting import missing_folder
 from nemo_genrm.judges.placement import JudgeResources, acquire_resources
+from nemo_genrm.samples.metrics import StepTally
+
+logger = logging.getLogger(__name__)
 
 
 def judge_config(cfg: GenRMConfig) -> JudgeConfig:
@@ -70,7 +75,7 @@ def check_judge_sources(cfg: GenRMConfig) -> None:
     is installed in this Python (the actor's: it runs on the driver's interpreter).
 
     The tokenizer (``judge.tokenizer``, else ``model_name``) is checked by loading it
-    (:func:`~nemo_genrm.env.room.check_answer_room`); here a local ``model_name`` must hold a
+    (:func:`~nemo_genrm.env.answer_room.check_answer_room`); here a local ``model_name`` must hold a
     ``config.json``, and one the tokenizer load does not read (``judge.tokenizer`` set) must
     exist. Hub ids are left to the engine. An HTTP judge's ``model_name`` is the server's name
     for it and is not checked.
@@ -158,3 +163,27 @@ def placement_info(resources: JudgeResources | None, judge: Judge) -> dict[str, 
     for hosts in (actors() if callable(actors) else actors) or []:
         info["replicas"].append(ray.get([h.__ray_call__.remote(worker_facts) for h in hosts], timeout=60))
     return info
+
+
+def sleep_judge(judge: Judge, tally: StepTally) -> None:
+    """Put a colocated judge to sleep, timing it into ``tally``; a failure is logged, the
+    verdicts are kept."""
+    t0 = time.perf_counter()
+    try:
+        judge.sleep()
+    except Exception:
+        logger.exception("could not put the colocated judge to sleep")
+    tally.sleep_s += time.perf_counter() - t0
+
+
+def worker_facts(_host: Any) -> dict[str, Any]:
+    """Runs inside a judge worker actor: its pid, resources and placement group."""
+    import os
+
+    context = ray.get_runtime_context()
+    return {
+        "pid": os.getpid(),
+        "resources": context.get_assigned_resources(),
+        "placement_group_id": context.get_placement_group_id(),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+    }

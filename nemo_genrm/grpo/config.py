@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 
 from nemo_genrm.config import GenRMConfig, StrictModel
 from nemo_genrm.config.loading import load_config, report_problems, to_container, validate
+from nemo_genrm.samples.groups import group_size_problems
 
 __all__ = [
     "AdamWKwargs",
@@ -284,7 +285,12 @@ class GRPOMasterConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOMasterConfig:
-        report_problems(self, _batch_problems(self) + _placement_problems(self) + _resume_problems(self))
+        groups = group_size_problems(
+            self.env.genrm.reward,
+            per_prompt=self.grpo.num_generations_per_prompt,
+            per_prompt_setting="grpo.num_generations_per_prompt",
+        )
+        report_problems(self, _batch_problems(self) + groups + _placement_problems(self) + _resume_problems(self))
         return self
 
 

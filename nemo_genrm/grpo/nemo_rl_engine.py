@@ -369,7 +369,7 @@ def _data_and_envs(inputs: NemoRLInputs, master: Any, tokenizer: Any) -> tuple[A
 
         return setup_response_data(tokenizer, master.data, master.env)
     from nemo_genrm.env.environment import GenRMEnvironment
-    from nemo_genrm.ray_env import actor_options
+    from nemo_genrm.ray_runtime import actor_options
 
     train, val = datasets_for(inputs, tokenizer)
     env = GenRMEnvironment.options(**actor_options(num_cpus=0)).remote(master.env["genrm"])

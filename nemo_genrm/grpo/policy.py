@@ -21,7 +21,7 @@ import torch
 from nemo_genrm.dtypes import DTYPES
 from nemo_genrm.grpo.config import LossFnConfig, PolicyConfig
 from nemo_genrm.grpo.loss import clipped_pg_loss
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 
 logger = logging.getLogger(__name__)
 

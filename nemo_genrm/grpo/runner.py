@@ -39,7 +39,7 @@ from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
 from nemo_genrm.orphan_guard import start_guard
 from nemo_genrm.grpo.policy import PolicyActor
-from nemo_genrm.ray_env import actor_options, ensure_ray
+from nemo_genrm.ray_runtime import actor_options, ensure_ray
 
 logger = logging.getLogger(__name__)
 

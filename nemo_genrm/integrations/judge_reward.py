@@ -115,13 +115,11 @@ def check_per_sample(cfg: Any, per_sample: str | None) -> None:
             would rank whatever arrived together instead of waiting for each group.
     """
     from nemo_genrm.config import ConfigError
+    from nemo_genrm.samples.groups import group_size_problems
 
-    if per_sample is not None and cfg.reward.mode == "pairwise_group" and cfg.reward.pairwise_group.group_size is None:
-        raise ConfigError(
-            f"reward.mode pairwise_group: {per_sample} sends the responses one by one, so set "
-            "env.genrm.reward.pairwise_group.group_size to the number of responses per prompt "
-            "(a judge call then waits for each group, by its key, up to group_wait_ms)"
-        )
+    problems = group_size_problems(cfg.reward, one_by_one=per_sample)
+    if problems:
+        raise ConfigError(problems)
 
 
 def rubric_items(value: Any) -> Any:

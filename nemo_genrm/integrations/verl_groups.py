@@ -50,7 +50,7 @@ from nemo_genrm.config import GenRMConfig
 from nemo_genrm.env.launch import STARTUP_ERRORS, keep_start_error
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
-from nemo_genrm.ray_env import actor_options
+from nemo_genrm.ray_runtime import actor_options
 from nemo_genrm.integrations.verl_padding import BatchSlot, PaddedBatches
 
 logger = logging.getLogger(__name__)

@@ -69,6 +69,10 @@ class JudgeStats:
     ``reasoning_lengths`` counts the replies of a reasoning judge by their thought's length in
     tokens (length -> replies; bounded by the budget, so it can be summed over a whole run);
     ``reasoning_closed`` and ``reasoning_truncated`` count the thoughts cut at their budget.
+
+    These are the only names of the engine counters: the environment's step tally holds one of
+    these (``StepTally.judge``), and :meth:`~nemo_genrm.samples.metrics.StepTally.metrics` names
+    the ``genrm/*`` metric of each (``errors`` is ``genrm/engine_errors``, and so on).
     """
 
     generate_calls: int = 0
@@ -88,19 +92,20 @@ class JudgeStats:
     reasoning_truncated: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def merge(self, other: JudgeStats) -> JudgeStats:
-        """Sum two sets of counters (e.g. over replicas)."""
-        merged = JudgeStats(
-            **{
-                name: getattr(self, name) + getattr(other, name)
-                for name in self.__dataclass_fields__
-                if name not in ("extra", "reasoning_lengths")
-            }
-        )
-        merged.reasoning_lengths = dict(self.reasoning_lengths)
+    def add(self, other: JudgeStats) -> None:
+        """Add ``other``'s counters into these (``extra``: ``other``'s entries win)."""
+        for name in self.__dataclass_fields__:
+            if name not in ("extra", "reasoning_lengths"):
+                setattr(self, name, getattr(self, name) + getattr(other, name))
         for length, count in other.reasoning_lengths.items():
-            merged.reasoning_lengths[length] = merged.reasoning_lengths.get(length, 0) + count
-        merged.extra = {**self.extra, **other.extra}
+            self.reasoning_lengths[length] = self.reasoning_lengths.get(length, 0) + count
+        self.extra.update(other.extra)
+
+    def merge(self, other: JudgeStats) -> JudgeStats:
+        """Sum two sets of counters (e.g. over replicas) into new ones; neither is changed."""
+        merged = JudgeStats()
+        merged.add(self)
+        merged.add(other)
         return merged
 
     @classmethod

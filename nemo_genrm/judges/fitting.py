@@ -3,8 +3,9 @@
 Two building blocks of the judge pipeline (transformers, vLLM; the HTTP engine fits too):
 
 - :func:`fit_prompt` renders a request with the judge tokenizer's chat template and, when the
-  prompt is longer than ``max_model_len - max_new_tokens``, shortens the candidate answer at its
-  place (``JudgeRequest.span``, set by the prompt builder) in the last message: its head and
+  prompt is longer than the judge's prompt budget (``JudgeConfig.max_prompt_tokens``), shortens
+  the candidate answer at its place (``JudgeRequest.span``, set by the prompt builder) in the
+  last message: its head and
   tail are kept around a short elision marker, with the cut found by binary search. The instructions, the question
   and the reference are never touched. A prompt that cannot fit is the ``prompt_too_long`` error.
 - :func:`plan_batches` sorts prompts by length (so a batch pads little) and cuts batches by a
@@ -77,7 +78,7 @@ def prompt_tokens(request: RequestLike, tokenizer: Any) -> int:
     """Tokens of ``request`` as the judge is sent it (chat template and generation prompt included).
 
     Rendered with every field empty, this is the fixed part of a template: what the question,
-    reference and answer must fit beside (see :mod:`nemo_genrm.env.room`).
+    reference and answer must fit beside (see :mod:`nemo_genrm.env.answer_room`).
     """
     return len(render_ids(JudgeRequest.of(request).messages, tokenizer))
 
@@ -119,7 +120,7 @@ def fit_prompt(request: RequestLike, tokenizer: Any, max_prompt_tokens: int) -> 
     Args:
         request: The conversation (``JudgeRequest`` or a list of messages).
         tokenizer: The judge's ``transformers`` tokenizer (with a chat template).
-        max_prompt_tokens: Longest prompt allowed (``max_model_len - max_new_tokens``).
+        max_prompt_tokens: Longest prompt allowed (``JudgeConfig.max_prompt_tokens``).
 
     Returns:
         A :class:`FittedPrompt`; its ``error`` is ``prompt_too_long`` when even the fully
@@ -264,7 +265,7 @@ class PromptFitter:
 
     Args:
         tokenizer_name: Path or hub id of the tokenizer.
-        max_prompt_tokens: Longest prompt allowed (``max_model_len - max_new_tokens``).
+        max_prompt_tokens: Longest prompt allowed (``JudgeConfig.max_prompt_tokens``).
         tokenizer: The tokenizer itself, when already loaded (``tokenizer_name`` is then unused).
     """
 
@@ -283,15 +284,28 @@ class PromptFitter:
             ConfigError: The tokenizer cannot be loaded; the message names ``judge.tokenizer``
                 or ``judge.model_name``, whichever gave the name.
         """
-        budget = judge_config.max_model_len - judge_config.sampling.reply_tokens
         if tokenizer is None:
-            setting = "judge.tokenizer" if judge_config.tokenizer else "judge.model_name"
-            tokenizer = load_tokenizer(judge_config.tokenizer_name, setting=setting)
-        return cls(judge_config.tokenizer_name, budget, tokenizer=tokenizer)
+            tokenizer = load_judge_tokenizer(judge_config)
+        return cls(judge_config.tokenizer_name, judge_config.max_prompt_tokens, tokenizer=tokenizer)
 
     def fit(self, batch: Sequence[RequestLike]) -> list[FittedPrompt]:
         """Fit every request of ``batch`` (see :func:`fit_prompt`), in order."""
         return [fit_prompt(item, self.tokenizer, self.max_prompt_tokens) for item in batch]
+
+
+def load_judge_tokenizer(judge_config: Any, where: str = "judge") -> Any:
+    """A judge's tokenizer (:func:`load_tokenizer`), its error naming the setting that gave the name.
+
+    Args:
+        judge_config: The judge's ``JudgeConfig``.
+        where: Where that section sits (``judge``, ``reward.judges[1]``), for the message.
+
+    Raises:
+        ConfigError: The tokenizer cannot be loaded; the message names ``<where>.tokenizer`` or
+            ``<where>.model_name``, whichever gave the name.
+    """
+    setting = f"{where}.tokenizer" if judge_config.tokenizer else f"{where}.model_name"
+    return load_tokenizer(judge_config.tokenizer_name, setting=setting)
 
 
 def load_tokenizer(name: str, *, setting: str = "judge.tokenizer") -> Any:

@@ -62,7 +62,7 @@ import httpx
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.deadline import remaining_s
-from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.errors import PROMPT_TOO_LONG, JudgeClosedError
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -125,7 +125,7 @@ class HttpJudge(Judge):
     Args:
         judge_config: The judge section (or a dict of one); ``model_name`` is the served model name,
             ``http.base_url`` the server root including ``/v1``. When ``tokenizer`` is set (a
-            local path), prompts longer than ``max_model_len - max_new_tokens`` are shortened
+            local path), prompts longer than its prompt budget (``max_prompt_tokens``) are shortened
             on the client with :func:`nemo_genrm.judges.fitting.fit_prompt`; otherwise they are
             sent as they are and a server-side length error becomes a ``prompt_too_long`` sample.
         fault_tolerance: Its ``step_timeout_s`` is the deadline of one :meth:`generate` /
@@ -211,7 +211,7 @@ class HttpJudge(Judge):
     def generate_counted(self, batch: Sequence[RequestLike]) -> tuple[list[Generation], JudgeStats]:
         """See :meth:`Judge.generate_counted`; requests and retries sent are under ``extra``."""
         sampling = self.config.sampling
-        prepared = self._prepare(batch, sampling.reply_tokens)
+        prepared = self._prepare(batch)
         extra = {"max_tokens": sampling.reply_tokens}
         outcomes, unreachable = self._send(prepared, extra)
         results = []
@@ -351,7 +351,7 @@ class HttpJudge(Judge):
     ) -> tuple[list[tuple[dict[str, float] | str, bool, int]], list[RequestOutcome], bool]:
         """Per request: (token -> logprob, or an error code), truncated, prompt tokens; the
         transport outcomes; whether no request reached the server."""
-        prepared = self._prepare(batch, 1)
+        prepared = self._prepare(batch)
         extra = {"max_tokens": 1, "logprobs": True, "top_logprobs": k}
         outcomes, unreachable = self._send(prepared, extra)
         rows: list[tuple[dict[str, float] | str, bool, int]] = []
@@ -381,17 +381,20 @@ class HttpJudge(Judge):
             )
         return rows, outcomes, unreachable
 
-    def _prepare(self, batch: Sequence[RequestLike], max_new_tokens: int) -> list[_Prepared]:
-        """Messages to send per request, shortened to fit when a tokenizer is configured."""
+    def _prepare(self, batch: Sequence[RequestLike]) -> list[_Prepared]:
+        """Messages to send per request, shortened to fit when a tokenizer is configured.
+
+        Every call fits to the judge's prompt budget (``JudgeConfig.max_prompt_tokens``), scoring
+        too, so a prompt is shortened alike here and in every other engine.
+        """
         requests = [JudgeRequest.of(item) for item in batch]
         if self._tokenizer is None:
             return [_Prepared(messages=[dict(m) for m in req.messages], vote=req.vote) for req in requests]
         from nemo_genrm.judges.fitting import fit_prompt
 
-        budget = self.config.max_model_len - max_new_tokens
         prepared = []
         for req in requests:
-            fitted = fit_prompt(req, self._tokenizer, budget)
+            fitted = fit_prompt(req, self._tokenizer, self.config.max_prompt_tokens)
             if fitted.error is not None or fitted.messages is None:
                 prepared.append(
                     _Prepared(messages=None, error=fitted.error, truncated=fitted.truncated, vote=req.vote)
@@ -425,7 +428,7 @@ class HttpJudge(Judge):
 
         def job(prep: _Prepared) -> Any:
             if prep.messages is None:
-                return lambda: failed_request(prep.error or "prompt_too_long")
+                return lambda: failed_request(prep.error or PROMPT_TOO_LONG)
             payload = {**base, "messages": prep.messages}
             if sampling.temperature > 0:  # each vote its own draw: servers repeat an equal (prompt, seed)
                 payload["seed"] = sampling.seed + prep.vote

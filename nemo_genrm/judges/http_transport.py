@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
+from nemo_genrm.errors import PROMPT_TOO_LONG, TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges.restart_budget import Availability
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ T = TypeVar("T")
 MAX_RETRY_DELAY_S = 30.0
 """Longest wait before one retry, whatever the backoff or ``Retry-After`` says."""
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_TOO_LONG_HINTS = ("context length", "maximum context", "too long", "prompt_too_long")
+_TOO_LONG_HINTS = ("context length", "maximum context", "too long", PROMPT_TOO_LONG)
 _HUNG_ERRORS = frozenset({"http_timeout", "http_connect"})
 UNREACHABLE_ERRORS = frozenset({*_HUNG_ERRORS, TIMEOUT})
 """Request errors that say the server was not reached: refused or dropped connections, timeouts."""
@@ -226,7 +226,7 @@ def status_error(response: httpx.Response) -> str:
     if response.status_code in (400, 413, 422):
         text = response.text.lower()
         if any(hint in text for hint in _TOO_LONG_HINTS):
-            return "prompt_too_long"
+            return PROMPT_TOO_LONG
     return f"http_{response.status_code}"
 
 

@@ -11,8 +11,8 @@ A runner runs ``worker.<method>(*payload)`` per chunk:
 
 - :class:`LocalRunner`: one engine worker in this process (tests, RewardBench, the judge
   service, benchmarks); a worker exception propagates to the caller;
-- :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`: replicas on Ray with restarts and a
-  per-call deadline (:mod:`nemo_genrm.judges.pooled`); a failed chunk ends as an error.
+- :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`: replicas on Ray with restarts and a
+  per-call deadline (:mod:`nemo_genrm.judges.pooled_judge`); a failed chunk ends as an error.
 
 Engine workers implement only the token-level protocol: ``generate_fitted(prompts)``,
 ``score_fitted(prompts, labels)``, ``top_logprobs_fitted(prompts, k)``, ``sleep()``,

@@ -2,7 +2,7 @@
 
 :class:`WorkerHost` is the body of every judge worker actor: a thin shell that builds a plain
 engine worker class (the logic lives there and stays testable without Ray) and forwards method
-calls to it. :class:`WorkerSpec` says what a :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`
+calls to it. :class:`WorkerSpec` says what a :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`
 starts per rank; :func:`check_placement` and :class:`~nemo_genrm.errors.JudgeStartupError` (defined
 with the package's other errors, importable from here too) reject layouts and actors that cannot
 start, saying why (:func:`describe_pending_actor`).
@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from nemo_genrm.errors import ConfigError, JudgeStartupError  # noqa: F401 - JudgeStartupError: its old import path
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 
 
 def free_port() -> int:

@@ -3,7 +3,7 @@
 Each replica is ``ranks_per_replica`` Ray actors (its tensor-parallel ranks). An actor is a
 :class:`~nemo_genrm.judges.ray_hosts.WorkerHost`, a thin shell that builds a plain engine worker
 class (the logic lives there and stays testable without Ray) and forwards method calls to it.
-:class:`ReplicaSet` starts them and brings them back; :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`
+:class:`ReplicaSet` starts them and brings them back; :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`
 hands them work.
 
 - At start-up every actor must be up within ``fault_tolerance.startup_timeout_s`` (an actor that
@@ -34,7 +34,7 @@ hands them work.
   :meth:`ReplicaSet.check_available` raises :class:`~nemo_genrm.errors.JudgeUnavailableError`: the
   judge is gone, and training stops instead of training on zero rewards.
 
-Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_env`).
+Actors run on the driver's interpreter (:mod:`nemo_genrm.ray_runtime`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from nemo_genrm.judges.ray_hosts import (
     node_alive,
 )
 from nemo_genrm.judges.restart_budget import Availability, RestartBudget
-from nemo_genrm.ray_env import actor_options
+from nemo_genrm.ray_runtime import actor_options
 
 logger = logging.getLogger(__name__)
 

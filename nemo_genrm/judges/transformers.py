@@ -9,7 +9,7 @@
   RewardBench, the judge service, benchmarks).
 - :class:`TransformersJudge` (``judge.backend: dtensor``) is the judge pipeline over
   ``num_replicas`` replicas of ``dtensor.tensor_parallel_size`` Ray actors, each hosting a
-  worker; restarts and the call deadline are the :class:`~nemo_genrm.judges.ray_pool.ReplicaPool`'s.
+  worker; restarts and the call deadline are the :class:`~nemo_genrm.judges.replica_pool.ReplicaPool`'s.
 
 Tensor parallel (``world_size > 1``): the ranks of a replica join one ``torch.distributed``
 process group (gloo on CPU, nccl on GPU; ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/
@@ -46,7 +46,7 @@ from nemo_genrm.judges.hf_replies import ReplyMixin
 from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
-from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.pooled_judge import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
@@ -395,7 +395,7 @@ class LocalTransformersJudge(PipelineJudge):
 
 class TransformersJudge(PooledJudge):
     """The transformers judge on Ray: replicas for data parallelism, DTensor for tensor
-    parallelism (see :class:`~nemo_genrm.judges.pooled.PooledJudge` for the arguments)."""
+    parallelism (see :class:`~nemo_genrm.judges.pooled_judge.PooledJudge` for the arguments)."""
 
     @classmethod
     def worker_spec(cls, config: JudgeConfig, placement: Placement) -> WorkerSpec:

@@ -2,7 +2,7 @@
 
 :class:`VllmJudgeWorker` is the plain worker (no Ray; vLLM is imported when it is built, so this
 module imports without vLLM installed). :class:`VllmJudge` runs one per replica through the same
-:class:`~nemo_genrm.judges.pooled.PooledJudge` pipeline as the transformers engine (fitting,
+:class:`~nemo_genrm.judges.pooled_judge.PooledJudge` pipeline as the transformers engine (fitting,
 chunk planning, restarts, deadline, token-balanced chunks, input order). vLLM schedules and pads
 itself, so a chunk goes to ``LLM.generate`` whole.
 
@@ -40,7 +40,7 @@ from nemo_genrm.config import ConfigError, JudgeConfig
 from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
-from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.pooled_judge import PooledJudge
 from nemo_genrm.judges.reasoning import ReasoningBudget, ThoughtTokens, answer
 from nemo_genrm.judges.ray_hosts import WorkerSpec, default_actor_options
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise

@@ -25,11 +25,12 @@ from nemo_genrm.samples.types import (
     TOO_LONG,
     SampleResult,
 )
+from nemo_genrm.errors import PROMPT_TOO_LONG
 from nemo_genrm.guard.injection import Fenced, fence, keyed_nonce, neutralise
 from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
-_LENGTH_ERRORS = frozenset({"prompt_too_long"})
+_LENGTH_ERRORS = frozenset({PROMPT_TOO_LONG})
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def read_replies(
     reader: Reader,
     verdict_from: str,
     *,
-    max_new_tokens: int | None = None,
+    reply_tokens: int | None = None,
 ) -> list[Vote]:
     """Judge ``requests`` with ``judge`` and read each reply as a vote.
 
@@ -85,8 +86,9 @@ def read_replies(
         requests: The prompts.
         reader: Labels, values and parser of this kind of prompt.
         verdict_from: ``text`` (generate, then parse) or ``logprobs`` (score the two labels).
-        max_new_tokens: The judge's token budget: a reply that used all of it without a verdict
-            is a truncated parse failure.
+        reply_tokens: The judge's reply budget (``SamplingConfig.reply_tokens``: a reasoning
+            judge's thought and its ``verdict_tokens``): a reply that used all of it without a
+            verdict is a truncated parse failure.
 
     Returns:
         One vote per request.
@@ -100,16 +102,16 @@ def read_replies(
         return [_from_probs(s.probs, s.error, reader) for s in scores]
     generations = judge.generate(requests)
     _check_count(generations, requests)
-    return [_from_text(g, r.shrinkable, reader, max_new_tokens) for g, r in zip(generations, requests, strict=True)]
+    return [_from_text(g, r.shrinkable, reader, reply_tokens) for g, r in zip(generations, requests, strict=True)]
 
 
-def _from_text(generation: Generation, candidate: str | None, reader: Reader, max_new_tokens: int | None) -> Vote:
+def _from_text(generation: Generation, candidate: str | None, reader: Reader, reply_tokens: int | None) -> Vote:
     if generation.error is not None or generation.text is None:
         return Vote(error_reason(generation.error))
     # A copy of the candidate quoted in the reply is not read (it may hold a verdict).
     verdict = reader.parser.parse(generation.text, candidate=candidate)
     if verdict.value is None:
-        out_of_tokens = max_new_tokens is not None and generation.output_tokens >= max_new_tokens
+        out_of_tokens = reply_tokens is not None and generation.output_tokens >= reply_tokens
         return Vote(PARSE_FAILURE, why=TRUNCATED if out_of_tokens else verdict.reason)
     return Vote(JUDGED, verdict.value)
 

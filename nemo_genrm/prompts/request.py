@@ -21,7 +21,7 @@ class JudgeRequest:
     Attributes:
         messages: The chat messages (system and user), rendered with the judge's own chat template.
         shrinkable: The candidate answer as placed in the prompt: the text an engine may shorten
-            when the prompt does not fit in ``max_model_len - max_new_tokens`` (the instructions
+            when the prompt does not fit the judge's prompt budget (``JudgeConfig.max_prompt_tokens``; the instructions
             are never cut), and the text a verdict reader skips in the reply. ``None``: the
             prompt must fit as is, else the sample is a ``prompt_too_long`` error.
         span: ``(start, end)`` of ``shrinkable`` in the last message's content, where the

@@ -1,4 +1,4 @@
-"""The key that names a GRPO group: one prompt, whatever the framework passes with its responses.
+"""A GRPO group: the key that names its prompt, whatever the framework passes, and its size.
 
 A pairwise group is the responses to ONE prompt. What a framework sends with each response to
 tell its prompt varies, and a bare number is not enough: verl's preprocessing numbers the rows of
@@ -21,6 +21,10 @@ handed to it without groups, and the drop-ins only put their framework's parts i
 so every framework's path keys groups one way. :class:`GroupTag` is the group a sample was placed
 in, as the mode reads it.
 
+A group's size is ``reward.pairwise_group.group_size``; :func:`group_size_problems` says when
+that cannot be the trainer's (the driver's ``grpo.num_generations_per_prompt``), or when a
+framework that sends responses one by one leaves it unset.
+
 A caller whose tag names one group and never another (verl's ``uid``, drawn afresh for every
 prompt of every step and validation batch; a TRL call's own runs) says so with
 ``metadata["genrm_group_unique"] = True``: responses of that key past its group's size (verl's
@@ -40,7 +44,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from nemo_genrm.samples.types import BAD_INPUT, NO_ANSWER
 
 if TYPE_CHECKING:
+    from nemo_genrm.config import RewardConfig
     from nemo_genrm.samples.inputs import PreparedSample
+
+GROUP_SIZE_SETTING = "reward.pairwise_group.group_size"
+"""Where a GRPO group's size is set (under ``env.genrm``)."""
 
 SOURCE_FIELD = "data_source"
 """Metadata field holding the sample's data source (verl's ``data_source``)."""
@@ -199,3 +207,46 @@ def call_tags(keys: Sequence[GroupKey | None], scope: Hashable, size: int | None
         late = size is not None and seen[key] > size
         tags.append(GroupTag(id=(scope, key), key=key, whole=whole and not late, arrived=arrived, late=late))
     return tags
+
+
+def group_size_problems(
+    reward: RewardConfig,
+    *,
+    per_prompt: int | None = None,
+    per_prompt_setting: str = "",
+    one_by_one: str | None = None,
+    prefix: str = "env.genrm.",
+) -> list[str]:
+    """Why the pairwise groups could not be the trainer's GRPO groups (empty when they can).
+
+    Only ``reward.mode: pairwise_group`` ranks within groups; any other mode has no problem here.
+
+    Args:
+        reward: The validated ``reward`` section.
+        per_prompt: Responses the trainer draws per prompt, when known at config time.
+        per_prompt_setting: The setting that gave ``per_prompt`` (``grpo.num_generations_per_prompt``).
+        one_by_one: The framework's name when it sends the responses one by one (verl, NeMo Gym):
+            the groups must then be gathered, which needs the size.
+        prefix: Where the ``reward`` section sits, for the messages.
+
+    Returns:
+        One line per problem, naming both settings and the fix.
+    """
+    if reward.mode != "pairwise_group":
+        return []
+    size, setting = reward.pairwise_group.group_size, prefix + GROUP_SIZE_SETTING
+    problems = []
+    if one_by_one is not None and size is None:
+        problems.append(
+            f"reward.mode pairwise_group: {one_by_one} sends the responses one by one, so set {setting} to "
+            "the number of responses per prompt (a judge call then waits for each group, by its key, up "
+            "to group_wait_ms)"
+        )
+    if per_prompt is not None and size is not None and size != per_prompt:
+        problems.append(
+            f"{setting} ({size}) must equal {per_prompt_setting} ({per_prompt}): reward.mode pairwise_group "
+            f"ranks the responses to one prompt against each other, and a group of another size is never "
+            f"whole, so its responses would be masked (incomplete_group); set {setting}={per_prompt}, or "
+            "leave it unset (null) when every response of a prompt arrives in one step call"
+        )
+    return problems

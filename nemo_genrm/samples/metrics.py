@@ -42,7 +42,7 @@ turns it into the flat ``genrm/...`` dict loggers take. Definitions:
   judge replicas lost with their node during the step's judge calls (their work went to the
   other replicas; the pool relaunches them where Ray reschedules their placement).
 - ``genrm/judge_latency_s``: mean wall time of one judge call; ``genrm/judge_latency_s/p50``
-  and ``/p95`` over a window of recent calls (one call per step).
+  and ``/p95`` over the last :data:`RECENT_JUDGE_CALLS` calls (about one call per step).
 - ``genrm/step_time_s``: mean wall time of a step, all included; ``genrm/wake_s`` and
   ``genrm/sleep_s``: time spent waking and putting to sleep a colocated judge.
 - ``genrm/reasoning_tokens/mean``, ``/p95``, ``/max``: length of the judge's thought over the
@@ -58,11 +58,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
+from nemo_genrm.judges.base import JudgeStats
 from nemo_genrm.judges.results import reasoning_summary
 from nemo_genrm.samples.types import BAD_INPUT, JUDGED, PARSE_FAILURE, REASONS, SampleResult
 from nemo_genrm.verdicts import TRUNCATED
 
 PREFIX = "genrm/"
+
+RECENT_JUDGE_CALLS = 100
+"""Judge calls the environment's latency percentiles are over: about one call per step, so the
+last hundred steps, short enough that the percentiles follow a run as it drifts. (The judge
+service keeps a longer window, :data:`nemo_genrm.serve.metrics.RECENT_REQUESTS`: it answers many
+requests a second.)"""
 
 
 def _zero_counts() -> dict[str, int]:
@@ -87,23 +94,13 @@ class StepTally:
     judge_prompts: int = 0
     judge_calls: int = 0
     judge_time_s: float = 0.0
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    truncated_prompts: int = 0
+    judge: JudgeStats = field(default_factory=JudgeStats)  # the counters of the step's judge calls
     parse_failures: dict[str, int] = field(default_factory=_zero_whys)  # per sub-reason (why)
     bad_inputs: dict[str, int] = field(default_factory=dict)  # per detail (why)
-    engine_errors: int = 0
-    judge_restarts: int = 0
-    deadline_exceeded: int = 0
-    judge_unavailable: int = 0
-    judge_node_losses: int = 0
     step_time_s: float = 0.0
     wake_s: float = 0.0
     sleep_s: float = 0.0
     modes: dict[str, float] = field(default_factory=dict)  # reward-mode counters (nemo_genrm.modes)
-    reasoning_lengths: dict[int, int] = field(default_factory=dict)  # thought length -> replies
-    reasoning_closed: int = 0
-    reasoning_truncated: int = 0
 
     def count(self, result: SampleResult) -> None:
         """Count one sample's settled result: its reason, its detail (parse failure or bad input),
@@ -122,7 +119,9 @@ class StepTally:
     def add(self, other: StepTally) -> None:
         """Add another tally's counts into this one."""
         for f in fields(self):
-            if isinstance(getattr(self, f.name), dict):
+            if isinstance(getattr(self, f.name), JudgeStats):
+                getattr(self, f.name).add(getattr(other, f.name))
+            elif isinstance(getattr(self, f.name), dict):
                 mine = getattr(self, f.name)
                 for name, n in getattr(other, f.name).items():
                     mine[name] = mine.get(name, 0) + n
@@ -149,14 +148,7 @@ class StepTally:
             "parse_failure_rate": _ratio(
                 self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
             ),
-            "prompt_tokens": float(self.prompt_tokens),
-            "output_tokens": float(self.output_tokens),
-            "truncated_prompts": float(self.truncated_prompts),
-            "engine_errors": float(self.engine_errors),
-            "judge_restarts": float(self.judge_restarts),
-            "deadline_exceeded": float(self.deadline_exceeded),
-            "judge_unavailable": float(self.judge_unavailable),
-            "judge_node_losses": float(self.judge_node_losses),
+            **judge_call_metrics(self.judge),
             "judge_latency_s": _ratio(self.judge_time_s, self.judge_calls),
             "judge_latency_s/p50": percentile(recent_latencies, 50),
             "judge_latency_s/p95": percentile(recent_latencies, 95),
@@ -171,15 +163,37 @@ class StepTally:
             out[f"parse_failure/{why}"] = float(count)
         for why, count in self.bad_inputs.items():
             out[f"bad_input/{why}"] = float(count)
-        if self.reasoning_lengths or self.reasoning_closed or self.reasoning_truncated:
-            for name, value in reasoning_summary(self.reasoning_lengths).items():
-                out[f"reasoning_tokens/{name}"] = value
-            out["reasoning_closed"] = float(self.reasoning_closed)
-            out["reasoning_truncated"] = float(self.reasoning_truncated)
         result = {PREFIX + k: v for k, v in out.items()}
         if self.modes:
             result.update(mode_metrics(self.modes))
         return result
+
+# The metric (under genrm/) of each engine counter the environment reports, by its JudgeStats name.
+JUDGE_CALL_METRICS: dict[str, str] = {
+    "prompt_tokens": "prompt_tokens",
+    "output_tokens": "output_tokens",
+    "truncated": "truncated_prompts",
+    "errors": "engine_errors",
+    "restarts": "judge_restarts",
+    "deadline_exceeded": "deadline_exceeded",
+    "unavailable_calls": "judge_unavailable",
+    "node_losses": "judge_node_losses",
+}
+
+
+def judge_call_metrics(counts: JudgeStats) -> dict[str, float]:
+    """The metrics (without the ``genrm/`` prefix) of the step's judge-call counters.
+
+    :data:`JUDGE_CALL_METRICS` names them; the reasoning ones are present once a judge has reasoned.
+    """
+    out = {metric: float(getattr(counts, name)) for name, metric in JUDGE_CALL_METRICS.items()}
+    if counts.reasoning_lengths or counts.reasoning_closed or counts.reasoning_truncated:
+        for name, value in reasoning_summary(counts.reasoning_lengths).items():
+            out[f"reasoning_tokens/{name}"] = value
+        out["reasoning_closed"] = float(counts.reasoning_closed)
+        out["reasoning_truncated"] = float(counts.reasoning_truncated)
+    return out
+
 
 # Rates derived from the mode counters: metric -> (numerator, denominator).
 RATES: dict[str, tuple[str, str]] = {

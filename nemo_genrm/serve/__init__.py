@@ -16,6 +16,7 @@ from __future__ import annotations
 from nemo_genrm.serve.service import (
     LATENCY_WINDOW,
     METRICS_NAMESPACE,
+    RECENT_REQUESTS,
     MetricsStore,
     ServeConfig,
     ServiceConfig,
@@ -29,6 +30,7 @@ from nemo_genrm.serve.service import (
 __all__ = [
     "LATENCY_WINDOW",
     "METRICS_NAMESPACE",
+    "RECENT_REQUESTS",
     "MetricsStore",
     "ServeConfig",
     "ServiceConfig",

@@ -47,6 +47,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.requests import ClientDisconnect
 from ray import serve
 
+from nemo_genrm.errors import ENGINE_ERROR, PROMPT_TOO_LONG
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.edge import CLIENT_HEADER
@@ -272,28 +273,29 @@ class JudgeDeployment:
             top = await self.top_logprobs_batch((call.request, call.top_k))
             prompt_tokens = self._count_prompt_tokens(call.request)
             if top is None:  # the engine gives no reason; a prompt over budget is the usual one
-                budget = self.cfg.judge.max_model_len - self.cfg.judge.sampling.max_new_tokens
-                error = "prompt_too_long" if prompt_tokens > budget else "engine_error"
+                too_long = prompt_tokens > self.cfg.judge.max_prompt_tokens
+                error = PROMPT_TOO_LONG if too_long else ENGINE_ERROR
                 return self._generation_error(error), (0, 0)
             token, logprobs = logprobs_content(top, call.top_k)
             usage = (prompt_tokens, 1)
             return JSONResponse(completion_body(model, token, "length", usage, logprobs)), usage
         gen: Generation = await self.generate_batch(call.request)
         if gen.text is None:
-            return self._generation_error(gen.error or "engine_error"), (gen.prompt_tokens, 0)
+            return self._generation_error(gen.error or ENGINE_ERROR), (gen.prompt_tokens, 0)
         usage = (gen.prompt_tokens, gen.output_tokens)
-        finish = "length" if gen.output_tokens >= self.cfg.judge.sampling.max_new_tokens else "stop"
+        # The reply's whole budget: a reasoning judge's thought and its verdict_tokens.
+        finish = "length" if gen.output_tokens >= self.cfg.judge.sampling.reply_tokens else "stop"
         return JSONResponse(completion_body(model, gen.text, finish, usage)), usage
 
     def _generation_error(self, error: str) -> JSONResponse:
-        if error == "prompt_too_long":
+        if error == PROMPT_TOO_LONG:
             judge = self.cfg.judge
             message = (
-                f"prompt_too_long: the prompt exceeds the judge's maximum context length "
-                f"({judge.max_model_len} tokens minus {judge.sampling.max_new_tokens} for the "
-                "reply)"
+                f"{PROMPT_TOO_LONG}: the prompt exceeds the judge's maximum context length "
+                f"({judge.max_model_len} tokens minus {judge.sampling.reply_tokens} for the "
+                f"reply: {judge.max_prompt_tokens} for the prompt)"
             )
-            return error_response(400, message, "prompt_too_long")
+            return error_response(400, message, PROMPT_TOO_LONG)
         return error_response(500, f"the engine failed on this request: {error}", error)
 
     def _count_prompt_tokens(self, request: JudgeRequest) -> int:
@@ -308,9 +310,9 @@ class JudgeDeployment:
     async def generate_batch(self, requests: list[JudgeRequest]) -> list[Generation]:
         async with self.engine_lock:
             self.metrics.record_batch.remote(len(requests))
-            failed = Generation(text=None, error="engine_error")
+            failed = Generation(text=None, error=ENGINE_ERROR)
             results = await self._isolated(self.judge.generate, requests, failed)
-        errors = [g.error for g in results if g.text is None and g.error != "prompt_too_long"]
+        errors = [g.error for g in results if g.text is None and g.error != PROMPT_TOO_LONG]
         all_failed = len(errors) == len(results)
         if all_failed and engine_gone(errors=errors):  # unreachable: dead now, not after three batches
             self.health_state.mark_dead(f"every sample failed ({errors[0]})")

@@ -258,7 +258,7 @@ def start_edges(host: str, port: int, proxy_port: int, header_timeout_s: float, 
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from nemo_genrm.config import ConfigError
-    from nemo_genrm.ray_env import actor_options
+    from nemo_genrm.ray_runtime import actor_options
 
     remote = ray.remote(EdgeActor)
     nodes = edge_nodes(proxy_location)

@@ -12,10 +12,15 @@ from typing import Any
 
 from nemo_genrm.samples.metrics import percentile
 
-__all__ = ["LATENCY_WINDOW", "MetricsStore", "prometheus_text"]
+__all__ = ["LATENCY_WINDOW", "RECENT_REQUESTS", "MetricsStore", "prometheus_text"]
 
-LATENCY_WINDOW = 10_000
-"""Requests the latency percentiles are computed over."""
+RECENT_REQUESTS = 10_000
+"""Requests the service's latency percentiles are over: a service answers many requests a second,
+so its window is long (the environment's, :data:`nemo_genrm.samples.metrics.RECENT_JUDGE_CALLS`,
+counts judge calls, about one per training step)."""
+
+LATENCY_WINDOW = RECENT_REQUESTS
+"""The former name of :data:`RECENT_REQUESTS`, kept for code that imports it."""
 
 
 class MetricsStore:
@@ -38,7 +43,7 @@ class MetricsStore:
         self.batched_requests = 0
         self.max_batch_size = 0
         self.rejected: dict[str, int] = {}
-        self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.latencies: deque[float] = deque(maxlen=RECENT_REQUESTS)
 
     def record(
         self,

@@ -26,16 +26,17 @@ from typing import Any
 from nemo_genrm.config import ConfigError, load_config, validate
 from nemo_genrm.errors import JudgeStartupError
 from nemo_genrm.orphan_guard import ray_descendants, start_guard, stop_guard
-from nemo_genrm.ray_env import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
+from nemo_genrm.ray_runtime import actor_options, actor_runtime_env, ensure_ray, prepare_job_environment
 
 # The config and the metrics live in modules of their own, which the Ray Serve application
 # (serve.app) imports too: importing them from here would make the two modules import each other.
 from nemo_genrm.serve.config import ServeConfig, ServiceConfig, deployment_name
-from nemo_genrm.serve.metrics import LATENCY_WINDOW, MetricsStore, prometheus_text
+from nemo_genrm.serve.metrics import LATENCY_WINDOW, RECENT_REQUESTS, MetricsStore, prometheus_text
 
 __all__ = [
     "LATENCY_WINDOW",
     "METRICS_NAMESPACE",
+    "RECENT_REQUESTS",
     "MetricsStore",
     "ServeConfig",
     "ServiceConfig",
@@ -191,9 +192,9 @@ def check_judge_loads(cfg: ServiceConfig) -> None:
     """
     if cfg.judge.backend == "http" and not cfg.judge.tokenizer:
         return
-    from nemo_genrm.judges.fitting import load_tokenizer
+    from nemo_genrm.judges.fitting import load_judge_tokenizer
 
-    load_tokenizer(cfg.judge.tokenizer_name, setting="judge.tokenizer" if cfg.judge.tokenizer else "judge.model_name")
+    load_judge_tokenizer(cfg.judge)
 
 
 def check_replica_gpus(cfg: ServiceConfig) -> None:

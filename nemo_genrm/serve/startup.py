@@ -89,7 +89,7 @@ def startup_failure(cfg: ServiceConfig, watch: WorkerStartWatch, app: Any) -> Ju
 
 
 def job_environment_check(cfg: ServiceConfig, watch: WorkerStartWatch) -> Callable[[], None]:
-    """What :func:`nemo_genrm.ray_env.prepare_job_environment` runs while it waits."""
+    """What :func:`nemo_genrm.ray_runtime.prepare_job_environment` runs while it waits."""
 
     def check() -> None:
         failures = watch.failures()

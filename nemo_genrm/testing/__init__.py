@@ -8,6 +8,20 @@ Everything here is built locally in well under a second (after imports) and need
 - :func:`cached_tiny_tokenizer`, :func:`cached_tiny_model`, :func:`cached_tiny_judge`: the
   same, built once into a cache folder and reused (:func:`cached_artifact` for other builders,
   such as the trained demo models of :mod:`nemo_genrm.demo`).
+
+Stand-in judges (import them from their modules), each a known function of what it is shown:
+
+- :mod:`~nemo_genrm.testing.stand_in_base`: ``GenerateOnlyJudge``, the base of an in-process
+  stand-in that only writes replies;
+- :mod:`~nemo_genrm.testing.tagged_value_judges`: ``RuleJudge`` and its rules, reading tagged
+  values (``ans-<n>``, ``kw:<word>``) in the prompt, for the reward modes;
+- :mod:`~nemo_genrm.testing.tagged_value_workers`: the same rules as an engine worker
+  (``RuleWorker``) for the real replica pool on Ray;
+- :mod:`~nemo_genrm.testing.integrity_judges`: the reward-integrity judges, which read the whole
+  responses shown (working, criteria) or honour their seed, and ``StandInServer``, an
+  OpenAI-compatible server that answers by such a rule;
+- :mod:`~nemo_genrm.testing.gullible` and :mod:`~nemo_genrm.testing.literal`: the red team's
+  judges, which obey injected verdicts or read answers literally.
 """
 
 from nemo_genrm.testing.cache import (

@@ -116,7 +116,7 @@ class SimulatedCluster:
         import ray
         from ray.cluster_utils import Cluster
 
-        from nemo_genrm.ray_env import job_runtime_env
+        from nemo_genrm.ray_runtime import job_runtime_env
 
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process: ray.shutdown() first")
@@ -128,7 +128,7 @@ class SimulatedCluster:
                     head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": self._system_config},
                 )
                 self._session_dir = self._cluster.head_node.get_session_dir_path()
-                # The job's folder used in place (nemo_genrm.ray_env.job_runtime_env): under `uv run`
+                # The job's folder used in place (nemo_genrm.ray_runtime.job_runtime_env): under `uv run`
                 # Ray would otherwise upload it, and every `uv run` worker of the job (Ray Serve's
                 # controller and proxy) would build a new environment of several GB from it, racing
                 # Ray's 60 s worker registration timeout on a loaded machine.

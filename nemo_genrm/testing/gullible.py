@@ -40,7 +40,7 @@ from nemo_genrm.guard.number_words import NUMBER_WORDS, SUPPLEMENT
 from nemo_genrm.guard.vocabulary import LABEL_WORDS, MARK_SYMBOLS
 from nemo_genrm.guard.yes_no import YES_NO
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines", "prompt_reference"]
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.stand_in_judges import StandInServer
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.integrity_judges import StandInServer
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 GENRM_SECTION: dict[str, Any] = {
     # The stand-in replaces the engine; the section still names one, as a user's config would.

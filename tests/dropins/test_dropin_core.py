@@ -96,8 +96,8 @@ def test_verl_compute_score_fields_and_router():
 # ------------------------------------------------------------------ modes and masks
 def test_trl_reward_feeds_each_mode_and_masks_are_none():
     from nemo_genrm.integrations.trl import prompt_runs
-    from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge
-    from nemo_genrm.testing.stand_in_judges import criterion_in_response, more_working_wins
+    from nemo_genrm.testing.tagged_value_judges import RuleJudge as ModeJudge
+    from nemo_genrm.testing.integrity_judges import criterion_in_response, more_working_wins
 
     prompt = [{"role": "user", "content": "Why?"}]
     pairwise = GenRMReward({**GENRM_SECTION, "reward": {"mode": "pairwise_group"}}, judge=ModeJudge(more_working_wins))
@@ -146,8 +146,8 @@ MALFORMED_RUBRICS = [
 def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
     import numpy as np
 
-    from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge
-    from nemo_genrm.testing.stand_in_judges import StandInServer, criterion_in_response
+    from nemo_genrm.testing.tagged_value_judges import RuleJudge as ModeJudge
+    from nemo_genrm.testing.integrity_judges import StandInServer, criterion_in_response
 
     section = {**GENRM_SECTION, "reward": {"mode": "rubric"}}
     judge = ModeJudge(criterion_in_response)
@@ -186,7 +186,7 @@ def test_verl_pairwise_groups_by_uid_and_prompt_never_by_a_bare_index():
     ``index`` alone they shared a key and were ranked in arrival quartets across both prompts).
     Without them (verl's own managers) the call is refused, naming the manager.
     """
-    from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
+    from nemo_genrm.testing.integrity_judges import StandInServer, more_working_wins
 
     working = [0, 4, 1, 5, 2, 6, 3, 7]  # rows alternate between the two files' prompts
     sources = ["gsm8k", "math"] * 4

@@ -25,7 +25,7 @@ from nemo_genrm.integrations import verl as verl_dropin  # noqa: E402
 from nemo_genrm.integrations.trl import GenRMReward  # noqa: E402
 from nemo_genrm.testing.literal import LiteralJudge  # noqa: E402
 from nemo_genrm.testing.redteam_extraction import extraction_cases  # noqa: E402
-from nemo_genrm.testing.stand_in_judges import StandInServer  # noqa: E402
+from nemo_genrm.testing.integrity_judges import StandInServer  # noqa: E402
 
 pytestmark = pytest.mark.dropins
 

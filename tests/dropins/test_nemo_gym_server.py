@@ -24,7 +24,7 @@ from nemo_gym.openai_utils import NeMoGymResponse  # noqa: E402
 from nemo_gym.server_utils import ServerClient  # noqa: E402
 
 from nemo_genrm.integrations.nemo_gym import GenRMResourcesServer, GenRMResourcesServerConfig  # noqa: E402
-from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+from nemo_genrm.testing.integrity_judges import (  # noqa: E402
     StandInServer,
     criterion_in_response,
     dead_base_url,

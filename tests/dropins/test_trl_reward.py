@@ -23,8 +23,8 @@ from dropins_support import GENRM_SECTION, RuleJudge  # noqa: E402
 from nemo_genrm.guard.injection import is_content_free  # noqa: E402
 from nemo_genrm.integrations.trl import GenRMReward  # noqa: E402
 from nemo_genrm.testing import cached_tiny_model  # noqa: E402
-from nemo_genrm.testing.rule_judges import RuleJudge as ModeJudge  # noqa: E402
-from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+from nemo_genrm.testing.tagged_value_judges import RuleJudge as ModeJudge  # noqa: E402
+from nemo_genrm.testing.integrity_judges import (  # noqa: E402
     StandInServer,
     dead_base_url,
     has_criterion_met,
@@ -413,7 +413,7 @@ def test_a_failed_judge_beside_another_reward_and_the_masked_combination(tmp_pat
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
-    from nemo_genrm.testing.stand_in_judges import shown_responses
+    from nemo_genrm.testing.integrity_judges import shown_responses
 
     def rule(text: str) -> str:
         (shown,) = shown_responses(text)

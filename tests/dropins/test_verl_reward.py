@@ -21,7 +21,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from nemo_genrm.integrations import verl as verl_dropin  # noqa: E402
 from nemo_genrm.testing import cached_tiny_tokenizer  # noqa: E402
-from nemo_genrm.testing.stand_in_judges import (  # noqa: E402
+from nemo_genrm.testing.integrity_judges import (  # noqa: E402
     StandInServer,
     criterion_in_response,
     dead_base_url,

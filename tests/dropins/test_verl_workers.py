@@ -26,7 +26,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from nemo_genrm.testing import cached_tiny_tokenizer  # noqa: E402
-from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins  # noqa: E402
+from nemo_genrm.testing.integrity_judges import StandInServer, more_working_wins  # noqa: E402
 
 pytestmark = pytest.mark.dropins
 

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from dropins_support import count_judge_builds
 
 from nemo_genrm.integrations.trl import GenRMReward
-from nemo_genrm.testing.stand_in_judges import dead_base_url
+from nemo_genrm.testing.integrity_judges import dead_base_url
 
 PROMPT = [{"role": "user", "content": "Write about e."}]
 TEXTS = (["e", "eee"], ["ee", "eeee"])  # rank 0's and rank 1's completions of the one prompt

@@ -11,9 +11,9 @@ from ray import cloudpickle
 from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec, default_actor_options
-from nemo_genrm.judges.ray_pool import ReplicaPool
-from nemo_genrm import ray_env
-from nemo_genrm.ray_env import actor_options, actor_runtime_env, job_runtime_env
+from nemo_genrm.judges.replica_pool import ReplicaPool
+from nemo_genrm import ray_runtime
+from nemo_genrm.ray_runtime import actor_options, actor_runtime_env, job_runtime_env
 
 
 class _Echo:
@@ -108,12 +108,12 @@ def test_the_job_uses_the_drivers_folder_in_place_under_uv_run(monkeypatch, tmp_
     # `local://` URI: used in place (nothing packed or uploaded) and not checked against the
     # uv project's folder, so `uv run --project <checkout>` works from any folder.
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ray_env, "_uv_run_hook_active", lambda: True)
+    monkeypatch.setattr(ray_runtime, "_uv_run_hook_active", lambda: True)
     mine = {"env_vars": {"A": "1"}}
     assert job_runtime_env(mine) == {"env_vars": {"A": "1"}, "working_dir": f"local://{tmp_path}"}
     assert mine == {"env_vars": {"A": "1"}}  # the caller's dict is not changed
     assert job_runtime_env({"working_dir": "/mine"}) == {"working_dir": "/mine"}  # the caller's is kept
-    monkeypatch.setattr(ray_env, "_uv_run_hook_active", lambda: False)
+    monkeypatch.setattr(ray_runtime, "_uv_run_hook_active", lambda: False)
     assert job_runtime_env() == {}  # without the hook Ray uploads nothing: nothing to change
     assert job_runtime_env(mine) == mine
 

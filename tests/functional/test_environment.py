@@ -19,7 +19,7 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.env.environment import GenRMEnvironment, GenRMEnvironmentImpl
 from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
-from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.ray_runtime import actor_runtime_env
 from nemo_genrm.testing import cached_tiny_judge
 
 

@@ -123,7 +123,7 @@ def test_nemo_rl_engine_runs_run_grpo_steps_until_the_gpu_cluster(tmp_path, ray_
     from nemo_rl.distributed.virtual_cluster import ResourceInsufficientError
 
     from nemo_genrm.grpo.nemo_rl_engine import run_with_nemo_rl
-    from nemo_genrm.testing.stand_in_judges import dead_base_url
+    from nemo_genrm.testing.integrity_judges import dead_base_url
 
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "1")  # NeMo-RL's own retry count
     caplog.set_level(logging.INFO, logger="nemo_genrm.grpo.nemo_rl_engine")
@@ -167,7 +167,7 @@ def test_the_documented_command_from_this_checkout_trains_on_the_yamls_data_up_t
 
     from nemo_rl.distributed.virtual_cluster import ResourceInsufficientError
 
-    from nemo_genrm.testing.stand_in_judges import dead_base_url
+    from nemo_genrm.testing.integrity_judges import dead_base_url
 
     rows = tmp_path / "questions.jsonl"
     rows.write_text("".join(f'{{"question": "What is {i} plus 1?", "answer": "{i + 1}"}}\n' for i in range(10)))

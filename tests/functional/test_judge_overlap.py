@@ -17,7 +17,7 @@ from nemo_genrm.grpo.data import Prompt
 from nemo_genrm.grpo.handles import EnvHandle, PolicyHandle
 from nemo_genrm.grpo.policy import GeneratedSample
 from nemo_genrm.grpo.rollout import rollout
-from nemo_genrm.ray_env import actor_options
+from nemo_genrm.ray_runtime import actor_options
 from nemo_genrm.samples.types import EnvironmentReturn
 
 CALL_S = 0.5

@@ -22,10 +22,10 @@ from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
-from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.pooled_judge import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
 from nemo_genrm.testing import cached_tiny_model
-from nemo_genrm.ray_env import job_runtime_env
+from nemo_genrm.ray_runtime import job_runtime_env
 from nemo_genrm.testing.cluster import kill_actor
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)

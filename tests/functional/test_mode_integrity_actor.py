@@ -1,6 +1,6 @@
 """Reward integrity through the GenRMEnvironment Ray actor: the judge is the HTTP engine inside
 the actor, talking to a stand-in OpenAI-compatible server in this process whose verdict is a
-known function of what it is shown (nemo_genrm.testing.stand_in_judges).
+known function of what it is shown (nemo_genrm.testing.integrity_judges).
 
 - pairwise_group, one step call per group from concurrent callers: the judge reads the whole
   responses; a call of one response (NeMo-RL's per-sample rollout path) is refused, naming the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_genrm.testing.stand_in_judges import (
+from nemo_genrm.testing.integrity_judges import (
     StandInServer,
     criterion_in_response,
     more_working_wins,

@@ -132,7 +132,7 @@ def test_reference_mode_rewards_each_sample_and_shares_judge_prompts(ray_cluster
     the async path; identical answers to one question share one judge prompt on both."""
     import ray
 
-    from nemo_genrm.testing.stand_in_judges import StandInServer, shown_responses
+    from nemo_genrm.testing.integrity_judges import StandInServer, shown_responses
 
     def rule(body: dict) -> str:
         return "1" if shown_responses(StandInServer.user_text(body)) == ["42"] else "0"
@@ -165,7 +165,7 @@ def test_reference_mode_rewards_each_sample_and_shares_judge_prompts(ray_cluster
 def test_rubric_mode_rewards_each_sample(ray_cluster, tokenizer, tmp_path):
     """Items from reward.rubric.file: "because" (weight 2) and "therefore" (1); a response's
     reward is the weight of the items it meets over 3."""
-    from nemo_genrm.testing.stand_in_judges import StandInServer, criterion_in_response
+    from nemo_genrm.testing.integrity_judges import StandInServer, criterion_in_response
 
     rubric = tmp_path / "rubric.json"
     rubric.write_text(json.dumps({"*": [{"criterion": "kw:because", "weight": 2}, "kw:therefore"]}))
@@ -186,7 +186,7 @@ def test_pairwise_groups_are_refused_on_the_async_path_never_masked_silently(ray
     groups keep the threads the rest of their groups need, so whole groups cannot be promised.
     The first per-sample call raises, naming the setting; before, every reward came back 0 and
     masked (silently without group_size, after a 30 s stall with it)."""
-    from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
+    from nemo_genrm.testing.integrity_judges import StandInServer, more_working_wins
 
     responses = [["because " * ((q + k) % 4) + "Answer: 42" for k in range(GENERATIONS)] for q in range(PROMPTS)]
     pairwise = {"group_size": group_size} if group_size else {}

@@ -222,7 +222,7 @@ except ImportError as _exc:  # a NeMo-RL installed without its tests: say so, do
 @pytest.fixture
 def agreeing_server():
     """A stand-in OpenAI-compatible judge server that answers "1" (agrees) to every prompt."""
-    from nemo_genrm.testing.stand_in_judges import StandInServer
+    from nemo_genrm.testing.integrity_judges import StandInServer
 
     with StandInServer(lambda _body: "1") as server:
         yield server

@@ -41,7 +41,7 @@ def test_a_validation_at_one_response_per_prompt_never_reaches_the_training_step
     from nemo_genrm.integrations.nemo_rl import register
     from nemo_genrm.testing import cached_tiny_tokenizer
     from nemo_genrm.testing.scripted_generation import ScriptedGeneration
-    from nemo_genrm.testing.stand_in_judges import StandInServer, more_working_wins
+    from nemo_genrm.testing.integrity_judges import StandInServer, more_working_wins
 
     tokenizer = get_tokenizer({"name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))})
     asked: Counter[int] = Counter()

@@ -10,7 +10,7 @@ The session's own Ray cluster (tests/conftest.py) is stopped first and started a
 the two never meet in this process, and every process of the simulated cluster is checked gone
 (and killed if not) even when a test fails. Replicas are small: the real dtensor engine with a
 tiny fixed-verdict model in the service, else a stand-in worker whose verdict is a
-known function of the prompt (:class:`~nemo_genrm.testing.rule_workers.RuleWorker`: ``1`` when
+known function of the prompt (:class:`~nemo_genrm.testing.tagged_value_workers.RuleWorker`: ``1`` when
 the candidate's ``ans-<n>`` equals the reference's), so every reward is checked against its
 hand-computed value wherever the pool sent the sample.
 """
@@ -33,10 +33,10 @@ import pytest
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.placement import acquire_resources
-from nemo_genrm.judges.pooled import PooledJudge
+from nemo_genrm.judges.pooled_judge import PooledJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_tokenizer
 from nemo_genrm.testing.cluster import SimulatedCluster
-from nemo_genrm.testing.rule_workers import rule_worker_spec
+from nemo_genrm.testing.tagged_value_workers import rule_worker_spec
 
 JUDGE_NODE = {"genrm-role": "judge"}
 NODES = {  # name -> (zone, custom resources)

@@ -149,7 +149,7 @@ def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_firs
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
         from nemo_genrm import GenRMEnvironment
         from nemo_genrm.errors import ConfigError
-        from nemo_genrm.ray_env import ensure_ray
+        from nemo_genrm.ray_runtime import ensure_ray
         from nemo_genrm.testing import cached_tiny_judge
 
         ensure_ray()  # joins the cluster as GenRMEnvironment would, uploading nothing

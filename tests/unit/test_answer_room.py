@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nemo_genrm.testing.stand_in_judges import shown_responses
+from nemo_genrm.testing.integrity_judges import shown_responses
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env import environment as environment_module
@@ -116,6 +116,21 @@ def test_the_minimum_left_for_the_answer_is_configurable_to_the_token(tokenizer_
     GenRMEnvironmentImpl(cfg, judge=_judge(cfg)).shutdown()
 
 
+def test_a_reasoning_judge_keeps_room_for_its_thought_and_its_verdict(tokenizer_path):
+    # The reply of a reasoning judge is max_new_tokens (16) + verdict_tokens (32): the room left
+    # is max_model_len - 48 - fixed, and exactly the minimum passes.
+    fits = CONSISTENCY_FIXED + NEW_TOKENS + 32 + 64
+    reasoning = {"reasoning": {"enabled": True, "verdict_tokens": 32}}
+    cfg = _cfg(tokenizer_path, max_model_len=fits)
+    cfg["judge"]["sampling"] = reasoning
+    GenRMEnvironmentImpl(cfg, judge=_judge(cfg)).shutdown()
+    cfg = _cfg(tokenizer_path, max_model_len=fits - 1)
+    cfg["judge"]["sampling"] = reasoning
+    with pytest.raises(ConfigError) as err:
+        GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
+    assert "minus sampling.max_new_tokens + sampling.reasoning.verdict_tokens 48 leaves 63 for them" in str(err.value)
+
+
 def test_every_mode_is_measured_with_its_own_template(tokenizer_path):
     cfg = {**_cfg(tokenizer_path, max_model_len=512), "reward": {"mode": "pairwise_group"}}
     with pytest.raises(ConfigError, match="reward.pairwise_group.template 'pairwise'"):
@@ -137,7 +152,7 @@ def test_a_step_where_every_prompt_is_refused_warns_once_and_counts_no_engine_er
                min_answer_tokens=0)  # fmt: skip
     env = GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
     try:
-        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
+        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.answer_room"):
             first = env.step(*_logs("The answer is 1", 4))
             metrics = env.last_metrics()
             env.step(*_logs("The answer is 1", 4))
@@ -161,7 +176,7 @@ def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer
                           fitter=PromptFitter.for_judge(JudgeConfig.model_validate(cfg["judge"])))
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
-        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
+        with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.answer_room"):
             out = env.step(*_logs("Answer: 1\n" + "It holds because it was checked. " * 20, 2))
     finally:
         env.shutdown()

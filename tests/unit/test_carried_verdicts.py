@@ -14,7 +14,7 @@ import time
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats
-from nemo_genrm.testing.stand_in_judges import shown_responses
+from nemo_genrm.testing.integrity_judges import shown_responses
 
 
 class _GatedJudge(Judge):

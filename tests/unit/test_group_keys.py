@@ -10,8 +10,8 @@ import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD, group_key, prompt_messages
-from nemo_genrm.testing.rule_judges import RuleJudge
-from nemo_genrm.testing.stand_in_judges import more_working_wins
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
+from nemo_genrm.testing.integrity_judges import more_working_wins
 
 LOG = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why?"}, {"role": "assistant", "content": "x"}]
 

@@ -457,3 +457,30 @@ def test_a_fresh_run_removes_a_best_checkpoint_left_by_another(tmp_path):
     trainer.metrics.close()
     assert not (tmp_path / "ckpt" / "best").exists()
     assert summary.best_step == 1 and summary.best_checkpoint is None  # tracked, not saved
+
+
+@pytest.mark.parametrize(
+    ("group_size", "generations", "problem"),
+    [
+        # A group of 4 when the driver draws 8 per prompt: never whole, every response masked.
+        (4, 8, "env.genrm.reward.pairwise_group.group_size (4) must equal grpo.num_generations_per_prompt (8)"),
+        (8, 4, "env.genrm.reward.pairwise_group.group_size (8) must equal grpo.num_generations_per_prompt (4)"),
+        (8, 8, None),  # the trainer's groups
+        (None, 8, None),  # unset: a group is what one step call holds, every response of a prompt
+    ],
+)
+def test_the_driver_checks_the_pairwise_group_size_against_its_generations(group_size, generations, problem):
+    from nemo_genrm.config import validate
+
+    reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": group_size}}
+    cfg = _minimal(grpo__num_generations_per_prompt=generations, grpo__num_prompts_per_step=1,
+                   policy__train_global_batch_size=generations, env__genrm__reward=reward)
+    if problem is None:
+        validate(GRPOMasterConfig, cfg)
+        return
+    with pytest.raises(ConfigError) as err:
+        validate(GRPOMasterConfig, cfg)
+    message = str(err.value)
+    assert problem in message and f"set env.genrm.reward.pairwise_group.group_size={generations}" in message
+    # Outside pairwise_group the size is not read.
+    validate(GRPOMasterConfig, {**cfg, "env": {"genrm": {**cfg["env"]["genrm"], "reward": {"pairwise_group": {"group_size": group_size}}}}})

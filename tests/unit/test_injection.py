@@ -235,7 +235,7 @@ def test_every_chat_template_familys_turn_tokens_are_broken(token):
 def test_the_judge_tokenizers_added_special_tokens_are_broken_too():
     from types import SimpleNamespace
 
-    from nemo_genrm.env.support import special_tokens
+    from nemo_genrm.env.special_tokens import special_tokens
 
     # A chat template's turn token is often an added special token only, not in all_special_tokens.
     added = {7: SimpleNamespace(content="@@turn@@", special=True), 8: SimpleNamespace(content="plain", special=False)}
@@ -248,12 +248,12 @@ def test_the_judge_tokenizers_added_special_tokens_are_broken_too():
 def test_an_http_judge_without_its_tokenizer_is_named_at_start_up(caplog):
     cfg = {"judge": {"backend": "http", "model_name": "remote-judge", "http": {"base_url": "http://127.0.0.1:9/v1"}},
            "resources": {"gpus_per_replica": 0}}  # fmt: skip
-    with caplog.at_level("WARNING", logger="nemo_genrm.env.support"):
+    with caplog.at_level("WARNING", logger="nemo_genrm.env.special_tokens"):
         GenRMEnvironmentImpl(cfg, judge=GullibleJudge("42")).shutdown()
     (record,) = [r for r in caplog.records if "judge.tokenizer" in r.getMessage()]
     assert "remote-judge" in record.getMessage() and "turn boundary" in record.getMessage()
     caplog.clear()
-    with caplog.at_level("WARNING", logger="nemo_genrm.env.support"):
+    with caplog.at_level("WARNING", logger="nemo_genrm.env.special_tokens"):
         GenRMEnvironmentImpl({**cfg, "judge": {**cfg["judge"], "tokenizer": "some/tokenizer"}},
                              judge=GullibleJudge("42")).shutdown()  # fmt: skip
     assert not [r for r in caplog.records if "judge.tokenizer" in r.getMessage()]

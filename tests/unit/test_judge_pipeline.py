@@ -97,7 +97,7 @@ def test_a_call_counter_counts_only_the_calls_made_through_it(judge):
 
 
 def test_a_judge_without_its_own_counts_is_counted_from_its_results():
-    from nemo_genrm.testing.rule_judges import RuleJudge
+    from nemo_genrm.testing.tagged_value_judges import RuleJudge
 
     judge = RuleJudge(lambda text: "1", fail_when=lambda text: "bad" in text)
     counter = CallCounter(judge)

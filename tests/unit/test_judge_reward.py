@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
-from nemo_genrm.testing.rule_judges import RuleJudge, same_value
+from nemo_genrm.testing.tagged_value_judges import RuleJudge, same_value
 
 CONFIG = {
     "judge": {"model_name": "stand-in", "backend": "http", "http": {"base_url": "http://stand-in/v1"}},

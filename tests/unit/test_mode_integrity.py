@@ -1,5 +1,5 @@
 """Reward integrity of every mode through GenRMEnvironmentImpl, with stand-in judges whose verdict
-is a known function of what they are shown (nemo_genrm.testing.stand_in_judges): pairwise and
+is a known function of what they are shown (nemo_genrm.testing.integrity_judges): pairwise and
 rubric judge the whole response, votes are independent draws, masks and template errors.
 
 Every expected reward below is computed by hand from the stand-in's rule.
@@ -17,8 +17,8 @@ import pytest
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeUnavailableError
-from nemo_genrm.testing.rule_judges import RuleJudge
-from nemo_genrm.testing.stand_in_judges import (
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
+from nemo_genrm.testing.integrity_judges import (
     Reply,
     SeededJudge,
     StandInServer,

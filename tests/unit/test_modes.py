@@ -1,5 +1,5 @@
 """Reward modes end to end through GenRMEnvironmentImpl, with stand-in judges whose verdict is a
-known function of the prompt (nemo_genrm.testing.rule_judges): pairwise_group, rubric, votes, swap."""
+known function of the prompt (nemo_genrm.testing.tagged_value_judges): pairwise_group, rubric, votes, swap."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.modes.reference import ReferenceMode
 from nemo_genrm.samples.types import SampleResult, sample_results
-from nemo_genrm.testing.rule_judges import (
+from nemo_genrm.testing.tagged_value_judges import (
     RuleJudge,
     first_at_least_second,
     keyword_met,

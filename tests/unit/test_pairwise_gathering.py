@@ -16,8 +16,8 @@ import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError
-from nemo_genrm.testing.rule_judges import RuleJudge
-from nemo_genrm.testing.stand_in_judges import more_working_wins, working
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
+from nemo_genrm.testing.integrity_judges import more_working_wins, working
 
 HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1", "supports_logprobs": True}}
 GOOD = "Because light scatters, because blue is short, because air. Answer: scattering"  # working 3

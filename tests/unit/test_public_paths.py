@@ -29,6 +29,10 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "ServeConfig", "ServiceConfig", "load_service_config", "start_judge_service", "stop_judge_service",
         "wait_until_healthy",
     ),
+    "nemo_genrm.config_reference": ("COMMAND", "main", "reference"),
+    "nemo_genrm.docs": ("COMMAND", "main", "reference"),  # the former path of config_reference
+    "nemo_genrm.ray_runtime": ("actor_runtime_env", "job_runtime_env"),
+    "nemo_genrm.ray_env": ("actor_runtime_env", "job_runtime_env"),  # the former path of ray_runtime
     "nemo_genrm.testing": ("TinyModelSpec", "cached_tiny_judge", "cached_tiny_model", "make_tiny_tokenizer"),
     "nemo_genrm.integrations.judge_reward": ("JudgeReward", "Judgement", "genrm_section"),
     "nemo_genrm.integrations.nemo_rl": ("ACTOR_FQN", "register"),

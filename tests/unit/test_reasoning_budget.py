@@ -197,10 +197,35 @@ def test_lengths_merge_and_summarise_into_step_metrics():
     merged = first.merge(second)
     assert merged.reasoning_lengths == {10: 30, 50: 8, 400: 2} and first.reasoning_lengths == {10: 30, 50: 3}
     assert reasoning_summary(merged.reasoning_lengths) == {"mean": 37.5, "p95": 50.0, "max": 400.0}
-    tally = StepTally(reasoning_lengths=dict(merged.reasoning_lengths), reasoning_closed=2, reasoning_truncated=1)
+    tally = StepTally()
+    tally.judge.add(merged)
     metrics = tally.metrics()
     assert {k: metrics[k] for k in metrics if "reasoning" in k} == {
         "genrm/reasoning_tokens/mean": 37.5, "genrm/reasoning_tokens/p95": 50.0,
         "genrm/reasoning_tokens/max": 400.0, "genrm/reasoning_closed": 2.0, "genrm/reasoning_truncated": 1.0,
     }
     assert not any("reasoning" in k for k in StepTally().metrics())  # a judge that does not reason
+
+
+def test_the_step_tally_keeps_the_engine_counters_under_their_one_name():
+    # The engine's counters live in JudgeStats only; the tally holds one (no second set of
+    # names, no copying between them) and the genrm/* metric of each is named in one table.
+    from dataclasses import fields
+
+    from nemo_genrm.samples.metrics import JUDGE_CALL_METRICS
+
+    counters = {f.name for f in fields(JudgeStats)}
+    assert not counters & {f.name for f in fields(StepTally)}
+    assert set(JUDGE_CALL_METRICS) <= counters
+    counts = JudgeStats(prompt_tokens=7, output_tokens=3, truncated=1, errors=2, restarts=1,
+                        deadline_exceeded=1, unavailable_calls=1, node_losses=1)
+    tally, total = StepTally(), StepTally()
+    tally.judge.add(counts)
+    total.add(tally)
+    total.add(tally)
+    metrics = total.metrics()
+    assert {k: metrics[f"genrm/{k}"] for k in JUDGE_CALL_METRICS.values()} == {
+        "prompt_tokens": 14.0, "output_tokens": 6.0, "truncated_prompts": 2.0, "engine_errors": 4.0,
+        "judge_restarts": 2.0, "deadline_exceeded": 2.0, "judge_unavailable": 2.0, "judge_node_losses": 2.0,
+    }
+    assert tally.judge.errors == 2  # adding a tally into another leaves it as it was

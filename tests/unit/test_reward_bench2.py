@@ -29,7 +29,7 @@ from nemo_genrm.evals.reward_bench.v2 import (
 from nemo_genrm.evals.reward_bench.v2_scores import arrangement, best_of_4_score, ties_score
 from nemo_genrm.evals.reward_bench.data import RewardBenchDataError
 from nemo_genrm.judges.base import Generation
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 # Ties ratings, chosen (correct) first: ref:0 [9 | 5 3], tied:0 [8 6 | 7 2], ref:1 [7 | 8 1],
 # tied:1 [9 9 | 4 4].

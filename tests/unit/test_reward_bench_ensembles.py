@@ -16,7 +16,7 @@ from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
 from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.judges.base import Generation
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 SUBSETS = ("hep-go", "donotanswer")
 EXAMPLES = [

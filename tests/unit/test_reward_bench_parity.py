@@ -33,7 +33,7 @@ from nemo_genrm.evals.reward_bench.scores import (
 )
 from nemo_genrm.evals.reward_bench.synthetic import synthetic_examples
 from nemo_genrm.judges.base import Generation
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.verdicts import VerdictParser
 

@@ -24,7 +24,7 @@ from nemo_genrm.evals.reward_bench.preset import (
     reference_rating,
 )
 from nemo_genrm.judges.base import Generation
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 GENERATIVE = '''
 import some_api_sdk_that_is_not_installed  # never imported by the loader

@@ -12,7 +12,7 @@ from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.testing import cached_tiny_tokenizer
-from nemo_genrm.testing.rule_workers import RuleWorker
+from nemo_genrm.testing.tagged_value_workers import RuleWorker
 
 
 def test_rule_worker_rewards_follow_the_rule(tiny_cache_dir):

@@ -2,7 +2,7 @@
 mode, a ``bad_input`` says what was wrong, and every returned metadata entry holds its result.
 
 Through ``GenRMEnvironmentImpl`` with stand-in judges whose verdict is a known function of what
-they are shown (:mod:`nemo_genrm.testing.rule_judges`), so every reward below is computed by hand.
+they are shown (:mod:`nemo_genrm.testing.tagged_value_judges`), so every reward below is computed by hand.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.samples.types import BAD_INPUT_WHYS, SampleResult, sample_results
-from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, same_value, tagged_values
+from nemo_genrm.testing.tagged_value_judges import RuleJudge, keyword_met, larger_wins, same_value, tagged_values
 
 HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1"}}
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import RewardBenchConfig, load_config, validate
-from nemo_genrm.docs import COMMAND, main, reference
+from nemo_genrm.config_reference import COMMAND, main, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
@@ -160,5 +160,5 @@ def test_configuration_reference_is_current() -> None:
 
 
 def test_the_reference_command_checks_the_committed_file(capsys) -> None:
-    # `python -m nemo_genrm.docs --check` is how a script finds a stale reference: 0 when current.
+    # `python -m nemo_genrm.config_reference --check` is how a script finds a stale reference: 0 when current.
     assert main(["--check"]) == 0, capsys.readouterr().out

@@ -14,7 +14,7 @@ from nemo_genrm.env.coalesce import Coalescer
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats
-from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, same_value
+from nemo_genrm.testing.tagged_value_judges import RuleJudge, keyword_met, larger_wins, same_value
 
 _ANSWER = re.compile(r"ans(\d+)x")
 

@@ -13,7 +13,7 @@ import pytest
 from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.rule_judges import RuleJudge, keyword_met, larger_wins, tagged_values
+from nemo_genrm.testing.tagged_value_judges import RuleJudge, keyword_met, larger_wins, tagged_values
 
 HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1"}}
 

@@ -11,7 +11,7 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.samples.types import sample_results
 from nemo_genrm.testing.gullible import GullibleJudge
-from nemo_genrm.testing.rule_judges import RuleJudge
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
 from nemo_genrm.verifier import Decision, ValueVerifier, as_latex
 
 HTTP = {"backend": "http", "http": {"base_url": "http://stand-in/v1", "supports_logprobs": True}}

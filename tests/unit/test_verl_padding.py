@@ -21,8 +21,8 @@ import pytest
 from nemo_genrm.integrations import verl as verl_dropin
 from nemo_genrm.integrations.judge_reward import JudgeReward
 from nemo_genrm.integrations.verl_padding import BatchSlot, PaddedBatches, padding_sources
-from nemo_genrm.testing.rule_judges import RuleJudge
-from nemo_genrm.testing.stand_in_judges import more_working_wins
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
+from nemo_genrm.testing.integrity_judges import more_working_wins
 
 CASES = [
     # (rows, workers, per row the real row it is or copies, why)

@@ -10,7 +10,8 @@ from numpy's global generator, unseeded, as reward-bench's ``run_generative.py``
 ``is_shuffled``: chosen goes to B).
 
 Long prompts (``long_prompts``): nothing in a RewardBench request can be shortened by the
-engine, so a prompt longer than ``max_model_len - max_new_tokens`` comes back as a
+engine, so a prompt longer than the judge's prompt budget (``JudgeConfig.max_prompt_tokens``:
+``max_model_len`` minus the reply's tokens) comes back as a
 ``prompt_too_long`` error. ``skip`` leaves it so (the evaluator counts the example apart);
 ``shorten`` cuts both responses by the same rule before sending: each keeps at most the same
 number of characters (head and tail around an elision marker), the largest number that fits,
@@ -31,7 +32,7 @@ from nemo_genrm.evals.reward_bench.data import RewardBenchExample
 from nemo_genrm.evals.reward_bench.preset import RewardBenchPreset
 from nemo_genrm.evals.reward_bench.scores import chosen_at_a, placement_of
 from nemo_genrm.judges.base import JudgeRequest
-from nemo_genrm.judges.fitting import render_ids, shorten
+from nemo_genrm.judges.fitting import load_judge_tokenizer, render_ids, shorten
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens
 
 logger = logging.getLogger(__name__)
@@ -152,12 +153,15 @@ class RequestBuilder:
         return RequestPlan(placement, build(lo), shortened=cut)
 
     def fits(self, requests: list[JudgeRequest]) -> bool:
-        """Whether every request fits in ``max_model_len - max_new_tokens`` under the judge's template."""
-        if self._fits is None:
-            from transformers import AutoTokenizer
+        """Whether every request fits the judge's prompt budget (``JudgeConfig.max_prompt_tokens``)
+        under its template.
 
-            tokenizer = AutoTokenizer.from_pretrained(self.cfg.judge.tokenizer_name)
-            budget = self.cfg.judge.max_model_len - self.cfg.judge.sampling.max_new_tokens
+        Raises:
+            ConfigError: The judge's tokenizer cannot be loaded (the message names the setting).
+        """
+        if self._fits is None:
+            tokenizer = load_judge_tokenizer(self.cfg.judge)
+            budget = self.cfg.judge.max_prompt_tokens
 
             def fits(batch: list[JudgeRequest]) -> bool:
                 return all(len(render_ids(r.messages, tokenizer)) <= budget for r in batch)

@@ -63,7 +63,7 @@ def open_judge(cfg: RewardBenchConfig, judge_cfg: JudgeConfig | None = None) -> 
         placement = Placement((ReplicaPlacement(num_gpus=0.0, num_cpus=res.cpus_per_replica),))
     elif judge_cfg.backend != "http":
         from nemo_genrm.judges.placement import acquire_resources
-        from nemo_genrm.ray_env import ensure_ray
+        from nemo_genrm.ray_runtime import ensure_ray
 
         ensure_ray(log_to_driver=False)
         held = acquire_resources(judge_cfg, res, name_prefix="reward_bench_judge")

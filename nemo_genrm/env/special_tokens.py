@@ -1,33 +1,16 @@
-"""Small helpers of the GenRM environment: judge counters, fatal errors, tokenizer specials, worker facts."""
+"""The judges' special tokens: read from their tokenizers (answers are defused of them), and a
+warning for a judge whose tokens are unknown (reached over HTTP without ``judge.tokenizer``)."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import ray
-
 from nemo_genrm.config import JudgeConfig
-from nemo_genrm.errors import ConfigError, JudgeClosedError, JudgeUnavailableError
-from nemo_genrm.judges.base import Judge, JudgeStats
-from nemo_genrm.samples.metrics import StepTally
+from nemo_genrm.judges.base import Judge
 
 logger = logging.getLogger(__name__)
-
-
-def worker_facts(_host: Any) -> dict[str, Any]:
-    """Runs inside a judge worker actor: its pid, resources and placement group."""
-    import os
-
-    context = ray.get_runtime_context()
-    return {
-        "pid": os.getpid(),
-        "resources": context.get_assigned_resources(),
-        "placement_group_id": context.get_placement_group_id(),
-        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-    }
 
 
 def judge_tokenizer(judge: Judge) -> Any:
@@ -72,39 +55,3 @@ def warn_unknown_special_tokens(judges: Sequence[JudgeConfig]) -> None:
                 "judge.tokenizer to the judge's tokenizer (a path or hub id) to break its tokens too.",
                 judge.model_name,
             )
-
-
-def add_call_counts(tally: StepTally, counts: JudgeStats) -> None:
-    """Add the counters of the step's judge calls (read from their results) to ``tally``."""
-    tally.prompt_tokens += counts.prompt_tokens
-    tally.output_tokens += counts.output_tokens
-    tally.truncated_prompts += counts.truncated
-    tally.engine_errors += counts.errors
-    tally.judge_restarts += counts.restarts
-    tally.deadline_exceeded += counts.deadline_exceeded
-    tally.judge_unavailable += counts.unavailable_calls
-    tally.judge_node_losses += counts.node_losses
-    for length, replies in counts.reasoning_lengths.items():
-        tally.reasoning_lengths[length] = tally.reasoning_lengths.get(length, 0) + replies
-    tally.reasoning_closed += counts.reasoning_closed
-    tally.reasoning_truncated += counts.reasoning_truncated
-
-
-def is_fatal(exc: BaseException) -> bool:
-    """Whether a judge exception must stop training rather than become ``judge_error`` rewards.
-
-    A misconfiguration fails again on every step, a judge that was shut down cannot answer any
-    more, and a judge that stayed unavailable past its grace period will not come back.
-    """
-    return isinstance(exc, (ConfigError, JudgeClosedError, JudgeUnavailableError))
-
-
-def sleep_judge(judge: Judge, tally: StepTally) -> None:
-    """Put a colocated judge to sleep, timing it into ``tally``; a failure is logged, the
-    verdicts are kept."""
-    t0 = time.perf_counter()
-    try:
-        judge.sleep()
-    except Exception:
-        logger.exception("could not put the colocated judge to sleep")
-    tally.sleep_s += time.perf_counter() - t0

@@ -37,7 +37,7 @@ import ray
 from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.judges.deadline import deadline_within
 from nemo_genrm.errors import TIMEOUT
-from nemo_genrm.judges.base import Placement
+from nemo_genrm.judges.base import JudgeStats, Placement
 from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec
 from nemo_genrm.judges.replica_set import DEATH, Failure, Replica, ReplicaSet
 from nemo_genrm.judges.results import JUDGE_ERROR
@@ -57,7 +57,8 @@ class _Call:
 
 
 class ReplicaPool(ReplicaSet):
-    """Judge replicas on Ray that take calls (see the module docstring).
+    """Judge replicas on Ray that take calls (see the module docstring), and the runner of a
+    :class:`~nemo_genrm.judges.pipeline.PipelineJudge` (:class:`~nemo_genrm.judges.pooled_judge.PooledJudge`).
 
     Args:
         spec: What to start per rank.
@@ -236,6 +237,43 @@ class ReplicaPool(ReplicaSet):
         pending.clear()
         for replica in busy.values():
             self._restart(replica, "deadline passed", crash=False)
+
+    # ------------------------------------------- the runner of a PipelineJudge (pipeline.Runner)
+    @property
+    def worker_cls(self) -> type:
+        """The engine worker class each rank hosts."""
+        return self.spec.worker_cls
+
+    def batch_limits(self, longest: int, new_tokens: int) -> None:
+        """The config's limits: each worker keeps a chunk within its own free memory."""
+        return None
+
+    def sleep(self) -> None:
+        """Offload every replica's weights (restarted replicas come back asleep)."""
+        self.asleep = True
+        self.broadcast("sleep")
+
+    def wake(self) -> None:
+        """Bring every replica's weights back."""
+        self.asleep = False
+        self.broadcast("wake")
+
+    def totals(self) -> JudgeStats:
+        """Restarts, deadlines passed, calls that found no replica and node losses, since start."""
+        return JudgeStats(restarts=self.restarts, deadline_exceeded=self.deadline_exceeded,
+                          unavailable_calls=self.unavailable_calls, node_losses=self.node_losses)
+
+    def extra(self) -> dict[str, Any]:
+        """How the replicas stand and how the work was spread."""
+        return {
+            "replicas_alive": self.num_alive,
+            "replicas_starting": self.num_starting,
+            "replica_nodes": self.replica_nodes(),
+            "replacements": self.replacements,
+            "restart_budget": round(self.budget.available(time.monotonic()), 3),
+            "chunks_per_replica": self.chunks_done(),
+            "asleep": self.asleep,
+        }
 
     def broadcast(self, method: str, args: tuple = ()) -> None:
         """Run ``method`` on every rank of every live replica and wait (sleep, wake).

@@ -1,9 +1,9 @@
 """A stand-in engine worker whose reply is a known function of the prompt, for the replica pool.
 
 :class:`RuleWorker` implements the token-level protocol of the engine workers that
-:class:`~nemo_genrm.judges.pooled.PooledJudge` runs on Ray (``generate_fitted``,
+:class:`~nemo_genrm.judges.pooled_judge.PooledJudge` runs on Ray (``generate_fitted``,
 ``score_fitted``, ``sleep``, ``wake``) and answers ``rule(last user message)`` for each fitted
-prompt, with the rules of :mod:`nemo_genrm.testing.rule_judges` (``same_value``: ``1`` when the
+prompt, with the rules of :mod:`nemo_genrm.testing.tagged_value_judges` (``same_value``: ``1`` when the
 reference and the candidate hold the same ``ans-<n>`` value). Rewards through the real pool, the
 real prompt builder and the real environment can then be checked against values computed by hand,
 wherever the pool sent each prompt. ``delay_s`` makes every call take that long (without using a
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nemo_genrm.testing.rule_judges import same_value
+from nemo_genrm.testing.tagged_value_judges import same_value
 
 __all__ = ["RuleWorker", "rule_worker_spec"]
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.rule_judges import tagged_values
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
+from nemo_genrm.testing.tagged_value_judges import tagged_values
+from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
 
 __all__ = [
     "Reply",

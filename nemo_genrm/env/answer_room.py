@@ -20,8 +20,8 @@ from typing import Any
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
 from nemo_genrm.judges.base import Judge, JudgeRequest
-from nemo_genrm.judges.fitting import load_tokenizer, prompt_tokens
-from nemo_genrm.env.support import judge_tokenizer
+from nemo_genrm.judges.fitting import load_judge_tokenizer, prompt_tokens
+from nemo_genrm.env.special_tokens import judge_tokenizer
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.samples.types import TOO_LONG
@@ -58,8 +58,7 @@ def judge_tokenizers(cfg: GenRMConfig, judges: Sequence[Judge | None] = ()) -> l
         elif config.backend == "http" and not config.tokenizer:
             out.append(None)
         else:
-            setting = f"{where}.tokenizer" if config.tokenizer else f"{where}.model_name"
-            out.append(load_tokenizer(config.tokenizer_name, setting=setting))
+            out.append(load_judge_tokenizer(config, where))
     return out
 
 
@@ -81,16 +80,16 @@ def check_answer_room(cfg: GenRMConfig, fixed: JudgeRequest, tokenizers: Sequenc
             logger.debug("%s has no local tokenizer: its prompt room is not checked at start-up", where)
             continue
         fixed_tokens = prompt_tokens(fixed, tokenizer)
-        new_tokens = config.sampling.max_new_tokens
-        room = config.max_model_len - new_tokens - fixed_tokens
+        reply = config.sampling
+        room = config.max_prompt_tokens - fixed_tokens
         if room < minimum:
             problems.append(
                 f"{where}: the judge prompt ({_template(cfg)}) takes {fixed_tokens} tokens with question, "
                 f"reference and answer empty; max_model_len {config.max_model_len} minus "
-                f"sampling.max_new_tokens {new_tokens} leaves {room} for them, fewer than "
+                f"{reply.reply_settings} {reply.reply_tokens} leaves {room} for them, fewer than "
                 f"prompt.min_answer_tokens ({minimum}), so every sample would be too_long. Raise "
-                f"{where}.max_model_len to at least {fixed_tokens + new_tokens + minimum} (the engine's "
-                "context must hold it), lower sampling.max_new_tokens, or choose a shorter "
+                f"{where}.max_model_len to at least {fixed_tokens + reply.reply_tokens + minimum} (the "
+                "engine's context must hold it), lower sampling.max_new_tokens, or choose a shorter "
                 "template (consistency_compact)"
             )
     if problems:
@@ -131,7 +130,8 @@ class TooLongWatch:
         judge = self.cfg.judge
         logger.warning(
             "every sample of this step (%d) was too_long and got reward 0: %d judge prompt(s) longer than "
-            "judge.max_model_len (%d) minus sampling.max_new_tokens (%d) even with the answer shortened: raise "
+            "judge.max_model_len (%d) minus %s (%d) even with the answer shortened: raise "
             "judge.max_model_len (the engine's context must hold it) or choose a shorter prompt template. Said once.",
-            tally.samples, tally.samples, judge.max_model_len, judge.sampling.max_new_tokens,
+            tally.samples, tally.samples, judge.max_model_len, judge.sampling.reply_settings,
+            judge.sampling.reply_tokens,
         )

@@ -1,33 +1,31 @@
 """The judge pipeline over a Ray replica pool (shared by the transformers and vLLM engines).
 
-:class:`PooledJudge` is a :class:`~nemo_genrm.judges.pipeline.PipelineJudge` whose runner,
-:class:`PoolRunner`, is a :class:`~nemo_genrm.judges.ray_pool.ReplicaPool` spreading the planned
-chunks over the replicas (restarts, per-call deadline, token-balanced hand-out).
+:class:`PooledJudge` is a :class:`~nemo_genrm.judges.pipeline.PipelineJudge` whose runner is a
+:class:`~nemo_genrm.judges.replica_pool.ReplicaPool` spreading the planned chunks over the
+replicas (restarts, per-call deadline, token-balanced hand-out).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any
 
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
-from nemo_genrm.judges.base import JudgeStats, Placement, ReplicaPlacement
+from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import PromptFitter
 from nemo_genrm.judges.pipeline import PipelineJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
-from nemo_genrm.judges.ray_pool import ReplicaPool
-from nemo_genrm.ray_env import ensure_ray as _connect
+from nemo_genrm.judges.replica_pool import ReplicaPool
+from nemo_genrm.ray_runtime import ensure_ray as _connect
 
 logger = logging.getLogger(__name__)
 
 
 def ensure_ray() -> None:
     """Start (or join, via ``RAY_ADDRESS``) a Ray cluster when none is running in this process
-    (:func:`nemo_genrm.ray_env.ensure_ray`)."""
+    (:func:`nemo_genrm.ray_runtime.ensure_ray`)."""
     _connect()
 
 
@@ -45,46 +43,6 @@ def default_placement(judge_config: JudgeConfig, num_replicas: int = 1) -> Place
     gpus = ray.cluster_resources().get("GPU", 0)
     per_rank = 1.0 if gpus >= judge_config.tensor_parallel_size else 0.0
     return Placement(tuple(ReplicaPlacement(num_gpus=per_rank) for _ in range(num_replicas)))
-
-
-class PoolRunner(ReplicaPool):
-    """A :class:`ReplicaPool` as the runner of a :class:`PipelineJudge`."""
-
-    @property
-    def worker_cls(self) -> type:
-        """The engine worker class each rank hosts."""
-        return self.spec.worker_cls
-
-    def batch_limits(self, longest: int, new_tokens: int) -> None:
-        """The config's limits: each worker keeps a chunk within its own free memory."""
-        return None
-
-    def sleep(self) -> None:
-        """Offload every replica's weights (restarted replicas come back asleep)."""
-        self.asleep = True
-        self.broadcast("sleep")
-
-    def wake(self) -> None:
-        """Bring every replica's weights back."""
-        self.asleep = False
-        self.broadcast("wake")
-
-    def totals(self) -> JudgeStats:
-        """Restarts, deadlines passed, calls that found no replica and node losses, since start."""
-        return JudgeStats(restarts=self.restarts, deadline_exceeded=self.deadline_exceeded,
-                          unavailable_calls=self.unavailable_calls, node_losses=self.node_losses)
-
-    def extra(self) -> dict[str, Any]:
-        """How the replicas stand and how the work was spread."""
-        return {
-            "replicas_alive": self.num_alive,
-            "replicas_starting": self.num_starting,
-            "replica_nodes": self.replica_nodes(),
-            "replacements": self.replacements,
-            "restart_budget": round(self.budget.available(time.monotonic()), 3),
-            "chunks_per_replica": self.chunks_done(),
-            "asleep": self.asleep,
-        }
 
 
 class PooledJudge(PipelineJudge):
@@ -119,7 +77,7 @@ class PooledJudge(PipelineJudge):
         spec = spec or self.worker_spec(config, self.placement)
         fitter = PromptFitter.for_judge(config)  # a bad tokenizer fails before any actor starts
         ensure_ray()
-        runner = PoolRunner(spec, self.placement, fault_tolerance)
+        runner = ReplicaPool(spec, self.placement, fault_tolerance)
         super().__init__(config, runner, fault_tolerance, fitter=fitter)
 
     @classmethod
@@ -132,6 +90,6 @@ class PooledJudge(PipelineJudge):
         raise NotImplementedError(f"{cls.__name__} needs a WorkerSpec")
 
     @property
-    def pool(self) -> PoolRunner:
+    def pool(self) -> ReplicaPool:
         """The replica pool (for inspection and tests)."""
         return self.runner  # type: ignore[return-value]
