@@ -139,8 +139,7 @@ def progress(
     log: logging.Logger | None = None,
     stream: TextIO | None = None,
 ) -> Iterator[Progress]:
-    """A tqdm bar on a terminal; elsewhere a log line every ``interval_s`` seconds and one at the
-    end (``None``: none).
+    """A tqdm bar on a terminal; elsewhere a log line every ``interval_s`` seconds (``None``: none).
 
     On a terminal, log records are written above the bar (tqdm's ``logging_redirect_tqdm``), so
     the bar stays one line.
@@ -159,8 +158,6 @@ def progress(
     if not is_terminal(stream):
         handle = Progress(None, desc, total, initial, unit, interval_s, log)
         yield handle
-        if interval_s is not None:
-            log.info("%s", handle.line())  # where it ended (the last figures), as a bar's last frame
         return
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm

@@ -42,6 +42,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm.integrations.trl": ("GenRMReward",),
     "nemo_genrm.integrations.verl": ("compute_score", "result_fields"),
     "nemo_genrm.integrations.verl_groups": ("GatheredReward", "gathered_reward"),
+    "nemo_genrm.integrations.verl_padding": ("BatchSlot", "PaddedBatches", "padding_sources"),
 }  # fmt: skip
 # Need their framework, which only the drop-ins environment (ci/dropins/) has; its suite drives them.
 NEMO_GYM = ("nemo_genrm.integrations.nemo_gym", ("GenRMResourcesServer", "main"))
