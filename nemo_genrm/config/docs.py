@@ -88,7 +88,14 @@ def _first_line(text: str | None) -> str:
 
 
 def _render_model(path: str, model: type[BaseModel], lines: list[str]) -> None:
-    lines += [f"### `{path}`", "", _first_line(model.__doc__), "", "| key | type | default | description |", "|---|---|---|---|"]
+    lines += [
+        f"### `{path}`",
+        "",
+        _first_line(model.__doc__),
+        "",
+        "| key | type | default | description |",
+        "|---|---|---|---|",
+    ]
     nested = []
     for name, field in model.model_fields.items():
         sub = _sub_model(field.annotation)
@@ -122,4 +129,6 @@ def render(sections: Sequence[Section], command: str) -> str:
 if __name__ == "__main__":
     # The command moved above the packages whose schemas it documents; say so rather than exit 0,
     # which a stale `--check` in a script would read as "current".
-    sys.exit("run `uv run python -m nemo_genrm.config_reference --write` (or --check) to regenerate docs/configuration.md")
+    sys.exit(
+        "run `uv run python -m nemo_genrm.config_reference --write` (or --check) to regenerate docs/configuration.md"
+    )

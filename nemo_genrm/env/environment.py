@@ -47,25 +47,26 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
-from nemo_genrm.judges.deadline import step_deadline
+from nemo_genrm.env.answer_room import TooLongWatch, check_answer_room, judge_tokenizers
 from nemo_genrm.env.coalesce import CarriedResults, carry_key
 from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
-from nemo_genrm.env.answer_room import TooLongWatch, check_answer_room, judge_tokenizers
-from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
-from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
-from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, sleep_judge, start_judge
 from nemo_genrm.env.special_tokens import tokenizer_special_tokens, warn_unknown_special_tokens
-from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
+from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, sleep_judge, start_judge
 from nemo_genrm.errors import JudgeClosedError, is_fatal
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.judges.deadline import step_deadline
+from nemo_genrm.judges.placement import JudgeResources
 from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_runtime import actor_runtime_env
-from nemo_genrm.judges.placement import JudgeResources
+from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
+from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
+from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
 
 logger = logging.getLogger(__name__)
+
 
 class _SharedCallFailed(Exception):
     """A judge call shared by several units of step calls raised; retry each unit alone."""
@@ -143,9 +144,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._too_long = TooLongWatch(self.cfg)
         if judge is None:
             judge, self._resources = start_judge(
-                self._judge_config(), self.cfg, placement_group=placement_group,
+                self._judge_config(),
+                self.cfg,
+                placement_group=placement_group,
                 policy_gpu_fraction=policy_gpu_fraction,
-            )  # fmt: skip
+            )
         self._judge = judge
         try:
             for member in self.cfg.reward.judges if judges is None else ():  # each on resources of its own
@@ -241,8 +244,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
-            prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference,
-                           response_chars=self._response_chars)  # fmt: skip
+            prepare_sample(
+                log, meta, self._builder, needs_reference=self._needs_reference, response_chars=self._response_chars
+            )
             for log, meta in zip(logs, metas, strict=True)
         ]
         return StepCall(samples, metas, start, deadline, logs=logs, whole=whole_groups)
@@ -260,10 +264,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         for call, results in zip(calls, per_call, strict=True):
             tally = StepTally(steps=1, samples=len(call.samples))
             try:
-                out.append(assemble(
-                    call.samples, results, call.metas, tally,
-                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
-                ))  # fmt: skip
+                out.append(
+                    assemble(
+                        call.samples,
+                        results,
+                        call.metas,
+                        tally,
+                        mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                    )
+                )
             except Exception as exc:  # this caller's own failure; the others keep their results
                 logger.exception("could not assemble the results of one step call")
                 out.append(exc)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 Message = Mapping[str, str]
 """One chat message: ``{"role": ..., "content": ...}``."""
@@ -60,4 +59,4 @@ class JudgeRequest:
         return cls(messages=tuple(item))
 
 
-RequestLike = Union[JudgeRequest, Sequence[Message]]
+RequestLike = JudgeRequest | Sequence[Message]

@@ -145,9 +145,7 @@ class StepTally:
             "judge_prompts": float(self.judge_prompts),
             # Pairwise and rubric modes send more prompts than samples: no hits there.
             "dedup_hits": float(max(0, self.sent_samples - self.judge_prompts)),
-            "parse_failure_rate": _ratio(
-                self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
-            ),
+            "parse_failure_rate": _ratio(self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]),
             **judge_call_metrics(self.judge),
             "judge_latency_s": _ratio(self.judge_time_s, self.judge_calls),
             "judge_latency_s/p50": percentile(recent_latencies, 50),
@@ -167,6 +165,7 @@ class StepTally:
         if self.modes:
             result.update(mode_metrics(self.modes))
         return result
+
 
 # The metric (under genrm/) of each engine counter the environment reports, by its JudgeStats name.
 JUDGE_CALL_METRICS: dict[str, str] = {

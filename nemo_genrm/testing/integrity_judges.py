@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_genrm.judges.base import Generation, JudgeRequest, RequestLike
-from nemo_genrm.testing.tagged_value_judges import tagged_values
 from nemo_genrm.testing.stand_in_base import GenerateOnlyJudge
+from nemo_genrm.testing.tagged_value_judges import tagged_values
 
 __all__ = [
     "Reply",
@@ -205,8 +205,10 @@ class StandInServer:
             if reply.text is None:
                 return JSONResponse({"error": {"message": "stand-in failure"}}, status_code=reply.status)
             choice: dict[str, Any] = {
-                "index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop",
-            }  # fmt: skip
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text},
+                "finish_reason": "stop",
+            }
             if body.get("logprobs") and reply.tokens:
                 steps = reply.tokens[: body.get("max_tokens") or len(reply.tokens)]
                 choice["logprobs"] = {"content": [_logprob_entry(tok, tops) for tok, tops in steps]}

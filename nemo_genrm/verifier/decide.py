@@ -39,7 +39,7 @@ for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_drop_timeout_warning)
 
 
-class Decision(str, enum.Enum):
+class Decision(enum.StrEnum):
     """What the verifier decided about one (reference, value) pair."""
 
     EQUAL = "equal"

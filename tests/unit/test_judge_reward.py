@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward
 from nemo_genrm.testing.tagged_value_judges import RuleJudge, same_value
 
 CONFIG = {

@@ -110,9 +110,9 @@ def test_a_reply_is_truncated_only_when_it_used_the_whole_reply_budget(tokens, w
 
 def _service(reasoning: bool, prompt_tokens: int, reply: Generation | None = None, top: dict | None = None):
     """The deployment's ``_run`` (the class behind Ray Serve's wrapper) on an object holding what it uses."""
+    from nemo_genrm.config import validate
     from nemo_genrm.serve.app import JudgeDeployment
     from nemo_genrm.serve.config import ServiceConfig
-    from nemo_genrm.config import validate
 
     sampling = {"max_new_tokens": 20, "reasoning": {"enabled": reasoning, "verdict_tokens": 8}}
     cfg = validate(ServiceConfig, {"judge": {"model_name": "m", "max_model_len": 128, "sampling": sampling}})
@@ -125,7 +125,9 @@ def _service(reasoning: bool, prompt_tokens: int, reply: Generation | None = Non
         return top
 
     service = SimpleNamespace(
-        cfg=cfg, generate_batch=generate_batch, top_logprobs_batch=top_logprobs_batch,
+        cfg=cfg,
+        generate_batch=generate_batch,
+        top_logprobs_batch=top_logprobs_batch,
         _count_prompt_tokens=lambda _request: prompt_tokens,
     )
     service._generation_error = lambda error: cls._generation_error(service, error)

@@ -22,11 +22,23 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm": ("GenRMEnvironment", "GenRMEnvironmentImpl", "__version__"),
     "nemo_genrm.environment": ("GenRMEnvironment", "GenRMEnvironmentImpl", "MAX_CONCURRENCY"),
     "nemo_genrm.config": (
-        "ConfigError", "GenRMConfig", "JudgeConfig", "PromptConfig", "RewardBenchConfig", "StrictModel",
-        "VerdictConfig", "load_config", "to_container", "validate",
+        "ConfigError",
+        "GenRMConfig",
+        "JudgeConfig",
+        "PromptConfig",
+        "RewardBenchConfig",
+        "StrictModel",
+        "VerdictConfig",
+        "load_config",
+        "to_container",
+        "validate",
     ),
     "nemo_genrm.serve": (
-        "ServeConfig", "ServiceConfig", "load_service_config", "start_judge_service", "stop_judge_service",
+        "ServeConfig",
+        "ServiceConfig",
+        "load_service_config",
+        "start_judge_service",
+        "stop_judge_service",
         "wait_until_healthy",
     ),
     "nemo_genrm.config_reference": ("COMMAND", "main", "reference"),
@@ -43,7 +55,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm.integrations.verl": ("compute_score", "result_fields"),
     "nemo_genrm.integrations.verl_groups": ("GatheredReward", "gathered_reward"),
     "nemo_genrm.integrations.verl_padding": ("BatchSlot", "PaddedBatches", "padding_sources"),
-}  # fmt: skip
+}
 # Need their framework, which only the drop-ins environment (ci/dropins/) has; its suite drives them.
 NEMO_GYM = ("nemo_genrm.integrations.nemo_gym", ("GenRMResourcesServer", "main"))
 VERL_MANAGER = ("nemo_genrm.integrations.verl_manager", ("GenRMRewardManager", "exclude_unmeasured_kv"))

@@ -98,9 +98,11 @@ class ScriptedEngine:
 def test_answer_closes_what_ran_over_and_asks_for_the_verdict():
     over, within, plain = ids("Q1"), ids("Q2"), ids("Q3")
     engine = ScriptedEngine(
-        {tuple(over): ids("<think>abc abc abc abc") + [EOS],  # 16 tokens of thought: over the budget of 14
-         tuple(within): ids("<think>a</think>0") + [EOS],  # closed after 12
-         tuple(plain): ids("1") + [EOS]},
+        {
+            tuple(over): ids("<think>abc abc abc abc") + [EOS],  # 16 tokens of thought: over the budget of 14
+            tuple(within): ids("<think>a</think>0") + [EOS],  # closed after 12
+            tuple(plain): ids("1") + [EOS],
+        },
         verdict=ids("1") + [EOS],
     )
     budget = _budget("close", budget=14)
@@ -117,8 +119,9 @@ def test_answer_closes_what_ran_over_and_asks_for_the_verdict():
     assert [STRICT.parse(t).value for t in texts] == [1, 0, 1]
     assert [(o[2], o[3]) for o in out] == [(14, CLOSED), (12, None), (0, None)]
     # Counted per call: one thought length per reply that had one, one closed.
-    counts = JudgeStats.of_call("generate", [Generation(t, output_tokens=n, reasoning_tokens=r, reasoning_cut=c)
-                                              for t, n, r, c in out])
+    counts = JudgeStats.of_call(
+        "generate", [Generation(t, output_tokens=n, reasoning_tokens=r, reasoning_cut=c) for t, n, r, c in out]
+    )
     assert counts.reasoning_lengths == {14: 1, 12: 1}
     assert (counts.reasoning_closed, counts.reasoning_truncated) == (1, 0)
 
@@ -168,12 +171,16 @@ def _judge(**sampling) -> dict:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        (_judge(max_new_tokens=40, reasoning={"enabled": True, "verdict_tokens": 24}),
-         "sampling.max_new_tokens + sampling.reasoning.verdict_tokens (64) must be smaller than max_model_len"),
+        (
+            _judge(max_new_tokens=40, reasoning={"enabled": True, "verdict_tokens": 24}),
+            "sampling.max_new_tokens + sampling.reasoning.verdict_tokens (64) must be smaller than max_model_len",
+        ),
         (_judge(reasoning={"enabled": True, "close_text": "</thought>"}), "close_text '</thought>' must hold </think>"),
         ({**_judge(reasoning={"enabled": True}), "verdict_from": "logprobs"}, "needs verdict_from: text"),
-        ({**_judge(reasoning={"enabled": True}), "backend": "http", "http": {"base_url": "http://h/v1"}},
-         "use on_budget: truncate with backend http"),
+        (
+            {**_judge(reasoning={"enabled": True}), "backend": "http", "http": {"base_url": "http://h/v1"}},
+            "use on_budget: truncate with backend http",
+        ),
     ],
 )
 def test_config_errors_say_what_to_change(config, message):
@@ -201,8 +208,11 @@ def test_lengths_merge_and_summarise_into_step_metrics():
     tally.judge.add(merged)
     metrics = tally.metrics()
     assert {k: metrics[k] for k in metrics if "reasoning" in k} == {
-        "genrm/reasoning_tokens/mean": 37.5, "genrm/reasoning_tokens/p95": 50.0,
-        "genrm/reasoning_tokens/max": 400.0, "genrm/reasoning_closed": 2.0, "genrm/reasoning_truncated": 1.0,
+        "genrm/reasoning_tokens/mean": 37.5,
+        "genrm/reasoning_tokens/p95": 50.0,
+        "genrm/reasoning_tokens/max": 400.0,
+        "genrm/reasoning_closed": 2.0,
+        "genrm/reasoning_truncated": 1.0,
     }
     assert not any("reasoning" in k for k in StepTally().metrics())  # a judge that does not reason
 
@@ -217,15 +227,29 @@ def test_the_step_tally_keeps_the_engine_counters_under_their_one_name():
     counters = {f.name for f in fields(JudgeStats)}
     assert not counters & {f.name for f in fields(StepTally)}
     assert set(JUDGE_CALL_METRICS) <= counters
-    counts = JudgeStats(prompt_tokens=7, output_tokens=3, truncated=1, errors=2, restarts=1,
-                        deadline_exceeded=1, unavailable_calls=1, node_losses=1)
+    counts = JudgeStats(
+        prompt_tokens=7,
+        output_tokens=3,
+        truncated=1,
+        errors=2,
+        restarts=1,
+        deadline_exceeded=1,
+        unavailable_calls=1,
+        node_losses=1,
+    )
     tally, total = StepTally(), StepTally()
     tally.judge.add(counts)
     total.add(tally)
     total.add(tally)
     metrics = total.metrics()
     assert {k: metrics[f"genrm/{k}"] for k in JUDGE_CALL_METRICS.values()} == {
-        "prompt_tokens": 14.0, "output_tokens": 6.0, "truncated_prompts": 2.0, "engine_errors": 4.0,
-        "judge_restarts": 2.0, "deadline_exceeded": 2.0, "judge_unavailable": 2.0, "judge_node_losses": 2.0,
+        "prompt_tokens": 14.0,
+        "output_tokens": 6.0,
+        "truncated_prompts": 2.0,
+        "engine_errors": 4.0,
+        "judge_restarts": 2.0,
+        "deadline_exceeded": 2.0,
+        "judge_unavailable": 2.0,
+        "judge_node_losses": 2.0,
     }
     assert tally.judge.errors == 2  # adding a tally into another leaves it as it was

@@ -21,8 +21,8 @@ import pytest
 from nemo_genrm.integrations import verl as verl_dropin
 from nemo_genrm.integrations.judge_reward import JudgeReward
 from nemo_genrm.integrations.verl_padding import BatchSlot, PaddedBatches, padding_sources
-from nemo_genrm.testing.tagged_value_judges import RuleJudge
 from nemo_genrm.testing.integrity_judges import more_working_wins
+from nemo_genrm.testing.tagged_value_judges import RuleJudge
 
 CASES = [
     # (rows, workers, per row the real row it is or copies, why)
@@ -83,10 +83,12 @@ def _score(reward: JudgeReward, rows: list[tuple[str, int]], workers: int, *, dr
     (``drop``: a row that never comes); per row its judgement, and the seconds it took."""
     size = len(rows) // workers
     samples = [
-        ((_response(w), "7", None, verl_dropin._mode_inputs(reward, None, "math", uid, [1, 2, 3])),
-         BatchSlot(i // size, workers, i % size, size))
+        (
+            (_response(w), "7", None, verl_dropin._mode_inputs(reward, None, "math", uid, [1, 2, 3])),
+            BatchSlot(i // size, workers, i % size, size),
+        )
         for i, (uid, w) in enumerate(rows)
-    ]  # fmt: skip
+    ]
     order = [i for i in range(len(rows)) if i != drop]
     random.Random(seed).shuffle(order)
 
