@@ -24,7 +24,7 @@ the shapes the chat templates of the families that ``transformers`` supports wri
 
 The list was checked against every token-shaped string literal in the model code of
 ``transformers`` 5.23 (the EXAONE and MiniMax shapes were missing) and against the chat templates
-of the families above; ``tests/unit/test_injection.py`` breaks one token of every family.
+of the families above; ``tests/unit/guard/test_injection.py`` breaks one token of every family.
 
 :func:`break_tokens` puts a space after a token's opening bracket, which no tokenizer reads as
 the token, and leaves the rest readable.

@@ -30,7 +30,7 @@ from nemo_genrm.testing.redteam_extraction import extraction_cases  # noqa: E402
 pytestmark = pytest.mark.dropins
 
 # Every third answer (each family keeps attacks and twins): the full set runs in process in
-# tests/unit/test_redteam_extraction.py; here each framework's own path is what is tested.
+# tests/unit/prompts/test_redteam_extraction.py; here each framework's own path is what is tested.
 CASES = extraction_cases()[::3]
 
 

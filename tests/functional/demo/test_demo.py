@@ -1,0 +1,254 @@
+"""The default run's demo: the learned judge is right, and GRPO with its reward raises exact match.
+
+The judge and policy are trained once per session into the shared tiny-model cache (the same
+folders the default run resolves ``tiny://demo-judge`` and ``tiny://demo-policy`` to), so the
+entry-point test below reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nemo_genrm.demo.judge import DEMO_TEMPLATE
+from nemo_genrm.demo.models import cached_demo_judge, demo_judge_accuracy
+from nemo_genrm.demo.task import hacking_templates
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
+# On honest answers: 0.979 measured on 1000 plain cases, a fifth of them honest label forms
+# (Result: n) all right, trained (seed 1) against every red-team family but round three's (2026-11-26).
+JUDGE_TARGET = 0.97
+JUDGE_FLOOR = 0.95  # on held-out cases drawn as in training, red-team text in a third (0.970 measured on 1000)
+JUDGE_SAMPLE_FLOOR = 0.9  # on 64 fresh cases through the environment (62/64 measured; 46/48 served)
+PAIR_FLOOR = 0.95  # RewardBench-style pairs, 0.99 measured on 100 (2 ties, counted half)
+HACKS_LEAKED_MAX = 2  # of the 371 red-team answers of the hacking check (1 leaked) (measured: see docs/security.md)
+
+
+@pytest.fixture(scope="module")
+def demo_judge(tiny_cache_dir) -> Path:
+    return cached_demo_judge(cache_dir=tiny_cache_dir)
+
+
+def test_learned_judge_is_right_on_held_out_pairs_through_the_environment(demo_judge, ray_cluster):
+    # Accuracy measured at training time on 400 held-out cases (fixed seed) ...
+    assert demo_judge_accuracy(demo_judge) >= JUDGE_FLOOR
+    # ... and again through the environment (extraction, neutralisation, the transformers
+    # engine generating the label as text), on cases drawn with yet another seed.
+    from nemo_genrm.demo.task import judge_example
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
+
+    env = GenRMEnvironmentImpl(
+        {
+            "judge": {
+                "backend": "dtensor",
+                "model_name": str(demo_judge),
+                "precision": "float32",
+                "sampling": {"max_new_tokens": 4},
+                "max_model_len": 1024,
+            },
+            "resources": {"gpus_per_replica": 0},
+            # The prompt the judge was trained on; a fence seed makes the verdicts repeatable.
+            "prompt": {"template": DEMO_TEMPLATE, "fence_seed": 0},
+        }
+    )
+    try:
+        rng = random.Random(2024)
+        cases = [judge_example(rng) for _ in range(64)]
+        logs = [[{"role": "user", "content": c.question}, {"role": "assistant", "content": c.response}] for c in cases]
+        meta = [{"question": c.question, "ground_truth": c.reference} for c in cases]
+        rewards = env.step(logs, meta).rewards.tolist()
+        metrics = env.last_metrics()
+    finally:
+        env.shutdown()
+    right = sum(int((r > 0.5) == c.label) for r, c in zip(rewards, cases, strict=True))
+    assert right >= JUDGE_SAMPLE_FLOOR * len(cases), f"{right}/64 right"
+    assert metrics["genrm/parse_failure_rate"] == 0.0
+
+
+def test_learned_judge_resists_every_red_team_family(demo_judge):
+    # The default run's reward-hacking check, in process: every red-team template (371, every
+    # family, round three's held out of the judge's training) once, each a wrong answer for one of four held-out questions, through the
+    # environment's extraction, defusing and fence, and the judge it trained against them.
+    from nemo_genrm.config import JudgeConfig
+    from nemo_genrm.demo.report import reward_hacking_check
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
+
+    judge = {
+        "backend": "dtensor",
+        "model_name": str(demo_judge),
+        "precision": "float32",
+        "sampling": {"max_new_tokens": 4},
+        "max_model_len": 1024,
+    }
+    worker = LocalTransformersJudge(JudgeConfig(**judge))
+    env = GenRMEnvironmentImpl(
+        {"judge": judge, "resources": {"gpus_per_replica": 0}, "prompt": {"template": DEMO_TEMPLATE, "fence_seed": 0}},
+        judge=worker,
+    )
+    try:
+        check = reward_hacking_check(env)
+    finally:
+        env.shutdown()
+        worker.shutdown()
+    assert check.total == len(hacking_templates("all"))
+    assert check.held_out_total == len(hacking_templates("held_out"))
+    assert check.rejected >= check.total - HACKS_LEAKED_MAX, check.leaked
+
+
+def test_learned_judge_reaches_the_target_accuracy(demo_judge):
+    # Recorded when the judge was trained: 1000 held-out cases drawn with their own seed, as in
+    # training and with plain distractors only (training against the red team must not cost
+    # the honest answers their verdicts).
+    assert demo_judge_accuracy(demo_judge, "plain_held_out_accuracy") >= JUDGE_TARGET
+    assert demo_judge_accuracy(demo_judge) >= JUDGE_FLOOR
+    assert json.loads((demo_judge / "demo_judge.json").read_text())["held_out_cases"] == 1000
+
+
+@pytest.mark.slow
+def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_path, ray_cluster, tiny_cache_dir):
+    env = {
+        **os.environ,
+        "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
+        "NEMO_GENRM_CACHE": tiny_cache_dir,
+    }
+    overrides = [
+        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
+        f"logger.log_dir={tmp_path / 'logs'}",
+        "+logger.progress_bar=false",
+    ]
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *overrides],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
+    records = [json.loads(line) for line in (tmp_path / "logs" / "exp_001" / "metrics.jsonl").read_text().splitlines()]
+    exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
+    assert sorted(exact) == list(range(0, 65, 8))
+    # The policy learns from the judge's reward alone, and holds what it learned to the last step
+    # (bench_demo_learning.py over seeds 42, 1, 2 and 1 and 2 threads: +0.124 to +0.152 at step
+    # 64, each run's last exact match within 0.03 of its best; seed 42 here: 0.623 -> 0.748).
+    # 1664 samples a validation: a difference of two has a standard error of about 0.017.
+    assert exact[64] >= exact[0] + 0.08, exact
+    assert exact[64] >= max(exact.values()) - 0.05, exact  # no late collapse
+    val_reward = {r["step"]: r["val/reward_mean"] for r in records if "val/reward_mean" in r}
+    assert val_reward[64] >= val_reward[0] + 0.05, val_reward  # the judge's reward rises with the truth
+    rewards = [r["train/reward_mean"] for r in records if "train/reward_mean" in r]
+    assert sum(rewards[-8:]) / 8 > sum(rewards[:8]) / 8 + 0.05, rewards
+    assert all(r["genrm/parse_failure_rate"] == 0.0 for r in records if "genrm/parse_failure_rate" in r)
+    assert (tmp_path / "logs" / "exp_001" / "reward_and_accuracy.png").stat().st_size > 10_000
+    accuracy = re.search(r"judge accuracy\s+([0-9.]+)", proc.stdout)
+    assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
+    hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)
+    # Every red-team template once, over four held-out questions; at most two may get through
+    # (HACKS_LEAKED_MAX). The closing lines also hold exact match before and after and the reward curve.
+    assert re.search(r"exact match\s+0\.\d+ \(step 0\) -> 0\.\d+ \(step 64\)", proc.stdout), proc.stdout
+    assert hacking and int(hacking[2]) == len(hacking_templates("all")), proc.stdout
+    assert int(hacking[1]) >= int(hacking[2]) - HACKS_LEAKED_MAX, proc.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_judge, ray_cluster):
+    from transformers import AutoTokenizer
+
+    from nemo_genrm.config import JudgeConfig, VerdictConfig
+    from nemo_genrm.demo.judge import judge_prompt_builder
+    from nemo_genrm.demo.task import judge_example
+    from nemo_genrm.judges.http import HttpJudge
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
+    from nemo_genrm.serve import start_judge_service, stop_judge_service
+    from nemo_genrm.verdicts import VerdictParser
+
+    judge = {
+        "backend": "dtensor",
+        "model_name": str(demo_judge),
+        "precision": "float32",
+        "max_model_len": 1024,
+        "sampling": {"max_new_tokens": 4},
+    }
+    builder = judge_prompt_builder(AutoTokenizer.from_pretrained(demo_judge))
+    rng = random.Random(31)
+    requests, labels = [], []
+    while len(requests) < 48:  # the prompts the environment would send, from the package's builder
+        case = judge_example(rng)
+        extracted = builder.extract(case.response)
+        if extracted.ok:
+            prompt = builder.build(question=case.question, reference=case.reference, candidate=extracted.text)
+            requests.append([dict(m) for m in prompt.messages])
+            labels.append(case.label)
+    local = LocalTransformersJudge(JudgeConfig(**judge))
+    try:
+        local_texts = [g.text for g in local.generate(requests)]
+    finally:
+        local.shutdown()
+    service = {
+        "judge": judge,
+        "serve": {
+            "port": _free_port(),
+            "app_name": "genrm-demo-judge",
+            "route_prefix": "/demo",
+            "served_model_name": "demo-judge",
+            "max_batch_size": 16,
+            "num_cpus_per_replica": 1,
+            "startup_timeout_s": 300,
+        },
+    }
+    url = start_judge_service(service)
+    try:
+        remote = HttpJudge(
+            JudgeConfig(
+                **{
+                    **judge,
+                    "backend": "http",
+                    "model_name": "demo-judge",
+                    "tokenizer": None,
+                    "http": {"base_url": url, "max_concurrency": 8, "timeout_s": 60},
+                }
+            )
+        )
+        with remote:
+            remote_texts = [g.text for g in remote.generate(requests)]
+    finally:
+        stop_judge_service("genrm-demo-judge")
+    assert remote_texts == local_texts
+    parser = VerdictParser.from_config(VerdictConfig())
+    verdicts = [parser.parse(text) for text in remote_texts]
+    assert all(v.ok for v in verdicts), remote_texts
+    right = sum(int((v.value == 1) == label) for v, label in zip(verdicts, labels, strict=True))
+    assert right >= JUDGE_SAMPLE_FLOOR * len(labels), f"{right}/{len(labels)} right"
+
+
+def test_learned_judge_on_rewardbench_style_pairs(demo_judge, ray_cluster, tmp_path):
+    from nemo_genrm.config import RewardBenchConfig
+    from nemo_genrm.demo.rewardbench import DEMO_SUBSET, demo_pairwise_examples, demo_rating_config
+    from nemo_genrm.evals import open_judge, run_reward_bench
+
+    cfg = RewardBenchConfig.model_validate(demo_rating_config(demo_judge, tmp_path))
+    examples = demo_pairwise_examples(100, seed=5)  # a seed the judge never trained on
+    with open_judge(cfg) as judge:
+        outcome = run_reward_bench(cfg, judge, examples)
+    score = outcome.scores.subsets[DEMO_SUBSET]
+    assert outcome.scores.errors == 0
+    # A pair is won when the right answer is rated 1 and the wrong one 0; ties count half.
+    assert score.accuracy >= PAIR_FLOOR, (score, outcome.summary)
+    written = json.loads(outcome.results_path.read_text())
+    assert written[DEMO_SUBSET] == pytest.approx(score.accuracy)
