@@ -167,7 +167,8 @@ class CanaryPlanner:
             else:
                 canary = self._draw(order[self._turn % len(order)], pairs)
                 self._turn += 1
-            if canary is None:
+            if canary is None:  # every canary of the family is known for these questions
+                cached += 1
                 continue
             if canary.key in self._seen:
                 cached += 1
@@ -180,12 +181,16 @@ class CanaryPlanner:
         return out, cached
 
     def _draw(self, family: str, pairs: Sequence[tuple[str, str]]) -> Canary | None:
-        question, reference = pairs[self._rng.randrange(len(pairs))]
-        wrong = wrong_value(reference, [r for _, r in pairs])
-        if wrong is None:
-            return None
-        text = write(self._rng.choice(templates()[family]), reference, wrong)
-        return None if text is None else Canary(family, question, reference, text, FAMILIES[family][1])
+        """The family's first canary not judged yet, for a question of the call drawn at random."""
+        for index in self._rng.sample(range(len(pairs)), len(pairs)):
+            question, reference = pairs[index]
+            wrong = wrong_value(reference, [r for _, r in pairs])
+            for template in templates()[family] if wrong is not None else ():
+                text = write(template, reference, wrong)
+                canary = None if text is None else Canary(family, question, reference, text, FAMILIES[family][1])
+                if canary is not None and canary.key not in self._seen:
+                    return canary
+        return None
 
     def _remember(self, key: tuple[str, str, str]) -> None:
         self._seen[key] = None
