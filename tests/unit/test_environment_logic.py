@@ -18,6 +18,7 @@ from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
+from nemo_genrm.watchdog import WatchTally
 
 MAX_LEN = 1024
 
@@ -263,6 +264,8 @@ def test_metrics_keys_and_global_aggregation(judges):
         # reward.verifier: both (the default)
         *(f"genrm/verifier/{name}" for name in ("checked", "equal", "different", "undecided", "undecided/reference",
                                                  "undecided/answer", "disagreements", "vetoes", "undecided_rate")),
+        # reward.watchdog (on by default): its counters, from the first step (no canary yet at 2 prompts)
+        *WatchTally().metrics(),
     }
     assert set(last) == expected
     # The judge says 1 to "2" against the reference 1; the verifier finds 2 different: reward 0.

@@ -44,7 +44,7 @@ JUDGED = len(REDTEAM_ANSWERS) - MASTER_KEYS - len(HEDGED)
 
 def _env(judge, verifier: str = "both", **prompt) -> GenRMEnvironmentImpl:
     cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "prompt": prompt,
-           "reward": {"verifier": verifier}}
+           "reward": {"verifier": verifier, "watchdog": {"canaries": {"rate": 0.0}}}}  # counts the red team's prompts only
     return GenRMEnvironmentImpl(cfg, judge=judge)
 
 
