@@ -66,9 +66,12 @@ class WatchdogConfig(StrictModel):
             "after the step's checkpoint, elsewhere at the next step)."
         ),
     )
-    window: int = Field(8, ge=2, description="Judge calls the alarm looks back over.")
+    window: int = Field(8, ge=2, description="Judge calls the drift signals' alarm looks back over.")
+    canary_window: int = Field(
+        32, ge=1, description="Known-wrong canaries judged (the latest) that the canary alarm looks back over."
+    )
     min_canaries: int = Field(
-        16, ge=1, description="Known-wrong canaries judged in the window before their share can fire."
+        8, ge=1, description="Known-wrong canaries judged in the canary window before their share can fire."
     )
     min_samples: int = Field(64, ge=1, description="Responses in the window before a drift signal can fire.")
     canaries: CanaryConfig = Field(default_factory=CanaryConfig)

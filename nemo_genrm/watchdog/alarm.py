@@ -1,9 +1,11 @@
 """The alarm: thresholds on the canaries and the drift signals over a window of judge calls.
 
-A signal fires when its share over the last ``window`` judge calls reaches its threshold
+A drift signal fires when its share over the last ``window`` judge calls reaches its threshold
 (``absolute``), or when its share in the newer half of a full window exceeds the older half's by
-``thresholds.rise`` (``rise``); only once enough was seen (``min_canaries`` known-wrong canaries
-judged, ``min_samples`` responses read; half of that in each half for a rise).
+``thresholds.rise`` (``rise``); only once ``min_samples`` responses were read (half of that in each
+half for a rise). Canaries are few per judge call (a budget of a few percent of the prompts), so
+their share is over the last ``canary_window`` known-wrong canaries judged instead, once
+``min_canaries`` were (absolute only).
 """
 
 from __future__ import annotations
@@ -58,15 +60,24 @@ class Alarm:
     def __init__(self, cfg: WatchdogConfig) -> None:
         self.cfg = cfg
         self._window: collections.deque[WatchTally] = collections.deque(maxlen=cfg.window)
+        self._canaries: collections.deque[int] = collections.deque(maxlen=cfg.canary_window)  # 1: accepted
 
     def push(self, tally: WatchTally) -> list[Firing]:
         """Add one judge call's tally and return every signal past its threshold now."""
         self._window.append(tally)
+        accepted, judged = tally.share("canary_false_accept")
+        self._canaries.extend([1] * int(accepted) + [0] * int(judged - accepted))
         total = _sum(self._window)
         firings = []
-        for signal in CHECKED:
+        canaries = WatchTally(canary={"false_accept": float(sum(self._canaries)), "wrong_judged": float(len(self._canaries))})
+        threshold = self.cfg.thresholds.canary_false_accept
+        num, den = canaries.share("canary_false_accept")
+        if threshold is not None and den >= self.cfg.min_canaries and num / den >= threshold:
+            firings.append(Firing("canary_false_accept", "absolute", num / den, threshold, den,
+                                  metric_name("canary_false_accept")))  # fmt: skip
+        for signal in CHECKED[1:]:
             threshold = getattr(self.cfg.thresholds, signal)
-            least = self.cfg.min_canaries if signal == "canary_false_accept" else self.cfg.min_samples
+            least = self.cfg.min_samples
             num, den = total.share(signal)
             if threshold is not None and den >= least and num / den >= threshold:
                 firings.append(Firing(signal, "absolute", num / den, threshold, den, metric_name(signal)))

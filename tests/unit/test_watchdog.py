@@ -172,12 +172,15 @@ def test_alarm_absolute_and_rise(calls, fired):
     assert {f.signal: f.kind for f in firings} == fired
 
 
-def test_canary_alarm_needs_min_canaries():
+def test_canary_alarm_counts_the_latest_canaries_not_calls():
     alarm = Alarm(validate(GenRMConfig, {"judge": {"model_name": "x"}}).reward.watchdog)
-    assert alarm.push(_tally(0, 0, wrong=15, accepted=15)) == []  # 15 < min_canaries 16
-    (firing,) = alarm.push(_tally(0, 0, wrong=1, accepted=0))  # 15/16 = 0.94 >= 0.25
-    assert firing.signal == "canary_false_accept" and firing.value == pytest.approx(15 / 16)
+    assert alarm.push(_tally(0, 0, wrong=7, accepted=7)) == []  # 7 < min_canaries 8
+    (firing,) = alarm.push(_tally(0, 0, wrong=1, accepted=0))  # 7/8 = 0.875 >= 0.25, whatever the calls
+    assert firing.signal == "canary_false_accept" and firing.value == pytest.approx(7 / 8)
     assert firing.metric == "genrm/canary/false_accept_rate"
+    for _ in range(3):
+        firings = alarm.push(_tally(0, 0, wrong=10, accepted=0))
+    assert firings == []  # canary_window 32 holds the 30 rejections and 2 of the old: 1/32 < 0.25
 
 
 # ----------------------------------------------------------------------------------- actions
