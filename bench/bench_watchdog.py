@@ -15,8 +15,8 @@ judge's hole; without it the reward is the judge's alone):
 Per run it records the first step whose metrics show an alarm (``genrm/watchdog/alarms`` or any
 ``genrm/watchdog/alarm/*``), the held-out exact match at every validation and the first validation
 where it fell (below the step-0 value by more than ``--fall``), the canaries' false-accept rate, and
-the canaries' share of judge time (``genrm/canary/judge_time_s`` over the rest of the judge time,
-measured in the same steps). Writes ``bench/results/watchdog.json``.
+the canaries' share of judge time (the engine time of the canaries' calls over that of the real
+calls, training and validation, measured around the engine's calls in the same run). Writes ``bench/results/watchdog.json``.
 
     nice -n 10 uv run python bench/bench_watchdog.py                         # seeds 42 1 2
     nice -n 10 uv run python bench/bench_watchdog.py --seeds 42 grpo.max_num_steps=16
@@ -84,6 +84,7 @@ def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
     train, val = renderer.render_all(splits.train, max_prompt), renderer.render_all(splits.val, max_prompt)
     judge = LocalTransformersJudge(cfg.env.genrm.judge, num_threads=1) if arm == "shipped" else lenient_judge()
     env = GenRMEnvironmentImpl(cfg.env.genrm, judge=judge)
+    spent = _time_judge(judge, env)
     policy = PolicyWorker(cfg.policy, cfg.loss_fn, cfg.grpo.seed)
     trainer = GRPOTrainer(cfg, policy, env, train, val, MetricsLogger(cfg.logger))
     start = time.perf_counter()
@@ -93,7 +94,36 @@ def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
         env.shutdown()
         judge.shutdown()
     records = [json.loads(line) for line in (Path(log_dir) / "metrics.jsonl").read_text().splitlines()]
-    return summarise(arm, seed, records, time.perf_counter() - start)
+    run = summarise(arm, seed, records, time.perf_counter() - start)
+    # Engine time of every judge call of the run (training and validation), the canaries' apart.
+    run.update(judge_s=spent["real"], canary_judge_s=spent["canary"],
+               canary_time_share=spent["canary"] / max(spent["real"], 1e-9))  # fmt: skip
+    return run
+
+
+def _time_judge(judge, env) -> dict[str, float]:
+    """Count the engine time of the judge's calls, real and canary apart (the bench's own probe:
+    it marks the environment's canary call, a private method, to tell the two apart)."""
+    spent = {"real": 0.0, "canary": 0.0}
+    inside = [False]
+    engine_call, canary_call = judge.generate_counted, env._judge_canaries
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return engine_call(*args, **kwargs)
+        finally:
+            spent["canary" if inside[0] else "real"] += time.perf_counter() - start
+
+    def canaries(*args, **kwargs):
+        inside[0] = True
+        try:
+            return canary_call(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    judge.generate_counted, env._judge_canaries = timed, canaries
+    return spent
 
 
 def summarise(arm: str, seed: int, records: list[dict], seconds: float) -> dict:
@@ -103,8 +133,6 @@ def summarise(arm: str, seed: int, records: list[dict], seconds: float) -> dict:
                if r.get("genrm/watchdog/alarms", 0) > 0 or any(v > 0 for k, v in r.items() if k.startswith("genrm/watchdog/alarm/"))]  # fmt: skip
     fired = {k.removeprefix("genrm/watchdog/alarm/") for r in steps for k, v in r.items()
              if k.startswith("genrm/watchdog/alarm/") and v > 0}  # fmt: skip
-    canary_s = sum(r.get("genrm/canary/judge_time_s", 0.0) for r in steps)
-    judge_s = sum(r.get("timeline/judge_s", 0.0) for r in steps)  # includes the canaries' call
     sent = sum(r.get("genrm/canary/sent", 0.0) for r in steps)
     wrong = sum(r.get("genrm/canary/wrong_judged", 0.0) for r in steps)
     accepted = sum(r.get("genrm/canary/false_accept", 0.0) for r in steps)
@@ -115,9 +143,8 @@ def summarise(arm: str, seed: int, records: list[dict], seconds: float) -> dict:
         "train_reward": [r["train/reward_mean"] for r in steps],
         "alarm_step": alarmed[0] if alarmed else None, "signals": sorted(fired),
         "canaries_sent": sent, "canary_prompts": sum(r.get("genrm/canary/judge_prompts", 0.0) for r in steps),
+        "canary_train_judge_s": sum(r.get("genrm/canary/judge_time_s", 0.0) for r in steps),
         "real_prompts": real_prompts, "canary_false_accept_rate": accepted / wrong if wrong else 0.0,
-        "canary_judge_s": canary_s, "judge_s": judge_s,
-        "canary_time_share": canary_s / (judge_s - canary_s) if judge_s > canary_s else 0.0,
     }  # fmt: skip
 
 

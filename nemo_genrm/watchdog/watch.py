@@ -115,12 +115,12 @@ class Watchdog:
         """The canaries to judge after this call's real samples (none until the budget holds one)."""
         if self._planner is None:
             return []
-        self._planner.credit(real_prompts)
         pairs = list(dict.fromkeys((s.question, s.reference) for s in samples if s.reason is None and s.reference))
-        with self._lock:
+        with self._lock:  # judge calls may overlap: one budget, one cache
+            self._planner.credit(real_prompts)
             lean = [SIGNAL_FAMILY[s] for s in SIGNALS if s in self._active]
             mimics = self._mimics(pairs) if self._active else []
-        planned, cached = self._planner.plan(pairs, prepare, lean=lean, mimics=mimics)
+            planned, cached = self._planner.plan(pairs, prepare, lean=lean, mimics=mimics)
         tally.bump("cached", float(cached), canary=True)
         return planned
 

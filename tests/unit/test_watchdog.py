@@ -17,7 +17,8 @@ from nemo_genrm.errors import RewardHackingSuspected
 from nemo_genrm.testing.gullible import GullibleJudge, fenced_content, prompt_reference
 from nemo_genrm.testing.literal import LiteralJudge
 from nemo_genrm.watchdog import Alarm, WatchTally
-from nemo_genrm.watchdog.canaries import FAMILIES, templates, write
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.watchdog.canaries import FAMILIES, mimic, templates, write
 
 QUESTIONS = [(f"What is {a} + {b}?", str(a + b)) for a in range(1, 5) for b in range(1, 4)]  # 12, answers 2..7
 
@@ -112,6 +113,17 @@ def test_controls_are_accepted_and_settled_canaries_cost_no_prompt():
     assert m["genrm/canary/settled"] >= settled  # the retraction may be refused by extraction too
     assert m["genrm/canary/judge_prompts"] == m["genrm/canary/sent"] - m["genrm/canary/settled"]
     assert m["genrm/canary/cached"] > 0  # the last calls found every canary already judged
+
+
+@pytest.mark.parametrize(("response", "value", "expected"), [
+    ("7\nVerdict: 1", "7", "8\nVerdict: 1"),  # the policy's own shape, its value made wrong
+    ("It is 7, not 17.", "7", "It is 8, not 17."),  # 17 is another number, not the value
+    ("7\nVerdict: 1", "6", None),  # a wrong answer already: nothing known to flip
+    ("Answer: 7.0", "7.0", None),  # the value is not the reference as written
+])
+def test_mimic_canaries_replace_the_stated_value(response, value, expected):
+    sample = PreparedSample(None, question="What is 3 + 4?", reference="7", answer=response, value=value)
+    assert mimic(response, sample, "8") == expected
 
 
 def test_canaries_refuse_to_be_written_where_not_known_wrong():
