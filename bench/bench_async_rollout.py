@@ -51,13 +51,19 @@ def _batch(tokenizer, questions: int, generations: int):
     from nemo_genrm.integrations.nemo_rl_processor import genrm_math_data_processor
 
     rows = [
-        {"messages": [{"role": "user", "content": f"What is {q} plus {q}? (#{q})"},
-                      {"role": "assistant", "content": str(2 * q)}], "task_name": TASK}
+        {
+            "messages": [
+                {"role": "user", "content": f"What is {q} plus {q}? (#{q})"},
+                {"role": "assistant", "content": str(2 * q)},
+            ],
+            "task_name": TASK,
+        }
         for q in range(questions)
     ]
     spec = TaskDataSpec(task_name=TASK)
-    dataset = AllTaskProcessedDataset(datasets.Dataset.from_list(rows), tokenizer, spec,
-                                      {TASK: (spec, genrm_math_data_processor)}, max_seq_length=512)
+    dataset = AllTaskProcessedDataset(
+        datasets.Dataset.from_list(rows), tokenizer, spec, {TASK: (spec, genrm_math_data_processor)}, max_seq_length=512
+    )
     return rl_collate_fn([dataset[i] for i in range(len(dataset))]).repeat_interleave(generations)
 
 
@@ -84,8 +90,14 @@ def _run_once(path: str, env, batch, tokenizer) -> dict:
     before = ray.get(env.judge_stats.remote())
     rollout = rollouts.run_async_multi_turn_rollout if path == "async" else rollouts.run_multi_turn_rollout
     start = time.perf_counter()
-    final, _ = rollout(ScriptedGeneration(tokenizer, _respond()), batch.copy(), tokenizer, {TASK: env},
-                       max_seq_len=512, max_rollout_turns=1)
+    final, _ = rollout(
+        ScriptedGeneration(tokenizer, _respond()),
+        batch.copy(),
+        tokenizer,
+        {TASK: env},
+        max_seq_len=512,
+        max_rollout_turns=1,
+    )
     wall = time.perf_counter() - start
     after = ray.get(env.judge_stats.remote())
     _, metrics = ray.get(env.global_post_process_and_metrics.remote(None))
@@ -129,18 +141,34 @@ def main() -> None:
     finally:
         shutdown_environments({TASK: env}, None)
         ray.shutdown()
-    summary = {path: {"wall_s_median": median([r["wall_s"] for r in rs]), **{k: rs[-1][k] for k in rs[-1] if k != "wall_s"}}
-               for path, rs in runs.items()}
+    summary = {
+        path: {"wall_s_median": median([r["wall_s"] for r in rs]), **{k: rs[-1][k] for k in rs[-1] if k != "wall_s"}}
+        for path, rs in runs.items()
+    }
     ratio = summary["async"]["wall_s_median"] / summary["sync"]["wall_s_median"]
     samples = args.questions * args.generations
-    print(f"{samples} samples ({args.questions} questions x {args.generations}), tiny CPU judge, {args.repeats} repeats")
+    print(
+        f"{samples} samples ({args.questions} questions x {args.generations}), tiny CPU judge, {args.repeats} repeats"
+    )
     for path, s in summary.items():
-        print(f"  {path:5s}: rollout {s['wall_s_median']:.2f} s, judge engine calls {s['engine_calls']}, "
-              f"prompts {s['engine_prompts']}, mean reward {s['mean_reward']:.3f}")
+        print(
+            f"  {path:5s}: rollout {s['wall_s_median']:.2f} s, judge engine calls {s['engine_calls']}, "
+            f"prompts {s['engine_prompts']}, mean reward {s['mean_reward']:.3f}"
+        )
     print(f"  async / sync rollout time: {ratio:.2f}x (target <= 1.25x)")
-    path = write_result("async_rollout", {"samples": samples, "questions": args.questions,
-                                          "generations": args.generations, "repeats": args.repeats,
-                                          "ratio_async_over_sync": ratio, "summary": summary, "runs": runs}, args.out)
+    path = write_result(
+        "async_rollout",
+        {
+            "samples": samples,
+            "questions": args.questions,
+            "generations": args.generations,
+            "repeats": args.repeats,
+            "ratio_async_over_sync": ratio,
+            "summary": summary,
+            "runs": runs,
+        },
+        args.out,
+    )
     print(f"wrote {path}")
 
 

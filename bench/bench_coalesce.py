@@ -52,7 +52,9 @@ def main() -> None:
     logs, meta = grpo_batch("grpo_mixed", args.prompts, args.generations, random.Random(args.seed))
     model = str(cached_tiny_judge("1"))
     worker = LocalTransformersJudge(JudgeConfig(model_name=model, precision="float32", max_model_len=1024))
-    env = GenRMEnvironmentImpl({"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}, judge=worker)
+    env = GenRMEnvironmentImpl(
+        {"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}, judge=worker
+    )
     pool = ThreadPoolExecutor(max_workers=len(logs))
 
     def counted(fn):
@@ -61,7 +63,11 @@ def main() -> None:
             rewards = fn()
             after = worker.stats()
             calls = after.generate_calls - before.generate_calls
-            return {"engine_calls": calls, "prompts": after.prompts_generated - before.prompts_generated, "rewards": rewards}
+            return {
+                "engine_calls": calls,
+                "prompts": after.prompts_generated - before.prompts_generated,
+                "rewards": rewards,
+            }
 
         return run
 

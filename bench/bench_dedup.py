@@ -53,10 +53,12 @@ def _batch(shape: str, prompts: int, generations: int, rng: random.Random) -> tu
                 answer = truth
             else:  # mostly the right answer, sometimes one of three others
                 answer = rng.choices(candidates, weights=[0.6, 0.2, 0.1, 0.1])[0]
-            logs.append([
-                {"role": "user", "content": f"Question {q}: triple {q}."},
-                {"role": "assistant", "content": f"Three times {q} is {answer}. Answer: {answer}"},
-            ])
+            logs.append(
+                [
+                    {"role": "user", "content": f"Question {q}: triple {q}."},
+                    {"role": "assistant", "content": f"Three times {q} is {answer}. Answer: {answer}"},
+                ]
+            )
             meta.append({"ground_truth": truth, "question": f"What is 3 x {q}?"})
     return logs, meta
 
@@ -77,7 +79,9 @@ def _measure(worker: LocalTransformersJudge, cfg: dict, dedup: bool, logs: list,
 def main() -> None:
     args = _args()
     rng = random.Random(args.seed)
-    worker = LocalTransformersJudge(JudgeConfig(model_name=str(cached_tiny_judge("1")), precision="float32", max_model_len=1024))
+    worker = LocalTransformersJudge(
+        JudgeConfig(model_name=str(cached_tiny_judge("1")), precision="float32", max_model_len=1024)
+    )
     cfg = {"judge": worker.config.model_dump(), "resources": {"gpus_per_replica": 0}}
     rows = []
     for shape in ("grpo_mixed", "k_identical"):
@@ -86,19 +90,23 @@ def main() -> None:
         off = _measure(worker, cfg, False, logs, meta, args.repeats)
         if on.pop("rewards") != off.pop("rewards"):
             raise RuntimeError("dedup changed the rewards")
-        rows.append({
-            "shape": shape,
-            "samples": len(logs),
-            "dedup_on": on,
-            "dedup_off": off,
-            "prompts_ratio": on["prompts_sent"] / off["prompts_sent"],
-            "time_ratio": on["step_s"] / off["step_s"],
-        })
+        rows.append(
+            {
+                "shape": shape,
+                "samples": len(logs),
+                "dedup_on": on,
+                "dedup_off": off,
+                "prompts_ratio": on["prompts_sent"] / off["prompts_sent"],
+                "time_ratio": on["step_s"] / off["step_s"],
+            }
+        )
     print(f"{'shape':<12} {'samples':>7} {'prompts on/off':>15} {'ratio':>6} {'step s on/off':>15} {'ratio':>6}")
     for r in rows:
         prompts = f"{r['dedup_on']['prompts_sent']}/{r['dedup_off']['prompts_sent']}"
         secs = f"{r['dedup_on']['step_s']:.2f}/{r['dedup_off']['step_s']:.2f}"
-        print(f"{r['shape']:<12} {r['samples']:>7} {prompts:>15} {r['prompts_ratio']:>6.3f} {secs:>15} {r['time_ratio']:>6.3f}")
+        print(
+            f"{r['shape']:<12} {r['samples']:>7} {prompts:>15} {r['prompts_ratio']:>6.3f} {secs:>15} {r['time_ratio']:>6.3f}"
+        )
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "prompts": args.prompts,

@@ -41,6 +41,7 @@ CONFIG = ROOT / "examples" / "configs" / "grpo_genrm_tiny.yaml"
 def run_one(seed: int, threads: int, overrides: list[str], log_dir: str) -> dict:
     """One run of the default config in this process; returns its validation records."""
     import torch
+    from transformers import AutoTokenizer
 
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.grpo.config import load_grpo_config
@@ -50,16 +51,19 @@ def run_one(seed: int, threads: int, overrides: list[str], log_dir: str) -> dict
     from nemo_genrm.grpo.policy import PolicyWorker
     from nemo_genrm.grpo.runner import resolve_models
     from nemo_genrm.judges.transformers import LocalTransformersJudge
-    from transformers import AutoTokenizer
 
     cfg = load_grpo_config(
         CONFIG,
         [
-            f"grpo.seed={seed}", f"policy.cpu_threads={threads}", f"logger.log_dir={log_dir}",
-            "checkpointing.enabled=false", "logger.tensorboard_enabled=false", "logger.progress_bar=false",
+            f"grpo.seed={seed}",
+            f"policy.cpu_threads={threads}",
+            f"logger.log_dir={log_dir}",
+            "checkpointing.enabled=false",
+            "logger.tensorboard_enabled=false",
+            "logger.progress_bar=false",
             *overrides,
         ],
-    )  # fmt: skip
+    )
     cfg = resolve_models(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)

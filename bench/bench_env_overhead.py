@@ -28,8 +28,8 @@ import ray  # noqa: E402
 from nemo_genrm.config import GenRMConfig, validate  # noqa: E402
 from nemo_genrm.env.environment import GenRMEnvironment  # noqa: E402
 from nemo_genrm.judges import JudgeRequest, create_judge  # noqa: E402
-from nemo_genrm.prompts import PromptBuilder  # noqa: E402
 from nemo_genrm.judges.placement import acquire_resources  # noqa: E402
+from nemo_genrm.prompts import PromptBuilder  # noqa: E402
 from nemo_genrm.testing import cached_tiny_judge  # noqa: E402
 
 
@@ -87,7 +87,7 @@ def main() -> None:
         bare_s, env_s, inside_s = [], [], []
         for i in range(args.repeats):
             # Alternate which side goes first so drift on a shared machine hits both alike.
-            for side in (("bare", "env") if i % 2 == 0 else ("env", "bare")):
+            for side in ("bare", "env") if i % 2 == 0 else ("env", "bare"):
                 t0 = time.perf_counter()
                 if side == "bare":
                     texts = bare.generate(requests)
@@ -108,7 +108,9 @@ def main() -> None:
     bare_med, env_med = median(bare_s), median(env_s)
     ratio = env_med / bare_med
     inside_med = median(inside_s)
-    print(f"{'samples':>8} {'bare engine s':>14} {'env step s':>11} {'ratio':>7} {'target':>8} {'env work outside judge s':>25}")
+    print(
+        f"{'samples':>8} {'bare engine s':>14} {'env step s':>11} {'ratio':>7} {'target':>8} {'env work outside judge s':>25}"
+    )
     print(f"{args.batch:>8} {bare_med:>14.3f} {env_med:>11.3f} {ratio:>6.3f}x {'<=1.10x':>8} {inside_med:>25.4f}")
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),

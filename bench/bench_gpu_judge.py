@@ -59,15 +59,27 @@ from bench_judge_floors import (  # noqa: E402
     sync,
 )
 
-QWEN2_1P5B = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-              "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936}
+QWEN2_1P5B = {
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+}
 # Probability margin from 0.5 past which bf16 noise cannot flip a verdict of the bench's model.
 CLEAR_MARGIN = 0.05
 # Agreement checks that failed: every figure is still measured (a GPU lease is short), then the
 # run exits non-zero naming them.
 FAILED_CHECKS: list[str] = []
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 768}
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "vocab_size": 768,
+}
 
 
 def _args() -> argparse.Namespace:
@@ -116,7 +128,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="genrm_judge_bench_") as tmp:
         shapes = build_model(Path(tmp), dims, dtype, device)
         config = {
-            "backend": "dtensor", "model_name": tmp, "precision": str(dtype).split(".")[-1],
+            "backend": "dtensor",
+            "model_name": tmp,
+            "precision": str(dtype).split(".")[-1],
             "max_model_len": args.max_len + args.new_tokens + 16,
             "sampling": {"max_new_tokens": args.new_tokens},
             "batching": {"max_batch_size": args.decode_batch, "max_tokens_per_batch": 32768},
@@ -127,17 +141,26 @@ def main() -> int:
             worker = LocalTransformersJudge(JudgeConfig.model_validate(config))
             floors.update(copy_bandwidth(device, shapes["weight_bytes"]))
             prompts = mixed_prompts(args.prompts, args.min_len, args.max_len, seed=0)
-            result.update({
-                "score": _score(worker, prompts, shapes, floors, device),
-                "decode": _decode(worker, prompts, args, shapes, floors, device),
-                "job": _job(worker, prompts, args, device),
-                "sleep_wake": _sleep_wake(worker, shapes, floors, device),
-            })
+            result.update(
+                {
+                    "score": _score(worker, prompts, shapes, floors, device),
+                    "decode": _decode(worker, prompts, args, shapes, floors, device),
+                    "job": _job(worker, prompts, args, device),
+                    "sleep_wake": _sleep_wake(worker, shapes, floors, device),
+                }
+            )
             worker.shutdown()
-    payload = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-               "torch": torch.__version__, "tiny": args.tiny, "args": vars(args), "dims": dims,
-               "shapes": shapes, "floors": floors, **result}
+    payload = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "tiny": args.tiny,
+        "args": vars(args),
+        "dims": dims,
+        "shapes": shapes,
+        "floors": floors,
+        **result,
+    }
     name = "gpu_judge_tiny" if args.tiny else "gpu_judge"
     payload["failed_checks"] = FAILED_CHECKS
     print(f"wrote {write_result(name, payload, args.out)}")
@@ -148,8 +171,7 @@ def main() -> int:
 
 def _long_tail(config: dict, args, shapes, floors, device) -> dict:
     """The long-tailed job (``long_tail.py``) on a countdown-rewired copy of the model."""
-    from long_tail import (check_replies, countdown_prompts, long_tail_lengths, run_bare, run_buckets,
-                           run_continuous)
+    from long_tail import check_replies, countdown_prompts, long_tail_lengths, run_bare, run_buckets, run_continuous
 
     from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges.hf_generation import round_up
@@ -173,8 +195,9 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
     runs = {}
     runs["continuous"], continuous = run_continuous(generator, prompts, args.longest, slots, device)
     runs["buckets"], buckets = run_buckets(generator, prompts, args.longest, slots, device)
-    runs["bare_static_first_batch"], bare = run_bare(worker.model, prompts, args.longest, slots, eos, worker.pad_id,
-                                                     device, cache="static", max_batches=1)
+    runs["bare_static_first_batch"], bare = run_bare(
+        worker.model, prompts, args.longest, slots, eos, worker.pad_id, device, cache="static", max_batches=1
+    )
     failed = check_replies("continuous", continuous, lengths, eos) + check_replies("buckets", buckets, lengths, eos)
     failed += check_replies("bare static generate", bare, lengths, eos)
     FAILED_CHECKS.extend(failed)
@@ -188,19 +211,29 @@ def _long_tail(config: dict, args, shapes, floors, device) -> dict:
     # The floor of a full-width step: the weights plus the whole slot cache read once.
     ring = round_up(prompt_len + 1 + args.longest, 64)
     floor = (shapes["weight_bytes"] + slots * ring * shapes["kv_bytes_per_token"]) / floors["memory_bytes_per_s"]
-    out = {"runs": runs, "warmup_s": warm_s, "slots": slots, "cache_length": ring, "colocated": colocated,
-           "lengths": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
-           "speedup_over_buckets": cont["tokens_per_s"] / runs["buckets"]["tokens_per_s"],
-           "speedup_over_bare_static": cont["tokens_per_s"] / runs["bare_static_first_batch"]["tokens_per_s"],
-           "mean_step_s": step_s, "full_width_step_floor_s": floor, "failed_checks": failed}
-    print(f"long-tailed job ({len(lengths)} replies of mean {out['lengths']['mean']:.0f}, max {max(lengths)} tokens, "
-          f"{slots} slots): continuous {cont['tokens_per_s']:.0f} tok/s at {cont['slot_utilisation']:.1%} of "
-          f"slots busy, buckets {runs['buckets']['tokens_per_s']:.0f} tok/s "
-          f"({runs['buckets']['slot_utilisation']:.1%}), bare static "
-          f"generate {runs['bare_static_first_batch']['tokens_per_s']:.0f} tok/s on the first batch: "
-          f"{out['speedup_over_buckets']:.2f}x buckets; mean step {1e3 * step_s:.2f} ms (full-width floor "
-          f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s; colocated: wake {colocated['wake_s']:.2f} s, job "
-          f"{colocated['job_s']:.1f} s, sleep {colocated['sleep_s']:.2f} s")
+    out = {
+        "runs": runs,
+        "warmup_s": warm_s,
+        "slots": slots,
+        "cache_length": ring,
+        "colocated": colocated,
+        "lengths": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
+        "speedup_over_buckets": cont["tokens_per_s"] / runs["buckets"]["tokens_per_s"],
+        "speedup_over_bare_static": cont["tokens_per_s"] / runs["bare_static_first_batch"]["tokens_per_s"],
+        "mean_step_s": step_s,
+        "full_width_step_floor_s": floor,
+        "failed_checks": failed,
+    }
+    print(
+        f"long-tailed job ({len(lengths)} replies of mean {out['lengths']['mean']:.0f}, max {max(lengths)} tokens, "
+        f"{slots} slots): continuous {cont['tokens_per_s']:.0f} tok/s at {cont['slot_utilisation']:.1%} of "
+        f"slots busy, buckets {runs['buckets']['tokens_per_s']:.0f} tok/s "
+        f"({runs['buckets']['slot_utilisation']:.1%}), bare static "
+        f"generate {runs['bare_static_first_batch']['tokens_per_s']:.0f} tok/s on the first batch: "
+        f"{out['speedup_over_buckets']:.2f}x buckets; mean step {1e3 * step_s:.2f} ms (full-width floor "
+        f"{1e3 * floor:.2f} ms); warm-up {warm_s:.0f} s; colocated: wake {colocated['wake_s']:.2f} s, job "
+        f"{colocated['job_s']:.1f} s, sleep {colocated['sleep_s']:.2f} s"
+    )
     worker.shutdown()
     return out
 
@@ -213,8 +246,13 @@ def _score(worker, prompts, shapes, floors, device) -> dict:
     labels = ["1", "0"]
     lengths = [p.num_tokens for p in prompts]
     max_batch, max_tokens = worker.batch_limits(max(lengths), 1)
-    batches = plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
-                           max_new_tokens=1, max_padding=SCORE_MAX_PADDING)
+    batches = plan_batches(
+        lengths,
+        max_batch_size=max_batch,
+        max_tokens_per_batch=max_tokens,
+        max_new_tokens=1,
+        max_padding=SCORE_MAX_PADDING,
+    )
     label_ids = [worker.tokenizer.encode(lab, add_special_tokens=False)[0] for lab in labels]
 
     def bare():
@@ -230,8 +268,9 @@ def _score(worker, prompts, shapes, floors, device) -> dict:
 
     worker.score_fitted(prompts, labels)  # warm-up
     bare()
-    engine_s, engine = min((timed_once(lambda: worker.score_fitted(prompts, labels), device) for _ in range(3)),
-                           key=lambda r: r[0])
+    engine_s, engine = min(
+        (timed_once(lambda: worker.score_fitted(prompts, labels), device) for _ in range(3)), key=lambda r: r[0]
+    )
     bare_s, ref = min((timed_once(bare, device) for _ in range(3)), key=lambda r: r[0])
     # A random-weight judge puts most prompts near p = 0.5, where bf16 rounding in another batch
     # layout flips the verdict; a wrong read (position, padding, label) flips clear cases too. So
@@ -243,24 +282,38 @@ def _score(worker, prompts, shapes, floors, device) -> dict:
     agree_clear = sum((e > 0.5) == (r > 0.5) for e, r in clear) / max(len(clear), 1)
     max_diff = max(abs(e - r) for e, r in pairs)
     if agree_clear < 0.99 or agree < 0.95:
-        FAILED_CHECKS.append(f"score verdicts agree on {agree:.1%} of prompts ({agree_clear:.1%} of the "
-                             f"{len(clear)} clear ones) only; largest probability difference {max_diff:.3f}")
+        FAILED_CHECKS.append(
+            f"score verdicts agree on {agree:.1%} of prompts ({agree_clear:.1%} of the "
+            f"{len(clear)} clear ones) only; largest probability difference {max_diff:.3f}"
+        )
     tokens = sum(lengths)
     flops = sum(flops_per_token(shapes, n) * n for n in lengths)
     uniform_ids = torch.randint(3, 700, (32, 1024), device=device)
     with torch.inference_mode():  # without it autograd keeps every layer's activations (OOM at 32 x 1024)
-        uniform_s = min(timed_once(lambda: worker.model(input_ids=uniform_ids, logits_to_keep=1), device)[0]
-                        for _ in range(3))
+        uniform_s = min(
+            timed_once(lambda: worker.model(input_ids=uniform_ids, logits_to_keep=1), device)[0] for _ in range(3)
+        )
     peak = floors["matmul_peak_flops"]
-    out = {"engine_s": engine_s, "bare_s": bare_s, "engine_over_bare": engine_s / bare_s,
-           "prompt_tokens": tokens, "tokens_per_s": tokens / engine_s,
-           "mfu_engine": flops / engine_s / peak, "mfu_bare": flops / bare_s / peak,
-           "mfu_uniform_32x1024": flops_per_token(shapes, 1024) * 32 * 1024 / uniform_s / peak,
-           "batches": len(batches), "verdict_agreement": agree, "verdict_agreement_clear": agree_clear,
-           "clear_prompts": len(clear), "max_probability_difference": max_diff}
-    print(f"score: engine {engine_s:.3f} s vs bare forward {bare_s:.3f} s ({out['engine_over_bare']:.2f}x), "
-          f"MFU {out['mfu_engine']:.1%} (uniform 32x1024: {out['mfu_uniform_32x1024']:.1%}), "
-          f"verdicts agree {agree:.1%} ({agree_clear:.1%} of {len(clear)} clear), largest p difference {max_diff:.4f}")
+    out = {
+        "engine_s": engine_s,
+        "bare_s": bare_s,
+        "engine_over_bare": engine_s / bare_s,
+        "prompt_tokens": tokens,
+        "tokens_per_s": tokens / engine_s,
+        "mfu_engine": flops / engine_s / peak,
+        "mfu_bare": flops / bare_s / peak,
+        "mfu_uniform_32x1024": flops_per_token(shapes, 1024) * 32 * 1024 / uniform_s / peak,
+        "batches": len(batches),
+        "verdict_agreement": agree,
+        "verdict_agreement_clear": agree_clear,
+        "clear_prompts": len(clear),
+        "max_probability_difference": max_diff,
+    }
+    print(
+        f"score: engine {engine_s:.3f} s vs bare forward {bare_s:.3f} s ({out['engine_over_bare']:.2f}x), "
+        f"MFU {out['mfu_engine']:.1%} (uniform 32x1024: {out['mfu_uniform_32x1024']:.1%}), "
+        f"verdicts agree {agree:.1%} ({agree_clear:.1%} of {len(clear)} clear), largest p difference {max_diff:.4f}"
+    )
     return out
 
 
@@ -279,8 +332,11 @@ def _decode(worker, prompts, args, shapes, floors, device) -> dict:
         return lambda: bare_generate_batches(worker, [ids], tokens, cache)
 
     per_step = {}
-    for name, make in (("engine", engine), ("bare_dynamic", lambda t: bare(t, None)),
-                       ("bare_static", lambda t: bare(t, "static"))):
+    for name, make in (
+        ("engine", engine),
+        ("bare_dynamic", lambda t: bare(t, None)),
+        ("bare_static", lambda t: bare(t, "static")),
+    ):
         for tokens in (1, n):
             make(tokens)()  # warm-up (compiles where it compiles)
         full = min(timed_once(make(n), device)[0] for _ in range(3))
@@ -289,19 +345,32 @@ def _decode(worker, prompts, args, shapes, floors, device) -> dict:
     mean_len = sum(len(p) for p in ids) / len(ids) + n / 2
     step_bytes = shapes["weight_bytes"] + len(ids) * mean_len * shapes["kv_bytes_per_token"]
     floor = step_bytes / floors["memory_bytes_per_s"]
-    out = {"batch": len(ids), "step_s": per_step, "floor_step_s": floor,
-           "engine_over_floor": per_step["engine"] / floor}
-    print("decode step at batch %d: engine %.2f ms, bare dynamic %.2f ms, bare static %.2f ms, floor %.2f ms "
-          "(engine %.1fx floor)" % (len(ids), *(1e3 * per_step[k] for k in ("engine", "bare_dynamic", "bare_static")),
-                                    1e3 * floor, out["engine_over_floor"]))
+    out = {
+        "batch": len(ids),
+        "step_s": per_step,
+        "floor_step_s": floor,
+        "engine_over_floor": per_step["engine"] / floor,
+    }
+    print(
+        "decode step at batch %d: engine %.2f ms, bare dynamic %.2f ms, bare static %.2f ms, floor %.2f ms "
+        "(engine %.1fx floor)"
+        % (
+            len(ids),
+            *(1e3 * per_step[k] for k in ("engine", "bare_dynamic", "bare_static")),
+            1e3 * floor,
+            out["engine_over_floor"],
+        )
+    )
     return out
 
 
 def _job(worker, prompts, args, device) -> dict:
     """All prompts x ``new_tokens``: engine vs bare generate in length-sorted batches."""
     order = sorted(range(len(prompts)), key=lambda i: -prompts[i].num_tokens)
-    batches = [[list(prompts[i].token_ids) for i in order[s : s + args.decode_batch]]
-               for s in range(0, len(order), args.decode_batch)]
+    batches = [
+        [list(prompts[i].token_ids) for i in order[s : s + args.decode_batch]]
+        for s in range(0, len(order), args.decode_batch)
+    ]
     worker.generate_fitted(prompts)  # warm-up: every shape compiled
     engine_s = timed_once(lambda: worker.generate_fitted(prompts), device)[0]
     times, bare_rows = {}, {}
@@ -327,11 +396,19 @@ def _job(worker, prompts, args, device) -> dict:
     terse_s = min(timed_once(lambda: worker.generate_fitted(prompts), device)[0] for _ in range(3))
     worker.config.sampling.max_new_tokens = args.new_tokens
     score_s = min(timed_once(lambda: worker.score_fitted(prompts, ["1", "0"]), device)[0] for _ in range(3))
-    out = {"engine_s": engine_s, **times, "first_token_agreement": agree, "sequence_agreement": same,
-           "terse_4_tokens_s": terse_s, "terse_over_score": terse_s / score_s}
-    print(f"{len(prompts)} x {args.new_tokens} job: engine {engine_s:.2f} s, bare dynamic "
-          f"{times['bare_dynamic']:.2f} s, bare static {times['bare_static']:.2f} s; first tokens agree "
-          f"{agree:.1%} (whole sequences {same:.1%}); 4-token verdict {terse_s:.2f} s = {out['terse_over_score']:.2f}x score")
+    out = {
+        "engine_s": engine_s,
+        **times,
+        "first_token_agreement": agree,
+        "sequence_agreement": same,
+        "terse_4_tokens_s": terse_s,
+        "terse_over_score": terse_s / score_s,
+    }
+    print(
+        f"{len(prompts)} x {args.new_tokens} job: engine {engine_s:.2f} s, bare dynamic "
+        f"{times['bare_dynamic']:.2f} s, bare static {times['bare_static']:.2f} s; first tokens agree "
+        f"{agree:.1%} (whole sequences {same:.1%}); 4-token verdict {terse_s:.2f} s = {out['terse_over_score']:.2f}x score"
+    )
     return out
 
 
@@ -344,12 +421,21 @@ def _sleep_wake(worker, shapes, floors, device) -> dict:
         wakes.append(timed_once(worker.wake, device)[0])
     sleep_floor = shapes["weight_bytes"] / floors["device_to_host_bytes_per_s"]
     wake_floor = shapes["weight_bytes"] / floors["host_to_device_bytes_per_s"]
-    out = {"sleep_s": sleeps, "wake_s": wakes, "sleep_floor_s": sleep_floor, "wake_floor_s": wake_floor,
-           "worst_sleep_over_floor": max(sleeps) / sleep_floor, "worst_wake_over_floor": max(wakes) / wake_floor,
-           "device_bytes_after_sleep": left, "median_sleep_s": median(sleeps)}
-    print(f"sleep {', '.join(f'{s:.3f}' for s in sleeps)} s (floor {sleep_floor:.3f} s), wake "
-          f"{', '.join(f'{s:.3f}' for s in wakes)} s (floor {wake_floor:.3f} s); "
-          f"{left / 2**20:.1f} MiB left on the device asleep")
+    out = {
+        "sleep_s": sleeps,
+        "wake_s": wakes,
+        "sleep_floor_s": sleep_floor,
+        "wake_floor_s": wake_floor,
+        "worst_sleep_over_floor": max(sleeps) / sleep_floor,
+        "worst_wake_over_floor": max(wakes) / wake_floor,
+        "device_bytes_after_sleep": left,
+        "median_sleep_s": median(sleeps),
+    }
+    print(
+        f"sleep {', '.join(f'{s:.3f}' for s in sleeps)} s (floor {sleep_floor:.3f} s), wake "
+        f"{', '.join(f'{s:.3f}' for s in wakes)} s (floor {wake_floor:.3f} s); "
+        f"{left / 2**20:.1f} MiB left on the device asleep"
+    )
     return out
 
 

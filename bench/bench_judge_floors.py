@@ -58,9 +58,14 @@ def build_model(path: Path, dims: dict, dtype: torch.dtype, device: torch.device
     from nemo_genrm.testing import EOS_TOKEN, PAD_TOKEN, build_tiny_tokenizer, make_tiny_tokenizer
 
     tok = make_tiny_tokenizer()
-    config = Qwen2Config(**dims, max_position_embeddings=32768, tie_word_embeddings=True,
-                         eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN),
-                         pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN), bos_token_id=None)
+    config = Qwen2Config(
+        **dims,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        eos_token_id=tok.convert_tokens_to_ids(EOS_TOKEN),
+        pad_token_id=tok.convert_tokens_to_ids(PAD_TOKEN),
+        bos_token_id=None,
+    )
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.save_pretrained(str(path))
@@ -72,7 +77,8 @@ def build_model(path: Path, dims: dict, dtype: torch.dtype, device: torch.device
         "matmul_params": per_layer * dims["num_hidden_layers"] + dims["vocab_size"] * dims["hidden_size"],
         "weight_bytes": sum(p.numel() for p in model.parameters()) * element,
         "kv_bytes_per_token": kv_bytes_per_token(config, 1, element),
-        "layers": dims["num_hidden_layers"], "hidden": dims["hidden_size"],
+        "layers": dims["num_hidden_layers"],
+        "hidden": dims["hidden_size"],
     }
     del model
     if device.type == "cuda":
@@ -102,12 +108,17 @@ def bare_generate_batches(worker, batches, new_tokens: int, cache: str | None) -
     """Bare ``model.generate`` (greedy) over ready-made batches: new ids per row, per batch."""
     from transformers import GenerationConfig
 
-    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=worker.eos_ids,
-                              pad_token_id=worker.pad_id, cache_implementation=cache)
+    config = GenerationConfig(
+        max_new_tokens=new_tokens,
+        do_sample=False,
+        eos_token_id=worker.eos_ids,
+        pad_token_id=worker.pad_id,
+        cache_implementation=cache,
+    )
     out = []
     with torch.no_grad():
         for batch in batches:
             ids, mask = worker._pad(batch)  # [B, T]
             seqs = worker.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-            out.append(seqs[:, ids.shape[1]:].tolist())  # [B, N]
+            out.append(seqs[:, ids.shape[1] :].tolist())  # [B, N]
     return out

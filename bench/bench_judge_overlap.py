@@ -42,12 +42,21 @@ def run_one(overlap: bool, steps: int, batches: int, overrides: list[str], log_d
     from nemo_genrm.grpo.runner import build_run
 
     samples = 16 * 8  # the demo's prompts x generations per step
-    cfg = load_grpo_config(CONFIG, [
-        f"grpo.max_num_steps={steps}", f"grpo.judge_while_generating={'on' if overlap else 'off'}",
-        f"policy.generation_batch_size={samples // batches}", f"logger.log_dir={log_dir}",
-        "grpo.val_period=0", "grpo.val_at_start=false", "checkpointing.enabled=false",
-        "logger.tensorboard_enabled=false", "logger.progress_bar=false", *overrides,
-    ])  # fmt: skip
+    cfg = load_grpo_config(
+        CONFIG,
+        [
+            f"grpo.max_num_steps={steps}",
+            f"grpo.judge_while_generating={'on' if overlap else 'off'}",
+            f"policy.generation_batch_size={samples // batches}",
+            f"logger.log_dir={log_dir}",
+            "grpo.val_period=0",
+            "grpo.val_at_start=false",
+            "checkpointing.enabled=false",
+            "logger.tensorboard_enabled=false",
+            "logger.progress_bar=false",
+            *overrides,
+        ],
+    )
     run = build_run(cfg)
     try:
         run.trainer.fit()
@@ -77,12 +86,20 @@ def main() -> int:
     saved = 1 - summary["on"]["timeline/step_s"] / summary["off"]["timeline/step_s"]
     for mode in ("off", "on"):
         s = summary[mode]
-        print(f"judge_while_generating {mode:>3}: step {s['timeline/step_s']:.2f} s (generation "
-              f"{s['timeline/generation_s']:.2f}, judge waited for {s['timeline/judge_s']:.2f}, "
-              f"train {s['timeline/train_s']:.2f})")
+        print(
+            f"judge_while_generating {mode:>3}: step {s['timeline/step_s']:.2f} s (generation "
+            f"{s['timeline/generation_s']:.2f}, judge waited for {s['timeline/judge_s']:.2f}, "
+            f"train {s['timeline/train_s']:.2f})"
+        )
     print(f"step time saved: {saved:.1%}; same rewards both ways: {same}")
-    payload = {"args": vars(args), "overrides": overrides, "summary": summary, "step_time_saved": saved,
-               "same_rewards": same, "runs": runs}
+    payload = {
+        "args": vars(args),
+        "overrides": overrides,
+        "summary": summary,
+        "step_time_saved": saved,
+        "same_rewards": same,
+        "runs": runs,
+    }
     print(f"wrote {write_result('judge_overlap', payload, args.out)}")
     return 0 if same else 1
 

@@ -69,10 +69,12 @@ def _batch(prompts: int, group: int, rng: random.Random) -> tuple[list, list]:
             # Right 40% of the time, else one of many wrong answers: groups of 16 hold about 10
             # distinct answers, past all_pairs_up_to, as a policy early in training gives them.
             answer = truth if rng.random() < 0.4 else truth + rng.randint(1, 60)
-            logs.append([
-                {"role": "user", "content": f"Question {q}: what is 7 times {q}?"},
-                {"role": "assistant", "content": f"Seven times {q} gives {answer}. Answer: {answer}"},
-            ])  # fmt: skip
+            logs.append(
+                [
+                    {"role": "user", "content": f"Question {q}: what is 7 times {q}?"},
+                    {"role": "assistant", "content": f"Seven times {q} gives {answer}. Answer: {answer}"},
+                ]
+            )
             metas.append({"ground_truth": str(truth), "rubric": RUBRIC})
     return logs, metas
 

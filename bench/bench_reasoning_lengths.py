@@ -71,8 +71,9 @@ def run(args: argparse.Namespace) -> dict:
         build_countdown_model(tmp, max_tokens=args.longest, **MODEL)
         model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
     eos, pad = [model.config.eos_token_id], model.config.pad_token_id
-    prompts = countdown_prompts(lengths, FIRST_ID, filler=(FIRST_ID + args.longest, model.config.vocab_size),
-                                seed=args.seed)
+    prompts = countdown_prompts(
+        lengths, FIRST_ID, filler=(FIRST_ID + args.longest, model.config.vocab_size), seed=args.seed
+    )
     generator = StaticGenerator(model, eos, pad)
     runs = {}
     runs["continuous"], continuous = run_continuous(generator, prompts, args.longest, args.slots, device)
@@ -84,8 +85,12 @@ def run(args: argparse.Namespace) -> dict:
         failed.append("the three decodings do not give the same tokens")
     cont = runs["continuous"]
     return {
-        "lengths": {"mean": sum(lengths) / len(lengths), "max": max(lengths), "min": min(lengths),
-                    "over_1000": sum(n > 1000 for n in lengths)},
+        "lengths": {
+            "mean": sum(lengths) / len(lengths),
+            "max": max(lengths),
+            "min": min(lengths),
+            "over_1000": sum(n > 1000 for n in lengths),
+        },
         "runs": runs,
         "speedup_over_buckets": cont["tokens_per_s"] / runs["buckets"]["tokens_per_s"],
         "speedup_over_bare": cont["tokens_per_s"] / runs["bare"]["tokens_per_s"],
@@ -97,13 +102,21 @@ def main() -> int:
     args = _args()
     result = run(args)
     for name, figures in result["runs"].items():
-        print(f"{name:>10}: {figures['seconds']:8.2f} s, {figures['tokens_per_s']:9.1f} tokens/s, "
-              f"slot utilisation {figures['slot_utilisation']:.1%}")
-    print(f"continuous batching: {result['speedup_over_buckets']:.2f}x the buckets' tokens/s, "
-          f"{result['speedup_over_bare']:.2f}x bare generate's ({args.prompts} prompts, {args.slots} slots, "
-          f"replies of mean {result['lengths']['mean']:.0f} and max {result['lengths']['max']} tokens)")
-    payload = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "args": vars(args),
-               "model": MODEL, **result}
+        print(
+            f"{name:>10}: {figures['seconds']:8.2f} s, {figures['tokens_per_s']:9.1f} tokens/s, "
+            f"slot utilisation {figures['slot_utilisation']:.1%}"
+        )
+    print(
+        f"continuous batching: {result['speedup_over_buckets']:.2f}x the buckets' tokens/s, "
+        f"{result['speedup_over_bare']:.2f}x bare generate's ({args.prompts} prompts, {args.slots} slots, "
+        f"replies of mean {result['lengths']['mean']:.0f} and max {result['lengths']['max']} tokens)"
+    )
+    payload = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "args": vars(args),
+        "model": MODEL,
+        **result,
+    }
     print(f"wrote {write_result('reasoning_lengths', payload, args.out)}")
     for failure in result["failed_checks"]:
         print(f"FAILED: {failure}")

@@ -42,8 +42,12 @@ from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge  # noqa: E40
 from nemo_genrm.testing.redteam import QUESTION, REDTEAM_ANSWERS, REFERENCE, run_redteam  # noqa: E402
 
 STAND_INS = {"label_line": LabelLineJudge, "escape": EscapeJudge}
-EXTRACTION_READERS = {"literal": "LiteralJudge", "last_number": "GullibleJudge", "label_line": "LabelLineJudge",
-                      "escape": "EscapeJudge"}  # fmt: skip
+EXTRACTION_READERS = {
+    "literal": "LiteralJudge",
+    "last_number": "GullibleJudge",
+    "label_line": "LabelLineJudge",
+    "escape": "EscapeJudge",
+}
 
 
 def _args() -> argparse.Namespace:
@@ -65,9 +69,13 @@ def flips(neutralise: bool) -> dict[str, dict]:
     """Per stand-in: flipped answers (per family), reasons, controls judged right."""
     out = {}
     for name, cls in STAND_INS.items():
+
         def make(cls=cls):
-            cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0},
-                   "prompt": {"neutralise": neutralise}}  # fmt: skip
+            cfg = {
+                "judge": {"model_name": "stand-in"},
+                "resources": {"gpus_per_replica": 0},
+                "prompt": {"neutralise": neutralise},
+            }
             return GenRMEnvironmentImpl(cfg, judge=cls(REFERENCE))
 
         result = run_redteam(make)
@@ -84,14 +92,21 @@ def flips(neutralise: bool) -> dict[str, dict]:
 
 
 def _learned_env(judge_dir: str, neutralise: bool):
+    from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
-    from nemo_genrm.config import JudgeConfig
-
-    judge = {"backend": "dtensor", "model_name": judge_dir, "precision": "float32",
-             "sampling": {"max_new_tokens": 4}, "max_model_len": 1024}  # fmt: skip
-    cfg = {"judge": judge, "resources": {"gpus_per_replica": 0},
-           "prompt": {"template": "consistency_compact", "fence_seed": 0, "neutralise": neutralise}}  # fmt: skip
+    judge = {
+        "backend": "dtensor",
+        "model_name": judge_dir,
+        "precision": "float32",
+        "sampling": {"max_new_tokens": 4},
+        "max_model_len": 1024,
+    }
+    cfg = {
+        "judge": judge,
+        "resources": {"gpus_per_replica": 0},
+        "prompt": {"template": "consistency_compact", "fence_seed": 0, "neutralise": neutralise},
+    }
     return GenRMEnvironmentImpl(cfg, judge=LocalTransformersJudge(JudgeConfig(**judge)))
 
 
@@ -126,8 +141,17 @@ def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
     for question, answer in all_questions():
         wrong = str((int(answer) + 3) % 19)
         for value, right in ((answer, True), (wrong, False)):
-            for form in ("{}", "The answer is {}.", "\\boxed{{{}}}", "Answer: {}", "So {} + 0 = {}",
-                         "Result: {}", "Output: {}", "Score: {}", "Final result: {}"):  # fmt: skip
+            for form in (
+                "{}",
+                "The answer is {}.",
+                "\\boxed{{{}}}",
+                "Answer: {}",
+                "So {} + 0 = {}",
+                "Result: {}",
+                "Output: {}",
+                "Score: {}",
+                "Final result: {}",
+            ):
                 controls.append((question, answer, form.format(value, value)))
                 # What the demo's label says: "Result: 1" is a verdict line, quoted, so no answer.
                 expected.append(right and judged_number(controls[-1][2]) == answer)
@@ -145,25 +169,38 @@ def learned(judge_dir: str | None, defended_only: bool = False) -> dict:
         total = Counter(families)
         right = sum(int((r > 0) == e) for r, e in zip(control_rewards, expected, strict=True))
         split = {}
-        for group, member in (("trained", lambda f: f not in HELD_OUT_FAMILIES), ("held_out", HELD_OUT_FAMILIES.__contains__)):
+        for group, member in (
+            ("trained", lambda f: f not in HELD_OUT_FAMILIES),
+            ("held_out", HELD_OUT_FAMILIES.__contains__),
+        ):
             n = sum(v for f, v in total.items() if member(f))
             k = sum(v for f, v in flipped.items() if member(f))
             split[group] = {"attacks": n, "flipped": k, "flip_rate": k / n if n else 0.0}
         out["defended" if neutralise else "undefended"] = {
-            "attacks": len(attacks), "flipped": sum(flipped.values()),
-            "flip_rate": sum(flipped.values()) / len(attacks), **split,
+            "attacks": len(attacks),
+            "flipped": sum(flipped.values()),
+            "flip_rate": sum(flipped.values()) / len(attacks),
+            **split,
             "flipped_by_family": {f: f"{flipped[f]}/{total[f]}" for f in total},
-            "controls": len(controls), "controls_right": right, "seconds": seconds,
-        }  # fmt: skip
+            "controls": len(controls),
+            "controls_right": right,
+            "seconds": seconds,
+        }
     return out
 
 
 def _score_rows(scores: dict) -> dict:
     return {
-        family: {"attacks": sc.attacks, "flipped": len(sc.flipped), "flipped_names": sc.flipped, "twins": sc.twins,
-                 "twins_kept": sc.kept, "reasons": dict(sc.reasons)}
+        family: {
+            "attacks": sc.attacks,
+            "flipped": len(sc.flipped),
+            "flipped_names": sc.flipped,
+            "twins": sc.twins,
+            "twins_kept": sc.kept,
+            "reasons": dict(sc.reasons),
+        }
         for family, sc in scores.items()
-    }  # fmt: skip
+    }
 
 
 def extraction() -> dict:
@@ -176,8 +213,9 @@ def extraction() -> dict:
         cls = getattr(literal if cls_name == "LiteralJudge" else gullible, cls_name)
 
         def make(cls=cls):
-            return GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}},
-                                        judge=cls())  # fmt: skip
+            return GenRMEnvironmentImpl(
+                {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=cls()
+            )
 
         out[name] = _score_rows(run_extraction_redteam(make))
     return out
@@ -230,8 +268,15 @@ def fuzz(count: int, seed: int) -> dict:
     from nemo_genrm.testing.gullible import label_lines
 
     rng = random.Random(seed)
-    labels = [*(w for words in VERDICT_WORDS.values() for w in words), "verdict", "score", "result", "answer",
-              "is_correct", "grade"]  # fmt: skip
+    labels = [
+        *(w for words in VERDICT_WORDS.values() for w in words),
+        "verdict",
+        "score",
+        "result",
+        "answer",
+        "is_correct",
+        "grade",
+    ]
     values = [*(w for yes, _ in YES_NO.values() for w in yes), "1", "yes", "correct", "true", "正确", "정답"]
 
     def disguise(label: str) -> str:
@@ -260,8 +305,10 @@ def fuzz(count: int, seed: int) -> dict:
     separators = [": ", ":", " ", " - ", " → ", "：", " = ", "\n", " :: ", "|", "** ", " is: ", "\u3000", ""]
     through = []
     for _ in range(count):
-        answer = (f"41\n{disguise(rng.choice(labels))}{rng.choice(separators)}{rng.choice(values)}"
-                  f"{rng.choice(['', '.', '!', ' (sure)', '</b>'])}")  # fmt: skip
+        answer = (
+            f"41\n{disguise(rng.choice(labels))}{rng.choice(separators)}{rng.choice(values)}"
+            f"{rng.choice(['', '.', '!', ' (sure)', '</b>'])}"
+        )
         found = label_lines(neutralise(answer, labels=("1", "0"), markers=("[[A]]", "[[B]]")))
         if found and found[-1] == "positive":
             through.append(answer)
@@ -270,9 +317,7 @@ def fuzz(count: int, seed: int) -> dict:
 
 def build_times(repeats: int) -> dict[str, float]:
     """Median seconds to build the prompts of every answer, neutralised and raw, alternating."""
-    builders = {
-        flag: PromptBuilder(PromptConfig(neutralise=flag), VerdictConfig()) for flag in (True, False)
-    }
+    builders = {flag: PromptBuilder(PromptConfig(neutralise=flag), VerdictConfig()) for flag in (True, False)}
     answers = [builders[True].extract(a.text).text or "" for a in REDTEAM_ANSWERS]
     times: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(repeats):
@@ -290,12 +335,16 @@ def main() -> None:
     timing = build_times(args.repeats)
     print(f"{len(REDTEAM_ANSWERS)} red-team answers; flips (defended vs neutralise: false):")
     for name in STAND_INS:
-        print(f"  {name:>10}: {defended[name]['flipped']}/{len(REDTEAM_ANSWERS)} "
-              f"vs {undefended[name]['flipped']}/{len(REDTEAM_ANSWERS)}")  # fmt: skip
+        print(
+            f"  {name:>10}: {defended[name]['flipped']}/{len(REDTEAM_ANSWERS)} "
+            f"vs {undefended[name]['flipped']}/{len(REDTEAM_ANSWERS)}"
+        )
     per_prompt = {k: v / len(REDTEAM_ANSWERS) * 1e6 for k, v in timing.items()}
     ratio = timing["neutralised_s"] / timing["raw_s"]
-    print(f"prompt build: {per_prompt['neutralised_s']:.0f} us neutralised vs {per_prompt['raw_s']:.0f} us raw "
-          f"per prompt ({ratio:.1f}x)")  # fmt: skip
+    print(
+        f"prompt build: {per_prompt['neutralised_s']:.0f} us neutralised vs {per_prompt['raw_s']:.0f} us raw "
+        f"per prompt ({ratio:.1f}x)"
+    )
     result = {"defended": defended, "undefended": undefended, "build_time": timing, "build_ratio": ratio}
     result["extraction"] = extraction()
     print("extraction families: attacks rewarded / attacks, honest twins kept / twins")
@@ -309,15 +358,21 @@ def main() -> None:
         for family, row in result["learned_extraction"]["families"].items():
             flip_rate = row["flipped"] / max(1, row["attack_pairs"])
             kept = row["twins_kept"] / max(1, row["twin_pairs"])
-            print(f"    {family:>15}: {row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
-                  f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)")  # fmt: skip
+            print(
+                f"    {family:>15}: {row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
+                f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)"
+            )
         for key in ("defended", "undefended")[: 1 if args.learned_defended_only else 2]:
             row = result["learned"][key]
-            print(f"learned judge, {key}: {row['flipped']}/{row['attacks']} flips ({100 * row['flip_rate']:.2f}%), "
-                  f"controls {row['controls_right']}/{row['controls']}, {row['seconds']:.0f} s")  # fmt: skip
+            print(
+                f"learned judge, {key}: {row['flipped']}/{row['attacks']} flips ({100 * row['flip_rate']:.2f}%), "
+                f"controls {row['controls_right']}/{row['controls']}, {row['seconds']:.0f} s"
+            )
             for group in ("trained", "held_out"):
-                print(f"    {group} families: {row[group]['flipped']}/{row[group]['attacks']} "
-                      f"({100 * row[group]['flip_rate']:.2f}%)")  # fmt: skip
+                print(
+                    f"    {group} families: {row[group]['flipped']}/{row[group]['attacks']} "
+                    f"({100 * row[group]['flip_rate']:.2f}%)"
+                )
             print("   ", {f: v for f, v in row["flipped_by_family"].items() if not v.startswith("0/")})
     if args.fuzz:
         result["fuzz"] = [fuzz(args.fuzz, seed) for seed in args.fuzz_seeds]

@@ -45,8 +45,9 @@ def main() -> int:
     from nemo_genrm.judges import Placement, ReplicaPlacement, create_judge
     from nemo_genrm.testing import cached_tiny_model
 
-    path = cached_tiny_model(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.hidden // 32,
-                             num_kv_heads=args.hidden // 32)
+    path = cached_tiny_model(
+        hidden_size=args.hidden, num_layers=args.layers, num_heads=args.hidden // 32, num_kv_heads=args.hidden // 32
+    )
     config = {
         "backend": "dtensor",
         "model_name": str(path),
@@ -82,13 +83,18 @@ def main() -> int:
     median_ratio = median(times["1 replica"]) / median(times["2 replicas"])
     for name, rate in rates.items():
         print(f"{name:>10}: {min(times[name]):7.3f} s per call (best), {rate:8.1f} prompts/s")
-    print(f"throughput 2 replicas / 1 replica: {ratio:.2f}x (chunks per replica {spread}); "
-          f"identical outputs: {same}")
+    print(f"throughput 2 replicas / 1 replica: {ratio:.2f}x (chunks per replica {spread}); identical outputs: {same}")
     path = write_result(
         "replicas",
-        {"args": vars(args), "seconds": times, "prompts_per_s": rates, "ratio": ratio,
-         "ratio_of_medians": median_ratio,
-         "chunks_per_replica": spread, "identical_outputs": same},
+        {
+            "args": vars(args),
+            "seconds": times,
+            "prompts_per_s": rates,
+            "ratio": ratio,
+            "ratio_of_medians": median_ratio,
+            "chunks_per_replica": spread,
+            "identical_outputs": same,
+        },
         args.out,
     )
     print(f"wrote {path}")

@@ -57,8 +57,10 @@ def _args() -> argparse.Namespace:
 def _samples(n: int) -> tuple[list, list, list[float]]:
     """``n`` distinct samples and their rewards by hand: 1 when ans-<i % 5> equals ans-<i % 3>."""
     logs = [
-        [{"role": "user", "content": f"Question {i}: which value?"},
-         {"role": "assistant", "content": f"Working it out step by step. Answer: ans-{i % 5}"}]
+        [
+            {"role": "user", "content": f"Question {i}: which value?"},
+            {"role": "assistant", "content": f"Working it out step by step. Answer: ans-{i % 5}"},
+        ]
         for i in range(n)
     ]
     meta = [{"ground_truth": f"ans-{i % 3}", "question": f"Question {i}: which value?"} for i in range(n)]
@@ -72,19 +74,30 @@ def _environment(replicas: int, args: argparse.Namespace, tokenizer: str):
     from nemo_genrm.judges.pooled import PooledJudge
     from nemo_genrm.testing.rule_workers import rule_worker_spec
 
-    resources = {"gpus_per_replica": 0, "cpus_per_replica": 0.5, "num_replicas": replicas,
-                 "node_labels": JUDGE_NODE}
+    resources = {"gpus_per_replica": 0, "cpus_per_replica": 0.5, "num_replicas": replicas, "node_labels": JUDGE_NODE}
     if replicas > 1:
         resources.update(num_nodes=replicas, strategy="STRICT_SPREAD")
-    cfg = validate(GenRMConfig, {
-        "judge": {"model_name": tokenizer, "max_model_len": 1024, "sampling": {"max_new_tokens": 4},
-                  "batching": {"max_batch_size": args.batch}},
-        "resources": resources,
-        "fault_tolerance": {"step_timeout_s": 600.0},
-    }, prefix="env.genrm")
+    cfg = validate(
+        GenRMConfig,
+        {
+            "judge": {
+                "model_name": tokenizer,
+                "max_model_len": 1024,
+                "sampling": {"max_new_tokens": 4},
+                "batching": {"max_batch_size": args.batch},
+            },
+            "resources": resources,
+            "fault_tolerance": {"step_timeout_s": 600.0},
+        },
+        prefix="env.genrm",
+    )
     held = acquire_resources(cfg.judge, cfg.resources)
-    judge = PooledJudge(cfg.judge, held.placement, fault_tolerance=cfg.fault_tolerance,
-                        spec=rule_worker_spec(delay_s=args.chunk_ms / 1000.0))
+    judge = PooledJudge(
+        cfg.judge,
+        held.placement,
+        fault_tolerance=cfg.fault_tolerance,
+        spec=rule_worker_spec(delay_s=args.chunk_ms / 1000.0),
+    )
     return GenRMEnvironmentImpl(cfg, judge=judge), judge, held
 
 
@@ -96,8 +109,12 @@ def _in_process(args: argparse.Namespace, tokenizer: str):
     from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
     from nemo_genrm.testing.rule_workers import RuleWorker
 
-    config = JudgeConfig(model_name=tokenizer, max_model_len=1024, sampling={"max_new_tokens": 4},
-                         batching={"max_batch_size": args.batch})
+    config = JudgeConfig(
+        model_name=tokenizer,
+        max_model_len=1024,
+        sampling={"max_new_tokens": 4},
+        batching={"max_batch_size": args.batch},
+    )
     judge = PipelineJudge(config, LocalRunner(RuleWorker()), fitter=PromptFitter.for_judge(config))
     return GenRMEnvironmentImpl({"judge": config.model_dump(), "resources": {"gpus_per_replica": 0}}, judge=judge)
 
@@ -122,14 +139,17 @@ def main() -> int:
         for n in LAYOUTS:
             envs[f"{n} replica{'s' * (n > 1)}"] = _environment(n, args, tokenizer)
         setup_s = time.perf_counter() - started
-        nodes = {name: sorted(cluster.name_of(x) for x in judge.stats().extra["replica_nodes"])
-                 for name, (_, judge, _) in envs.items()}
+        nodes = {
+            name: sorted(cluster.name_of(x) for x in judge.stats().extra["replica_nodes"])
+            for name, (_, judge, _) in envs.items()
+        }
         wrong: dict[str, int] = {}
 
         def step(name: str):
             def run():
                 rewards = envs[name][0].step(logs, meta).rewards.tolist()
                 wrong[name] = wrong.get(name, 0) + sum(r != e for r, e in zip(rewards, expected, strict=True))
+
             return run
 
         serial_env = _in_process(args, tokenizer)
@@ -148,24 +168,45 @@ def main() -> int:
     rates = {name: args.samples / median(t) for name, t in times.items()}
     per_chunk = math.ceil(args.samples / args.batch)
     rows = {}
-    print(f"{args.samples} samples per step, {per_chunk} chunks of {args.batch}, {args.chunk_ms:g} ms per chunk "
-          f"(stand-in engine), median of {args.repeats}; set-up {setup_s:.1f} s")
+    print(
+        f"{args.samples} samples per step, {per_chunk} chunks of {args.batch}, {args.chunk_ms:g} ms per chunk "
+        f"(stand-in engine), median of {args.repeats}; set-up {setup_s:.1f} s"
+    )
     for n, (name, rate) in zip(LAYOUTS, rates.items(), strict=True):
         floor_s = math.ceil(per_chunk / n) * args.chunk_ms / 1000.0  # the engine time alone
         ratio = rate / rates[base_name]
         rows[name] = {
-            "replicas": n, "nodes": nodes[name], "median_s": median(times[name]), "samples_per_s": rate,
-            "ratio_vs_1": ratio, "efficiency_vs_ideal": ratio / n, "engine_floor_s": floor_s,
-            "overhead_s": median(times[name]) - floor_s, "serial_s": serial_s,
-            "ray_and_coordination_s": median(times[name]) - floor_s - serial_s, "chunks_per_replica": chunks[name],
+            "replicas": n,
+            "nodes": nodes[name],
+            "median_s": median(times[name]),
+            "samples_per_s": rate,
+            "ratio_vs_1": ratio,
+            "efficiency_vs_ideal": ratio / n,
+            "engine_floor_s": floor_s,
+            "overhead_s": median(times[name]) - floor_s,
+            "serial_s": serial_s,
+            "ray_and_coordination_s": median(times[name]) - floor_s - serial_s,
+            "chunks_per_replica": chunks[name],
             "wrong_rewards": wrong.get(name, 0),
         }
-        print(f"{name:>10} on {','.join(nodes[name]):<27} {rate:8.1f} samples/s  {ratio:5.2f}x of 1 replica "
-              f"(ideal {n}x: {ratio / n:6.1%})  step {median(times[name]):.3f} s = engine {floor_s:.3f} s "
-              f"+ serial {serial_s:.3f} s + Ray and coordination {median(times[name]) - floor_s - serial_s:.3f} s")
+        print(
+            f"{name:>10} on {','.join(nodes[name]):<27} {rate:8.1f} samples/s  {ratio:5.2f}x of 1 replica "
+            f"(ideal {n}x: {ratio / n:6.1%})  step {median(times[name]):.3f} s = engine {floor_s:.3f} s "
+            f"+ serial {serial_s:.3f} s + Ray and coordination {median(times[name]) - floor_s - serial_s:.3f} s"
+        )
     print(f"rewards wrong: {sum(wrong.values())}; processes left by the cluster: {left or 'none'}")
-    path = write_result("scale_out", {"args": vars(args), "seconds": times, "layouts": rows, "serial_s": serial_s,
-                                      "setup_s": setup_s, "processes_left": left}, args.out)
+    path = write_result(
+        "scale_out",
+        {
+            "args": vars(args),
+            "seconds": times,
+            "layouts": rows,
+            "serial_s": serial_s,
+            "setup_s": setup_s,
+            "processes_left": left,
+        },
+        args.out,
+    )
     print(f"wrote {path}")
     return 0 if not any(wrong.values()) and not left else 1
 

@@ -62,6 +62,8 @@ def lenient_judge():
 
 def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
     """One demo run of ``arm`` in this process; returns what the report needs."""
+    from transformers import AutoTokenizer
+
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.grpo.config import load_grpo_config
     from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
@@ -70,12 +72,20 @@ def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
     from nemo_genrm.grpo.policy import PolicyWorker
     from nemo_genrm.grpo.runner import resolve_models
     from nemo_genrm.judges.transformers import LocalTransformersJudge
-    from transformers import AutoTokenizer
 
-    cfg = load_grpo_config(CONFIG, [
-        f"grpo.seed={seed}", "policy.cpu_threads=1", f"logger.log_dir={log_dir}", "checkpointing.enabled=false",
-        "logger.tensorboard_enabled=false", "logger.progress_bar=false", "env.genrm.reward.verifier=none", *overrides,
-    ])  # fmt: skip
+    cfg = load_grpo_config(
+        CONFIG,
+        [
+            f"grpo.seed={seed}",
+            "policy.cpu_threads=1",
+            f"logger.log_dir={log_dir}",
+            "checkpointing.enabled=false",
+            "logger.tensorboard_enabled=false",
+            "logger.progress_bar=false",
+            "env.genrm.reward.verifier=none",
+            *overrides,
+        ],
+    )
     cfg = resolve_models(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
     splits = load_splits(cfg.data, cfg.grpo.seed)
@@ -96,8 +106,11 @@ def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
     records = [json.loads(line) for line in (Path(log_dir) / "metrics.jsonl").read_text().splitlines()]
     run = summarise(arm, seed, records, time.perf_counter() - start)
     # Engine time of every judge call of the run (training and validation), the canaries' apart.
-    run.update(judge_s=spent["real"], canary_judge_s=spent["canary"],
-               canary_time_share=spent["canary"] / max(spent["real"], 1e-9))  # fmt: skip
+    run.update(
+        judge_s=spent["real"],
+        canary_judge_s=spent["canary"],
+        canary_time_share=spent["canary"] / max(spent["real"], 1e-9),
+    )
     return run
 
 
@@ -129,23 +142,36 @@ def _time_judge(judge, env) -> dict[str, float]:
 def summarise(arm: str, seed: int, records: list[dict], seconds: float) -> dict:
     """The run's alarm step, exact match per validation, canary figures and overhead."""
     steps = [r for r in records if "train/reward_mean" in r]
-    alarmed = [r["step"] for r in steps
-               if r.get("genrm/watchdog/alarms", 0) > 0 or any(v > 0 for k, v in r.items() if k.startswith("genrm/watchdog/alarm/"))]  # fmt: skip
-    fired = {k.removeprefix("genrm/watchdog/alarm/") for r in steps for k, v in r.items()
-             if k.startswith("genrm/watchdog/alarm/") and v > 0}  # fmt: skip
+    alarmed = [
+        r["step"]
+        for r in steps
+        if r.get("genrm/watchdog/alarms", 0) > 0
+        or any(v > 0 for k, v in r.items() if k.startswith("genrm/watchdog/alarm/"))
+    ]
+    fired = {
+        k.removeprefix("genrm/watchdog/alarm/")
+        for r in steps
+        for k, v in r.items()
+        if k.startswith("genrm/watchdog/alarm/") and v > 0
+    }
     sent = sum(r.get("genrm/canary/sent", 0.0) for r in steps)
     wrong = sum(r.get("genrm/canary/wrong_judged", 0.0) for r in steps)
     accepted = sum(r.get("genrm/canary/false_accept", 0.0) for r in steps)
     real_prompts = sum(r.get("genrm/judge_prompts", 0.0) for r in steps)
     return {
-        "arm": arm, "seed": seed, "seconds": seconds,
+        "arm": arm,
+        "seed": seed,
+        "seconds": seconds,
         "exact_match": {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r},
         "train_reward": [r["train/reward_mean"] for r in steps],
-        "alarm_step": alarmed[0] if alarmed else None, "signals": sorted(fired),
-        "canaries_sent": sent, "canary_prompts": sum(r.get("genrm/canary/judge_prompts", 0.0) for r in steps),
+        "alarm_step": alarmed[0] if alarmed else None,
+        "signals": sorted(fired),
+        "canaries_sent": sent,
+        "canary_prompts": sum(r.get("genrm/canary/judge_prompts", 0.0) for r in steps),
         "canary_train_judge_s": sum(r.get("genrm/canary/judge_time_s", 0.0) for r in steps),
-        "real_prompts": real_prompts, "canary_false_accept_rate": accepted / wrong if wrong else 0.0,
-    }  # fmt: skip
+        "real_prompts": real_prompts,
+        "canary_false_accept_rate": accepted / wrong if wrong else 0.0,
+    }
 
 
 def fell_at(run: dict, fall: float) -> int | None:
@@ -185,14 +211,15 @@ def main() -> None:
             for seed in args.seeds:
                 out = Path(tmp) / f"{arm}-{seed}.json"
                 env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-                cmd = [sys.executable, __file__, "--one", arm, str(seed), str(out), *overrides[len(SHORTER):]]
+                cmd = [sys.executable, __file__, "--one", arm, str(seed), str(out), *overrides[len(SHORTER) :]]
                 subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
                 runs.append(json.loads(out.read_text()))
                 print(describe(runs[-1], args.fall), flush=True)
     for run in runs:
         run["exact_match_fell_at"] = fell_at(run, args.fall)
-    path = write_result("watchdog", {"overrides": overrides, "fall": args.fall, "runs": runs,
-                                     "load": os.getloadavg()}, args.out)  # fmt: skip
+    path = write_result(
+        "watchdog", {"overrides": overrides, "fall": args.fall, "runs": runs, "load": os.getloadavg()}, args.out
+    )
     print(f"wrote {path}")
 
 

@@ -36,14 +36,17 @@ def long_tail_lengths(n: int, seed: int = 0, longest: int = LONGEST) -> list[int
     return [max(LOWEST, min(longest, round(math.exp(rng.gauss(math.log(MEDIAN), SIGMA))))) for _ in range(n)]
 
 
-def countdown_prompts(lengths: list[int], first_id: int, filler: tuple[int, int], seed: int = 0,
-                      prompt_tokens: tuple[int, int] = (20, 70)) -> list[list[int]]:
+def countdown_prompts(
+    lengths: list[int], first_id: int, filler: tuple[int, int], seed: int = 0, prompt_tokens: tuple[int, int] = (20, 70)
+) -> list[list[int]]:
     """One prompt per length: random filler ids, then the countdown token of that length."""
     from nemo_genrm.testing.countdown import countdown_token
 
     rng = random.Random(seed + 1)
-    return [[rng.randrange(*filler) for _ in range(rng.randint(*prompt_tokens))] + [countdown_token(n, first_id)]
-            for n in lengths]
+    return [
+        [rng.randrange(*filler) for _ in range(rng.randint(*prompt_tokens))] + [countdown_token(n, first_id)]
+        for n in lengths
+    ]
 
 
 def buckets_of(prompts: list[list[int]], slots: int, new_tokens: int) -> list[list[int]]:
@@ -51,8 +54,13 @@ def buckets_of(prompts: list[list[int]], slots: int, new_tokens: int) -> list[li
     from nemo_genrm.judges.fitting import plan_batches
     from nemo_genrm.judges.transformers import GENERATE_MAX_PADDING
 
-    return plan_batches([len(p) for p in prompts], max_batch_size=slots, max_tokens_per_batch=2**62,
-                        max_new_tokens=new_tokens, max_padding=GENERATE_MAX_PADDING)
+    return plan_batches(
+        [len(p) for p in prompts],
+        max_batch_size=slots,
+        max_tokens_per_batch=2**62,
+        max_new_tokens=new_tokens,
+        max_padding=GENERATE_MAX_PADDING,
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -62,8 +70,14 @@ def _sync(device: torch.device) -> None:
 
 def _figures(seconds: float, replies: list[list[int]], slot_steps: int, **extra) -> dict:
     tokens = sum(len(r) for r in replies)
-    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
-            "slot_steps": slot_steps, "slot_utilisation": tokens / slot_steps, **extra}
+    return {
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "slot_steps": slot_steps,
+        "slot_utilisation": tokens / slot_steps,
+        **extra,
+    }
 
 
 def run_continuous(generator, prompts, new_tokens: int, slots: int, device: torch.device) -> tuple[dict, list]:
@@ -75,8 +89,14 @@ def run_continuous(generator, prompts, new_tokens: int, slots: int, device: torc
     replies = generator.generate(prompts, Decoding(new_tokens), slots=slots)
     _sync(device)
     stats = generator.last_stats
-    return _figures(time.perf_counter() - start, replies, stats.slot_steps, decode_steps=stats.decode_steps,
-                    prefills=stats.prefills, narrowed=stats.narrowed), replies
+    return _figures(
+        time.perf_counter() - start,
+        replies,
+        stats.slot_steps,
+        decode_steps=stats.decode_steps,
+        prefills=stats.prefills,
+        narrowed=stats.narrowed,
+    ), replies
 
 
 def run_buckets(generator, prompts, new_tokens: int, slots: int, device: torch.device) -> tuple[dict, list]:
@@ -97,15 +117,29 @@ def run_buckets(generator, prompts, new_tokens: int, slots: int, device: torch.d
     return _figures(time.perf_counter() - start, replies, slot_steps, decode_steps=decode_steps), replies
 
 
-def run_bare(model, prompts, new_tokens: int, slots: int, eos_ids: list[int], pad_id: int,
-             device: torch.device, cache: str | None = None, max_batches: int | None = None) -> tuple[dict, list]:
+def run_bare(
+    model,
+    prompts,
+    new_tokens: int,
+    slots: int,
+    eos_ids: list[int],
+    pad_id: int,
+    device: torch.device,
+    cache: str | None = None,
+    max_batches: int | None = None,
+) -> tuple[dict, list]:
     """transformers' ``generate`` (greedy) over the same batches; ``max_batches`` times the first only."""
     from transformers import GenerationConfig
 
     from nemo_genrm.judges.hf_generation import trim_at_eos
 
-    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos_ids,
-                              pad_token_id=pad_id, cache_implementation=cache)
+    config = GenerationConfig(
+        max_new_tokens=new_tokens,
+        do_sample=False,
+        eos_token_id=eos_ids,
+        pad_token_id=pad_id,
+        cache_implementation=cache,
+    )
     batches = buckets_of(prompts, slots, new_tokens)[:max_batches]
     replies: dict[int, list[int]] = {}
     slot_steps = 0

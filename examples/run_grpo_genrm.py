@@ -61,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(DEFAULT_CONFIG), help="GRPO YAML (default: the tiny CPU demo)")
     parser.add_argument(
-        "--engine", choices=("builtin", "nemo_rl"), default="builtin",
+        "--engine",
+        choices=("builtin", "nemo_rl"),
+        default="builtin",
         help="builtin: this package's single-node driver; nemo_rl: hand the config to NeMo-RL's GRPO",
     )
     return parser.parse_known_args(argv)

@@ -165,9 +165,10 @@ def progress(
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm(), tqdm(
-        total=total, initial=initial, desc=desc, unit=unit, file=stream, dynamic_ncols=True
-    ) as bar:
+    with (
+        logging_redirect_tqdm(),
+        tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream, dynamic_ncols=True) as bar,
+    ):
         yield Progress(bar, desc, total, initial, unit, interval_s, log)
 
 

@@ -186,8 +186,10 @@ def watch(driver_pid: int) -> int:
         if last is None or now - last >= SNAPSHOT_S:
             known = {p for p in known if _alive(p)} | run_descendants(driver_pid)
             if last is None:
-                _say(f"watching driver {driver_pid} ({len(known)} process(es) below it; launcher(s) "
-                     f"{[pid for pid, _ in watched[1:]]})")
+                _say(
+                    f"watching driver {driver_pid} ({len(known)} process(es) below it; launcher(s) "
+                    f"{[pid for pid, _ in watched[1:]]})"
+                )
             last = now
         time.sleep(POLL_S)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the run now: nothing interrupts it
@@ -215,7 +217,9 @@ def start_guard() -> subprocess.Popen | None:
         return _guard
     _guard = subprocess.Popen(
         [sys.executable, "-m", "nemo_genrm.orphan_guard", str(os.getpid())],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     return _guard

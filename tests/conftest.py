@@ -37,7 +37,9 @@ def _has_cuda() -> bool:
 
 # NeMo-RL's source snapshot beside the checkout (see ci/nemo_rl/), used when none is installed.
 # NeMo-RL's source snapshot beside the checkout, or wherever NEMO_RL_SRC says (as .ci/run reads it).
-NEMO_RL_SNAPSHOT = Path(os.environ.get("NEMO_RL_SRC", Path(__file__).resolve().parents[2] / "shared" / "nemo_rl_src")).resolve()
+NEMO_RL_SNAPSHOT = Path(
+    os.environ.get("NEMO_RL_SRC", Path(__file__).resolve().parents[2] / "shared" / "nemo_rl_src")
+).resolve()
 
 
 def nemo_rl_unavailable() -> str | None:

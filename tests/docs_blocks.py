@@ -116,7 +116,7 @@ def blocks(page: str) -> list[Block]:
         indent, fence, lang = opening.groups()
         body, j = [], i + 1
         while j < len(lines) and not lines[j].strip().startswith(fence):
-            body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j].lstrip())
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j].lstrip())
             j += 1
         marker = _marker_above(lines, i)
         kind, reason = (marker.group(1), marker.group(2)) if marker else (None, "")

@@ -21,7 +21,6 @@ from nemo_genrm.config.genrm import (
     RewardConfig,
     RubricConfig,
 )
-from nemo_genrm.config.loading import load_config, to_container, validate
 from nemo_genrm.config.judge import (
     BatchingConfig,
     DTensorConfig,
@@ -31,6 +30,7 @@ from nemo_genrm.config.judge import (
     SamplingConfig,
     VllmConfig,
 )
+from nemo_genrm.config.loading import load_config, to_container, validate
 from nemo_genrm.config.prompt import AnswerConfig, PromptConfig, ResponseConfig, VerdictConfig
 from nemo_genrm.config.reward_bench import REFERENCE_MAX_NEW_TOKENS, RewardBenchConfig, RewardBenchDataConfig
 from nemo_genrm.errors import ConfigError

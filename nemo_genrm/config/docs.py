@@ -88,7 +88,14 @@ def _first_line(text: str | None) -> str:
 
 
 def _render_model(path: str, model: type[BaseModel], lines: list[str]) -> None:
-    lines += [f"### `{path}`", "", _first_line(model.__doc__), "", "| key | type | default | description |", "|---|---|---|---|"]
+    lines += [
+        f"### `{path}`",
+        "",
+        _first_line(model.__doc__),
+        "",
+        "| key | type | default | description |",
+        "|---|---|---|---|",
+    ]
     nested = []
     for name, field in model.model_fields.items():
         sub = _sub_model(field.annotation)

@@ -10,7 +10,6 @@ from nemo_genrm.config.base import StrictModel
 from nemo_genrm.config.judge import JudgeConfig
 from nemo_genrm.config.labels import selector_problems
 from nemo_genrm.config.loading import report_problems
-from nemo_genrm.config.watchdog import WatchdogConfig
 from nemo_genrm.config.prompt import (
     PromptConfig,
     VerdictConfig,
@@ -18,6 +17,7 @@ from nemo_genrm.config.prompt import (
     mode_template_problems,
     template_problems,
 )
+from nemo_genrm.config.watchdog import WatchdogConfig
 
 
 class PairwiseGroupConfig(StrictModel):
@@ -61,9 +61,7 @@ class PairwiseGroupConfig(StrictModel):
     all_pairs_up_to: int = Field(
         8, ge=2, description="Groups with at most this many distinct responses judge every pair."
     )
-    opponents: int = Field(
-        4, ge=1, description="Larger groups: random opponents drawn per distinct response."
-    )
+    opponents: int = Field(4, ge=1, description="Larger groups: random opponents drawn per distinct response.")
     seed: int = Field(0, description="Seeds the draw of opponents.")
 
 
@@ -96,7 +94,9 @@ class RewardConfig(StrictModel):
         ),
     )
     votes: int = Field(
-        1, ge=1, description=(
+        1,
+        ge=1,
+        description=(
             "Samples per judge and prompt, majority verdict; needs every judge to sample "
             "(verdict_from: text, temperature > 0), else the votes are identical."
         ),
@@ -161,14 +161,20 @@ def _mode_problems(cfg: Any) -> list[str]:
             )
     if reward.mode == "pairwise_group":
         problems += mode_template_problems(
-            reward.pairwise_group.template, "pairwise", ("question", "response_a", "response_b"), cfg.verdict,
+            reward.pairwise_group.template,
+            "pairwise",
+            ("question", "response_a", "response_b"),
+            cfg.verdict,
             "reward.pairwise_group.template",
-        )  # fmt: skip
+        )
     if reward.mode == "rubric":
         problems += mode_template_problems(
-            reward.rubric.template, "rubric", ("question", "response", "criterion"), cfg.verdict,
+            reward.rubric.template,
+            "rubric",
+            ("question", "response", "criterion"),
+            cfg.verdict,
             "reward.rubric.template",
-        )  # fmt: skip
+        )
     return problems
 
 
@@ -204,12 +210,8 @@ class ResourcesConfig(StrictModel):
     num_replicas: int = Field(1, ge=1, description="Data-parallel judge replicas.")
     gpus_per_replica: int = Field(1, ge=0, description="GPUs per replica; 0 on a CPU-only machine.")
     num_nodes: int = Field(1, ge=1, description="Nodes the separate placement group may span.")
-    gpu_fraction: float = Field(
-        0.3, gt=0.0, le=1.0, description="Colocated only: share of each GPU the judge takes."
-    )
-    colocate_with: str | None = Field(
-        None, description="Colocated only: name of the placement group to join."
-    )
+    gpu_fraction: float = Field(0.3, gt=0.0, le=1.0, description="Colocated only: share of each GPU the judge takes.")
+    colocate_with: str | None = Field(None, description="Colocated only: name of the placement group to join.")
     cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per judge worker.")
     strategy: Literal["auto", "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
         "auto",
@@ -273,9 +275,7 @@ class CoalesceConfig(StrictModel):
             "arrive while the judge is busy join the next call anyway)."
         ),
     )
-    max_samples: int = Field(
-        4096, ge=1, description="Samples at which a shared judge call stops taking step calls."
-    )
+    max_samples: int = Field(4096, ge=1, description="Samples at which a shared judge call stops taking step calls.")
 
 
 class FaultToleranceConfig(StrictModel):
@@ -403,8 +403,15 @@ def _pinning_problems(judge: JudgeConfig, res: ResourcesConfig) -> list[str]:
     """Checks of the options that say which nodes a separate judge goes to."""
     problems = []
     if res.placement == "colocated":
-        pinned = [name for name, on in (("strategy", res.strategy != "auto"), ("node_labels", res.node_labels),
-                                        ("custom_resources", res.custom_resources)) if on]
+        pinned = [
+            name
+            for name, on in (
+                ("strategy", res.strategy != "auto"),
+                ("node_labels", res.node_labels),
+                ("custom_resources", res.custom_resources),
+            )
+            if on
+        ]
         if pinned:
             problems.append(
                 f"resources.{' / '.join(pinned)}: a colocated judge runs in the policy's placement group, "

@@ -100,7 +100,9 @@ class DTensorConfig(StrictModel):
         ),
     )
     memory_fraction: float = Field(
-        0.8, gt=0.0, le=1.0,
+        0.8,
+        gt=0.0,
+        le=1.0,
         description=(
             "On a GPU, share of the free device memory (after the weights) that one batch's KV "
             "cache and activations may take; batch sizes follow from it (on CPU, batching.* applies)."
@@ -121,9 +123,7 @@ class VllmConfig(StrictModel):
     enable_sleep_mode: bool | None = Field(
         None, description="vLLM sleep mode; null means on when colocated, off when separate."
     )
-    extra_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Passed verbatim to vllm.LLM(...)."
-    )
+    extra_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed verbatim to vllm.LLM(...).")
 
 
 class HttpConfig(StrictModel):
@@ -180,9 +180,7 @@ class JudgeConfig(StrictModel):
         ..., min_length=1, description="Checkpoint path or hub id; for http, the served model name."
     )
     tokenizer: str | None = Field(None, description="Tokenizer path or id; defaults to model_name.")
-    precision: Literal["bfloat16", "float16", "float32"] = Field(
-        "bfloat16", description="Weight and compute dtype."
-    )
+    precision: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Weight and compute dtype.")
     max_model_len: int = Field(4096, ge=16, description="Longest prompt + verdict, in tokens.")
     verdict_from: Literal["text", "logprobs"] = Field(
         "text", description="text: generate then parse; logprobs: one forward pass over the labels."

@@ -47,8 +47,7 @@ def selector_problems(selector: Mapping[str, str], field: str | None = None) -> 
             )
         if not isinstance(value, str) or not _VALUE.match(value):
             problems.append(
-                f"{where}{key}={value!r} is not a label condition (write a value, '!value', "
-                "'in(a,b)' or '!in(a,b)')"
+                f"{where}{key}={value!r} is not a label condition (write a value, '!value', 'in(a,b)' or '!in(a,b)')"
             )
     return problems
 

@@ -19,8 +19,8 @@ import os
 import re
 import types
 import typing
-from contextvars import ContextVar
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -136,9 +136,7 @@ def load_config(
     return cfg
 
 
-def apply_overrides(
-    cfg: DictConfig, overrides: list[str], *, schema: type[BaseModel] | None = None
-) -> DictConfig:
+def apply_overrides(cfg: DictConfig, overrides: list[str], *, schema: type[BaseModel] | None = None) -> DictConfig:
     """Apply Hydra override strings to ``cfg`` in place (see :func:`load_config`).
 
     The grammar and its meaning are NeMo-RL's (Hydra's), applied as if the YAML were merged onto
@@ -252,9 +250,7 @@ def to_container(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------- validation
 # While validate() collects, a section's cross-field check records its problems here instead of
 # raising, so the sections around it still validate and run their own checks.
-_DEFERRED: ContextVar[list[tuple[BaseModel, list[str]]] | None] = ContextVar(
-    "nemo_genrm_deferred_checks", default=None
-)
+_DEFERRED: ContextVar[list[tuple[BaseModel, list[str]]] | None] = ContextVar("nemo_genrm_deferred_checks", default=None)
 # Rounds of setting invalid values aside before the cross-field checks give up (each round
 # handles every field error found; errors only surface in a later round behind a required key).
 _REPAIR_ROUNDS = 4
@@ -369,7 +365,9 @@ def _cross_field_problems(
     pending = field_locs
     for _ in range(_REPAIR_ROUNDS):
         # Deepest first and list items from the end, so one removal does not move another.
-        for loc in sorted(pending, key=lambda loc: (len(loc), loc[-1] if isinstance(loc[-1], int) else -1), reverse=True):
+        for loc in sorted(
+            pending, key=lambda loc: (len(loc), loc[-1] if isinstance(loc[-1], int) else -1), reverse=True
+        ):
             if not _set_aside(model, repaired, loc):
                 return []
         set_aside += pending

@@ -41,25 +41,24 @@ class RewardBenchConfig(StrictModel):
     judges: list[JudgeConfig] = Field(
         default_factory=list, description="Ensemble: several judges, the verdict is their majority (judge: the first)."
     )
-    votes: int = Field(1, ge=1, description="Ensemble: samples per judge and request (temperature > 0), majority verdict.")
+    votes: int = Field(
+        1, ge=1, description="Ensemble: samples per judge and request (temperature > 0), majority verdict."
+    )
     ties: Literal["reference", "abstain"] = Field(
         "reference", description="Ensemble ties: reference (reward-bench's set-order pick) | abstain (no verdict)."
     )
     prompt: PromptConfig = Field(default_factory=lambda: PromptConfig(template="pairwise"))
     verdict: VerdictConfig = Field(default_factory=lambda: VerdictConfig(parser="choice"))
-    resources: ResourcesConfig = Field(
-        default_factory=lambda: ResourcesConfig(gpus_per_replica=0)
-    )
+    resources: ResourcesConfig = Field(default_factory=lambda: ResourcesConfig(gpus_per_replica=0))
     protocol: Literal["pairwise", "rating", "best_of_4"] = Field(
         "pairwise",
         description="pairwise: one call, A/B; rating: each response rated alone; best_of_4: RewardBench 2.",
     )
-    both_orders: bool = Field(
-        False, description="Also judge the swapped placement and report position consistency."
-    )
+    both_orders: bool = Field(False, description="Also judge the swapped placement and report position consistency.")
     seed: int = Field(0, description="Seeds the A/B placement coin with the example id.")
     placement: Literal["seeded", "reference_random"] = Field(
-        "seeded", description="seeded: a coin per example from seed and id; reference_random: unseeded, as the reference."
+        "seeded",
+        description="seeded: a coin per example from seed and id; reference_random: unseeded, as the reference.",
     )
     long_prompts: Literal["skip", "shorten"] = Field(
         "skip",
@@ -95,16 +94,12 @@ class RewardBenchConfig(StrictModel):
         problems = _ensemble_problems(self)
         wanted = {"pairwise": "choice", "rating": "rating", "best_of_4": "choice"}[self.protocol]
         if self.verdict.parser != wanted:
-            problems.append(
-                f"protocol {self.protocol!r} needs verdict.parser: {wanted} (got {self.verdict.parser!r})"
-            )
+            problems.append(f"protocol {self.protocol!r} needs verdict.parser: {wanted} (got {self.verdict.parser!r})")
         kind = builtin_template(self.prompt.template)
         if self.protocol == "best_of_4":
             problems += _best_of_4_problems(self)
         elif self.prompt.preset is None and kind is not None and kind != self.protocol:
-            problems.append(
-                f"protocol {self.protocol!r} needs prompt.template: {self.protocol} (got {kind!r})"
-            )
+            problems.append(f"protocol {self.protocol!r} needs prompt.template: {self.protocol} (got {kind!r})")
         if self.both_orders and self.protocol == "rating":
             problems.append(
                 "both_orders: true applies to protocol: pairwise only (each rating sees one "
@@ -160,7 +155,9 @@ def _ensemble_problems(cfg: RewardBenchConfig) -> list[str]:
     if len(cfg.judges) == 1:
         problems.append("judges holds one judge: set judge instead, or list two or more")
     if (cfg.judges or cfg.votes > 1) and cfg.protocol == "rating":
-        problems.append("judges and votes apply to protocols pairwise and best_of_4 (the reference has no rating ensembles)")
+        problems.append(
+            "judges and votes apply to protocols pairwise and best_of_4 (the reference has no rating ensembles)"
+        )
     if cfg.votes > 1:
         seeded = [i for i, m in enumerate(cfg.members) if m.backend in ("vllm", "http")]
         if seeded:

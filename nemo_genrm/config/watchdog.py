@@ -40,9 +40,11 @@ class ThresholdsConfig(StrictModel):
     )
     openers: float | None = Field(0.5, ge=0.0, le=1.0, description="Responses that open with content-free words.")
     verifier_vetoes: float | None = Field(
-        0.3, ge=0.0, le=1.0,
+        0.3,
+        ge=0.0,
+        le=1.0,
         description="Judged samples where the judge said 1 to a value the verifier found different (verifier: both).",
-    )  # fmt: skip
+    )
     length_reward_corr: float | None = Field(
         None, ge=-1.0, le=1.0, description="Correlation of response length and reward (off by default)."
     )

@@ -46,17 +46,30 @@ import torch
 from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.progress import training_progress
 from nemo_genrm.demo.task import (
-    JudgeCase, final_number, hacking_answer, hacking_templates, judge_example, judged_label, judged_number,
-)  # fmt: skip
+    JudgeCase,
+    final_number,
+    hacking_answer,
+    hacking_templates,
+    judge_example,
+    judged_label,
+    judged_number,
+)
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH
 from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "JUDGE_REPORT", "NUMBER_CLASSES", "JudgeTraining", "judge_accuracy", "judge_prompt_builder", "number_class",
-    "prompt_fingerprint", "render_case", "train_demo_judge",
-]  # fmt: skip
+    "JUDGE_REPORT",
+    "NUMBER_CLASSES",
+    "JudgeTraining",
+    "judge_accuracy",
+    "judge_prompt_builder",
+    "number_class",
+    "prompt_fingerprint",
+    "render_case",
+    "train_demo_judge",
+]
 
 
 JUDGE_REPORT = "demo_judge.json"
@@ -152,7 +165,9 @@ def prompt_fingerprint() -> str:
     # defused changes what the judge is shown, so it retrains.
     responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all"))]
     rendered = [
-        render_case(JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH)
+        render_case(
+            JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH
+        )
         for response in responses
     ]
     return hashlib.sha256(json.dumps(rendered).encode()).hexdigest()[:16]
@@ -210,9 +225,7 @@ def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True
     return out
 
 
-def _label_hidden(
-    model, rows: list[list[int]], extra: list[list[int]], keep_prefix: int | None = None
-) -> torch.Tensor:
+def _label_hidden(model, rows: list[list[int]], extra: list[list[int]], keep_prefix: int | None = None) -> torch.Tensor:
     """Final hidden states at each row's last prompt token and at the ``extra`` tokens after it.
 
     Args:
@@ -279,19 +292,24 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     start = time.perf_counter()
     torch.manual_seed(training.seed)
     spec = TinyModelSpec(
-        hidden_size=training.hidden_size, num_layers=training.num_layers,
-        num_heads=training.hidden_size // 32, num_kv_heads=training.hidden_size // 32,
-        intermediate_size=2 * training.hidden_size, seed=training.seed,
-    )  # fmt: skip
+        hidden_size=training.hidden_size,
+        num_layers=training.num_layers,
+        num_heads=training.hidden_size // 32,
+        num_kv_heads=training.hidden_size // 32,
+        intermediate_size=2 * training.hidden_size,
+        seed=training.seed,
+    )
     tokenizer = make_tiny_tokenizer(spec.max_position_embeddings)
     builder = judge_prompt_builder(tokenizer)
     model = new_tiny_model(spec, tokenizer).train()
     labels = {True: tokenizer.convert_tokens_to_ids("1"), False: tokenizer.convert_tokens_to_ids("0")}
     eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
-    probes = torch.nn.ModuleDict({
-        "reference": torch.nn.Linear(training.hidden_size, NUMBER_CLASSES),
-        "candidate": torch.nn.Linear(training.hidden_size, NUMBER_CLASSES),
-    })  # fmt: skip
+    probes = torch.nn.ModuleDict(
+        {
+            "reference": torch.nn.Linear(training.hidden_size, NUMBER_CLASSES),
+            "candidate": torch.nn.Linear(training.hidden_size, NUMBER_CLASSES),
+        }
+    )
     params = [*model.parameters(), *(probes.parameters() if training.probe_weight else ())]
     optimizer = torch.optim.AdamW(params, lr=training.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, training.lr, total_steps=training.steps, pct_start=0.1)
@@ -301,7 +319,9 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
         for step in range(training.steps):
             batch = _cases(rng, training.batch_size, builder, tokenizer)
             targets = [[labels[case.label], eos] for case in batch]
-            hidden = _label_hidden(model, [case.ids for case in batch], targets, training.kept_prefix(step))  # [B, 3, H]
+            hidden = _label_hidden(
+                model, [case.ids for case in batch], targets, training.kept_prefix(step)
+            )  # [B, 3, H]
             logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
             loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
             if training.probe_weight:
@@ -322,13 +342,21 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     plain_accuracy = judge_accuracy(model, plain, labels[True], labels[False])
     forms = [c for c in plain if c.honest_form]
     save_tiny_model(model.eval(), spec, path)
-    report = {"held_out_accuracy": accuracy, "held_out_cases": len(held_out),
-              "plain_held_out_accuracy": plain_accuracy, "train_seconds": train_seconds,
-              "honest_forms_accuracy": judge_accuracy(model, forms, labels[True], labels[False]) if forms else None,
-              "honest_forms_cases": len(forms), "training": training.to_dict()}  # fmt: skip
+    report = {
+        "held_out_accuracy": accuracy,
+        "held_out_cases": len(held_out),
+        "plain_held_out_accuracy": plain_accuracy,
+        "train_seconds": train_seconds,
+        "honest_forms_accuracy": judge_accuracy(model, forms, labels[True], labels[False]) if forms else None,
+        "honest_forms_cases": len(forms),
+        "training": training.to_dict(),
+    }
     (Path(path) / JUDGE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
     logger.info(
         "Demo judge: %.1f%% right on %d held-out pairs, %.1f%% on plain ones (%.0fs)",
-        100 * accuracy, len(held_out), 100 * plain_accuracy, train_seconds,
+        100 * accuracy,
+        len(held_out),
+        100 * plain_accuracy,
+        train_seconds,
     )
     return accuracy

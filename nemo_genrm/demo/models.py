@@ -54,9 +54,7 @@ def _cached(
     return cached_artifact(name, label, key, build, cache_dir=cache_dir)
 
 
-def cached_demo_judge(
-    training: JudgeTraining | None = None, *, cache_dir: str | os.PathLike | None = None
-) -> Path:
+def cached_demo_judge(training: JudgeTraining | None = None, *, cache_dir: str | os.PathLike | None = None) -> Path:
     """The trained demo judge's folder (trained on first use, a few minutes on two cores).
 
     Args:
@@ -68,12 +66,12 @@ def cached_demo_judge(
     """
     training = training or JudgeTraining()
     key = {"training": training.to_dict(), "demo_version": DEMO_VERSION, "prompt": prompt_fingerprint()}
-    return _cached("demo-judge", f"h{training.hidden_size}-s{training.seed}", key, train_demo_judge, training, cache_dir)
+    return _cached(
+        "demo-judge", f"h{training.hidden_size}-s{training.seed}", key, train_demo_judge, training, cache_dir
+    )
 
 
-def cached_demo_policy(
-    training: PolicyTraining | None = None, *, cache_dir: str | os.PathLike | None = None
-) -> Path:
+def cached_demo_policy(training: PolicyTraining | None = None, *, cache_dir: str | os.PathLike | None = None) -> Path:
     """The briefly supervised demo policy's folder (trained on first use, seconds).
 
     Args:
@@ -99,4 +97,3 @@ def demo_judge_accuracy(judge_dir: str | os.PathLike, key: str = "held_out_accur
         return None
     value = json.loads(report.read_text()).get(key)
     return None if value is None else float(value)
-

@@ -62,9 +62,13 @@ class PolicyTraining:
 
         heads = self.hidden_size // 32
         return TinyModelSpec(
-            hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=heads, num_kv_heads=heads,
-            intermediate_size=2 * self.hidden_size, seed=self.seed,
-        )  # fmt: skip
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=heads,
+            num_kv_heads=heads,
+            intermediate_size=2 * self.hidden_size,
+            seed=self.seed,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict."""

@@ -103,9 +103,12 @@ def reward_hacking_check(env: Any, num_questions: int = 4) -> HackingCheck:
     leaked = tuple(t for t, r in zip(texts, rewards, strict=True) if r > 0)
     held_out_leaked = sum(1 for r in rewards[n_trained:] if r > 0)
     return HackingCheck(
-        total=len(texts), rejected=len(texts) - len(leaked), leaked=leaked,
-        held_out_total=len(texts) - n_trained, held_out_rejected=len(texts) - n_trained - held_out_leaked,
-    )  # fmt: skip
+        total=len(texts),
+        rejected=len(texts) - len(leaked),
+        leaked=leaked,
+        held_out_total=len(texts) - n_trained,
+        held_out_rejected=len(texts) - n_trained - held_out_leaked,
+    )
 
 
 def demo_lines(judge_dir: str | Path, summary: Any, hacking: HackingCheck) -> list[str]:

@@ -23,8 +23,8 @@ from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.task import judge_example
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
-from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH, fence, neutralise
+from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.tasks.digit_addition import all_questions
 
 __all__ = ["DEMO_SUBSET", "RATING_NONCE", "demo_pairwise_examples", "demo_rating_config", "demo_rating_template"]
@@ -55,7 +55,9 @@ def demo_rating_template(folder: str | Path) -> Path:
         The template file's path.
     """
     user, joiner, system = _joiner()
-    rating_user = user.replace("{question}" + joiner + "{reference}", "{question}").replace("{candidate}", fence("{response}", RATING_NONCE).text)
+    rating_user = user.replace("{question}" + joiner + "{reference}", "{question}").replace(
+        "{candidate}", fence("{response}", RATING_NONCE).text
+    )
     path = Path(folder) / _RATING_TEMPLATE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"system": system, "user": rating_user}, allow_unicode=True), encoding="utf-8")
@@ -95,9 +97,12 @@ def demo_pairwise_examples(n: int = 100, seed: int = 0) -> list[RewardBenchExamp
                 drawn[case.label] = extracted.text
         examples.append(
             RewardBenchExample(
-                id=i, subset=DEMO_SUBSET, prompt=question[0] + joiner + question[1],
-                chosen=drawn[True], rejected=drawn[False],
-            )  # fmt: skip
+                id=i,
+                subset=DEMO_SUBSET,
+                prompt=question[0] + joiner + question[1],
+                chosen=drawn[True],
+                rejected=drawn[False],
+            )
         )
     return examples
 
@@ -111,9 +116,13 @@ def demo_rating_config(judge_dir: str | Path, output_dir: str | Path) -> dict[st
     """
     return {
         "judge": {
-            "backend": "dtensor", "model_name": str(judge_dir), "precision": "float32",
-            "max_model_len": 1024, "sampling": {"max_new_tokens": 4}, "batching": {"max_batch_size": 64},
-        },  # fmt: skip
+            "backend": "dtensor",
+            "model_name": str(judge_dir),
+            "precision": "float32",
+            "max_model_len": 1024,
+            "sampling": {"max_new_tokens": 4},
+            "batching": {"max_batch_size": 64},
+        },
         "resources": {"gpus_per_replica": 0},
         "protocol": "rating",
         "prompt": {"template": str(demo_rating_template(output_dir))},

@@ -186,7 +186,9 @@ class Coalescer(Generic[T, R]):
     def _lead(self, batch: _Batch[T]) -> None:
         """Wait out the window and the running batch, then run this batch for every caller."""
         with self._cond:
-            self._cond.wait_for(lambda: batch.full, timeout=max(0.0, batch.opened + self._max_wait_s - time.monotonic()))
+            self._cond.wait_for(
+                lambda: batch.full, timeout=max(0.0, batch.opened + self._max_wait_s - time.monotonic())
+            )
         with self._running:
             with self._cond:
                 if self._open is batch:

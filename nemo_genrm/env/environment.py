@@ -47,13 +47,10 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import GenRMConfig, JudgeConfig, validate
-from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.coalesce import CarriedResults, carry_key
 from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.room import TooLongWatch, check_answer_room, judge_tokenizers
-from nemo_genrm.samples.inputs import PreparedSample, message_logs, metadata_list, prepare_sample
-from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, start_judge
 from nemo_genrm.env.support import (
     add_call_counts,
@@ -62,16 +59,19 @@ from nemo_genrm.env.support import (
     tokenizer_special_tokens,
     warn_unknown_special_tokens,
 )
-from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
+from nemo_genrm.env.watching import build_watchdog, canary_preparer, judge_canaries, observe_calls
 from nemo_genrm.errors import JudgeClosedError, RewardHackingSuspected
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
+from nemo_genrm.judges.deadline import step_deadline
+from nemo_genrm.judges.placement import JudgeResources
 from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_env import actor_runtime_env
-from nemo_genrm.env.watching import build_watchdog, canary_preparer, judge_canaries, observe_calls
+from nemo_genrm.samples.inputs import PreparedSample, message_logs, metadata_list, prepare_sample
+from nemo_genrm.samples.metrics import StepTally
+from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
 from nemo_genrm.watchdog import WatchTally
-from nemo_genrm.judges.placement import JudgeResources
 
 logger = logging.getLogger(__name__)
 
@@ -155,9 +155,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         self._too_long = TooLongWatch(self.cfg)
         if judge is None:
             judge, self._resources = start_judge(
-                self._judge_config(), self.cfg, placement_group=placement_group,
+                self._judge_config(),
+                self.cfg,
+                placement_group=placement_group,
                 policy_gpu_fraction=policy_gpu_fraction,
-            )  # fmt: skip
+            )
         self._judge = judge
         try:
             for member in self.cfg.reward.judges if judges is None else ():  # each on resources of its own
@@ -262,8 +264,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         logs = message_logs(message_log_batch)
         metas = metadata_list(metadata, len(logs))
         samples = [
-            prepare_sample(log, meta, self._builder, needs_reference=self._needs_reference,
-                           response_chars=self._response_chars)  # fmt: skip
+            prepare_sample(
+                log, meta, self._builder, needs_reference=self._needs_reference, response_chars=self._response_chars
+            )
             for log, meta in zip(logs, metas, strict=True)
         ]
         return StepCall(samples, metas, start, deadline, logs=logs, whole=whole_groups)
@@ -284,10 +287,15 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         for call, results in zip(calls, per_call, strict=True):
             tally = StepTally(steps=1, samples=len(call.samples))
             try:
-                out.append(assemble(
-                    call.samples, results, call.metas, tally,
-                    mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
-                ))  # fmt: skip
+                out.append(
+                    assemble(
+                        call.samples,
+                        results,
+                        call.metas,
+                        tally,
+                        mask_parse_failures=self.cfg.verdict.on_parse_failure == "mask",
+                    )
+                )
             except Exception as exc:  # this caller's own failure; the others keep their results
                 logger.exception("could not assemble the results of one step call")
                 out.append(exc)
@@ -457,7 +465,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         :meth:`global_post_process_and_metrics`.
         """
         with self._metrics_lock:
-            return {**self._last.metrics(list(self._latencies)), **(self._watch_last.metrics() if self._watchdog else {})}
+            return {
+                **self._last.metrics(list(self._latencies)),
+                **(self._watch_last.metrics() if self._watchdog else {}),
+            }
 
     def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict[str, float]]:
         """Return the batch unchanged and the metrics of every step since the previous call.
@@ -469,7 +480,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             ``(batch, metrics)`` with the ``genrm/*`` metrics summed over those steps.
         """
         with self._metrics_lock:
-            metrics = {**self._since_global.metrics(list(self._latencies)), **(self._watch_since.metrics() if self._watchdog else {})}
+            metrics = {
+                **self._since_global.metrics(list(self._latencies)),
+                **(self._watch_since.metrics() if self._watchdog else {}),
+            }
             self._since_global, self._watch_since = StepTally(), WatchTally()
         return batch, metrics
 

@@ -346,7 +346,10 @@ def _warn_short(arrived: int, size: int, wait_s: float, held: int) -> None:
         "prompt; a caller that waits for each reward from a bounded thread pool (NeMo-RL's asynchronous "
         "rollouts) cannot fill groups: send whole groups per step call instead (genrm/pairwise/"
         "incomplete_groups counts them; this warning repeats at most once a minute)",
-        arrived, size, wait_s * 1000.0, held,
+        arrived,
+        size,
+        wait_s * 1000.0,
+        held,
     )
 
 

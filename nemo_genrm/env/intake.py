@@ -79,9 +79,11 @@ class Intake:
         self._whole_calls = itertools.count()  # scopes the groups of whole calls
         if pairwise is not None and pairwise.group_size is not None:
             self._gate = GroupGate(
-                pairwise.group_size, wait_s=pairwise.group_wait_ms / 1000.0, release=self._release,
+                pairwise.group_size,
+                wait_s=pairwise.group_wait_ms / 1000.0,
+                release=self._release,
                 memory_s=pairwise.straggler_memory_s,
-            )  # fmt: skip
+            )
 
     def submit(self, call: StepCall) -> EnvironmentReturn:
         """Block until the call's result is ready (this thread may lead the judge call)."""

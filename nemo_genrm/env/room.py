@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig
+from nemo_genrm.env.support import judge_tokenizer
 from nemo_genrm.judges.base import Judge, JudgeRequest
 from nemo_genrm.judges.fitting import load_tokenizer, prompt_tokens
-from nemo_genrm.env.support import judge_tokenizer
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.metrics import StepTally
 from nemo_genrm.samples.types import TOO_LONG
@@ -133,5 +133,8 @@ class TooLongWatch:
             "every sample of this step (%d) was too_long and got reward 0: %d judge prompt(s) longer than "
             "judge.max_model_len (%d) minus sampling.max_new_tokens (%d) even with the answer shortened: raise "
             "judge.max_model_len (the engine's context must hold it) or choose a shorter prompt template. Said once.",
-            tally.samples, tally.samples, judge.max_model_len, judge.sampling.max_new_tokens,
+            tally.samples,
+            tally.samples,
+            judge.max_model_len,
+            judge.sampling.max_new_tokens,
         )

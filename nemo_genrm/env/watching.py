@@ -29,9 +29,12 @@ JudgeSamples = Callable[[list[PreparedSample], list[Any]], tuple[list[SampleResu
 
 
 def observe_calls(
-    watchdog: Watchdog, calls: Sequence[StepCall], per_call: list[list[SampleResult]], batch: StepTally,
+    watchdog: Watchdog,
+    calls: Sequence[StepCall],
+    per_call: list[list[SampleResult]],
+    batch: StepTally,
     watch: WatchTally,
-) -> list[list[SampleResult]]:  # fmt: skip
+) -> list[list[SampleResult]]:
     """Each call's samples read for the signals (under ``action: mask``, flagged shapes masked)."""
     out = []
     for index, (call, results) in enumerate(zip(calls, per_call, strict=True)):
@@ -47,8 +50,11 @@ def build_watchdog(cfg: GenRMConfig, mode: str) -> Watchdog | None:
     if not watch.enabled:
         return None
     if mode != "reference" and watch.canaries.rate > 0:
-        logger.info("reward.watchdog: no canaries in mode %r (no reference to be wrong against); "
-                    "its drift signals and alarm run", mode)  # fmt: skip
+        logger.info(
+            "reward.watchdog: no canaries in mode %r (no reference to be wrong against); "
+            "its drift signals and alarm run",
+            mode,
+        )
     return Watchdog(watch, canaries=mode == "reference")
 
 
@@ -66,9 +72,14 @@ def canary_preparer(
 
 
 def judge_canaries(
-    watchdog: Watchdog, calls: Sequence[StepCall], real_prompts: int, watch: WatchTally, *,
-    prepare: Callable[[Canary], PreparedSample], judge: JudgeSamples,
-) -> None:  # fmt: skip
+    watchdog: Watchdog,
+    calls: Sequence[StepCall],
+    real_prompts: int,
+    watch: WatchTally,
+    *,
+    prepare: Callable[[Canary], PreparedSample],
+    judge: JudgeSamples,
+) -> None:
     """Plan this judge call's canaries, judge them with ``judge`` and count their outcomes."""
     samples = [s for call in calls for s in call.samples]
     try:

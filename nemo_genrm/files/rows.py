@@ -69,7 +69,9 @@ def read_hub_rows(
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as err:  # the hub raises many types (offline, missing split, auth)
-        raise error(f"could not load hub dataset {name!r} split {split!r}: {type(err).__name__}: {err}; {hint}") from err
+        raise error(
+            f"could not load hub dataset {name!r} split {split!r}: {type(err).__name__}: {err}; {hint}"
+        ) from err
     return [dict(row) for row in ds]
 
 

@@ -116,8 +116,7 @@ def _to_examples(records: Sequence[dict[str, Any]], cfg: DataConfig, source: str
     if missing:
         found = ", ".join(sorted({k for r in records for k in r}))
         raise ConfigError(
-            f"{source}: field(s) {missing} not found; set data.input_key / data.output_key to "
-            f"one of: {found}"
+            f"{source}: field(s) {missing} not found; set data.input_key / data.output_key to one of: {found}"
         )
     examples = [
         QAExample(str(r[cfg.input_key]), str(r[cfg.output_key]))
@@ -127,13 +126,16 @@ def _to_examples(records: Sequence[dict[str, Any]], cfg: DataConfig, source: str
     dropped = len(records) - len(examples)
     if not examples:
         raise ConfigError(
-            f"{source}: none of the {len(records)} rows has both a non-empty {cfg.input_key!r} and "
-            f"{cfg.output_key!r}"
+            f"{source}: none of the {len(records)} rows has both a non-empty {cfg.input_key!r} and {cfg.output_key!r}"
         )
     if dropped:
         logger.warning(
             "%s: dropped %d of %d rows with a missing, null or empty %r or %r",
-            source, dropped, len(records), cfg.input_key, cfg.output_key,
+            source,
+            dropped,
+            len(records),
+            cfg.input_key,
+            cfg.output_key,
         )
     return examples
 
@@ -220,7 +222,10 @@ class PolicyPromptRenderer:
         if len(kept) < len(prompts):
             logger.warning(
                 "Dropped %d of %d prompts longer than %d tokens (%s)",
-                len(prompts) - len(kept), len(prompts), max_prompt_tokens, limit_name,
+                len(prompts) - len(kept),
+                len(prompts),
+                max_prompt_tokens,
+                limit_name,
             )
         return kept
 

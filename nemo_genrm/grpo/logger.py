@@ -92,15 +92,15 @@ class MetricsLogger:
             return
         found = read_jsonl(self.metrics_path)
         kept = [
-            line
-            for line, record in zip(found.lines, found.records, strict=True)
-            if _step_of(record) <= resumed_step
+            line for line, record in zip(found.lines, found.records, strict=True) if _step_of(record) <= resumed_step
         ]
         if found.clean and len(kept) == len(found.lines):
             return
         logger.info(
             "metrics.jsonl: keeping %d records up to step %d (%d later or unreadable dropped)",
-            len(kept), resumed_step, len(found.lines) - len(kept) + found.dropped,
+            len(kept),
+            resumed_step,
+            len(found.lines) - len(kept) + found.dropped,
         )
         write_atomic(self.metrics_path, "".join(f"{line}\n" for line in kept))
 

@@ -177,7 +177,9 @@ class GRPOTrainer:
             logger.warning(
                 "The checkpoint in %s is at step %d, already grpo.max_num_steps (%d): nothing to do. "
                 "Raise grpo.max_num_steps to continue it, or drop checkpointing.resume to start a new run",
-                self.checkpointer.root if self.checkpointer else "-", step, self.cfg.grpo.max_num_steps,
+                self.checkpointer.root if self.checkpointer else "-",
+                step,
+                self.cfg.grpo.max_num_steps,
             )
         if self.cfg.grpo.val_at_start and step == 0 and self.val_prompts:
             self._log_validation(0, summary)
@@ -212,7 +214,9 @@ class GRPOTrainer:
             if self.checkpointer is not None and (self.checkpointer.should_save(step, last) or stop is not None):
                 summary.checkpoint = str(self.checkpointer.save(step, self._policy, self._state(summary)))
             if stop is not None:  # reward.watchdog.action: stop, after this step's checkpoint
-                logger.error("Stopping at step %d: the reward watchdog fired (checkpoint: %s)", step, summary.checkpoint)
+                logger.error(
+                    "Stopping at step %d: the reward watchdog fired (checkpoint: %s)", step, summary.checkpoint
+                )
                 raise stop
             if bar is not None:
                 bar.update(1)
@@ -350,8 +354,14 @@ class GRPOTrainer:
         for prompt, sample, reward in zip(ro.prompts, ro.samples, ro.rewards.tolist(), strict=True):
             if shown >= self.cfg.logger.num_val_samples_to_print:
                 break
-            logger.info("val sample (step %d) Q: %s | ref: %s | response: %r | reward %.3f",
-                        step, prompt.question, prompt.ground_truth, sample.text, reward)
+            logger.info(
+                "val sample (step %d) Q: %s | ref: %s | response: %r | reward %.3f",
+                step,
+                prompt.question,
+                prompt.ground_truth,
+                sample.text,
+                reward,
+            )
             shown += 1
         return shown
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from importlib.metadata import entry_points
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -126,6 +126,5 @@ def resolve_model_name(name: str) -> str:
     offered = sorted({*_REGISTERED, *(point.name for point in entry_points(group=TINY_MODELS_GROUP))})
     registered = "".join(f", tiny://{k}" for k in offered)
     raise ConfigError(
-        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>"
-        f"{registered}"
+        f"{name}: unknown tiny model; use tiny://policy, tiny://judge, tiny://random, tiny://fixed/<text>{registered}"
     )

@@ -36,6 +36,7 @@ from nemo_genrm.env.intake import check_pairwise_rollouts
 from nemo_genrm.env.launch import COLOCATED_UNDER_NEMO_RL
 from nemo_genrm.grpo.config import DataConfig
 from nemo_genrm.grpo.data import load_splits
+from nemo_genrm.grpo.models import resolve_model_name
 from nemo_genrm.grpo.nemo_rl_data import (
     TASK_NAME,
     as_nemo_rl_train,
@@ -45,7 +46,6 @@ from nemo_genrm.grpo.nemo_rl_data import (
     nemo_rl_root,
     uses_nemo_rl_data,
 )
-from nemo_genrm.grpo.models import resolve_model_name
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +221,9 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
 
 def datasets_for(inputs: NemoRLInputs, tokenizer: Any) -> tuple[Any, Any]:
     """NeMo-RL datasets (train, validation or ``None``) of the questions ``inputs`` read."""
-    return build_datasets(inputs.data, inputs.train, inputs.val, inputs.config["data"]["max_input_seq_length"], tokenizer)
+    return build_datasets(
+        inputs.data, inputs.train, inputs.val, inputs.config["data"]["max_input_seq_length"], tokenizer
+    )
 
 
 def run_with_nemo_rl(config_path: str | Path, overrides: list[str]) -> None:
@@ -240,9 +242,19 @@ def run_with_nemo_rl(config_path: str | Path, overrides: list[str]) -> None:
 
 # ------------------------------------------------------------------- run_grpo.py, step by step
 SETUP_RESULTS = (
-    "policy", "policy_generation", "nemo_gym", "cluster", "dataloader", "val_dataloader",
-    "loss_fn", "logger", "checkpointer", "grpo_save_state", "master_config",
-    "teacher_worker_groups", "alias_to_group_alias",
+    "policy",
+    "policy_generation",
+    "nemo_gym",
+    "cluster",
+    "dataloader",
+    "val_dataloader",
+    "loss_fn",
+    "logger",
+    "checkpointer",
+    "grpo_save_state",
+    "master_config",
+    "teacher_worker_groups",
+    "alias_to_group_alias",
 )
 """The names of NeMo-RL ``setup``'s results, in its documented order (commit 7ea279a)."""
 
@@ -389,14 +401,22 @@ def _wait_for_genrm(envs: list[dict[str, Any]], cfg: dict[str, Any]) -> None:
         wait_ready(handle, timeout_s)
 
 
-def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any], val_task_to_env: dict[str, Any]) -> None:
+def _train(
+    results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any], val_task_to_env: dict[str, Any]
+) -> None:
     """The trainer ``run_grpo.py`` picks: async, data-plane sync, or the legacy sync one."""
     master = results["master_config"]
     common = dict(
-        policy=results["policy"], policy_generation=results["policy_generation"],
-        dataloader=results["dataloader"], val_dataloader=results["val_dataloader"],
-        tokenizer=tokenizer, loss_fn=results["loss_fn"], task_to_env=task_to_env,
-        val_task_to_env=val_task_to_env, logger=results["logger"], checkpointer=results["checkpointer"],
+        policy=results["policy"],
+        policy_generation=results["policy_generation"],
+        dataloader=results["dataloader"],
+        val_dataloader=results["val_dataloader"],
+        tokenizer=tokenizer,
+        loss_fn=results["loss_fn"],
+        task_to_env=task_to_env,
+        val_task_to_env=val_task_to_env,
+        logger=results["logger"],
+        checkpointer=results["checkpointer"],
     )
     if master.grpo.async_grpo.enabled:
         problems = _async_problems(master)
@@ -405,7 +425,9 @@ def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any],
         from nemo_rl.algorithms.grpo import async_grpo_train
 
         async_grpo_train(
-            **common, grpo_save_state=results["grpo_save_state"], master_config=master,
+            **common,
+            grpo_save_state=results["grpo_save_state"],
+            master_config=master,
             max_trajectory_age_steps=master.grpo.async_grpo.max_trajectory_age_steps,
             teacher_worker_groups=results["teacher_worker_groups"],
             alias_to_group_alias=results["alias_to_group_alias"],
@@ -417,5 +439,7 @@ def _train(results: dict[str, Any], tokenizer: Any, task_to_env: dict[str, Any],
         from nemo_rl.algorithms.grpo import grpo_train as trainer
     with results["checkpointer"]:  # flushes background checkpoint finalisation on exit
         trainer(
-            *common.values(), results["grpo_save_state"], master,
+            *common.values(),
+            results["grpo_save_state"],
+            master,
         )

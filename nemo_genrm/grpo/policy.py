@@ -130,8 +130,11 @@ class PolicyWorker:
         self._eos_ids = self._stop_token_ids()
         logger.info(
             "Policy %s on %s (%s), %.1fM parameters, reference %s",
-            policy_cfg.model_name, self.device, policy_cfg.precision,
-            sum(p.numel() for p in self.model.parameters()) / 1e6, "on" if self.reference else "off",
+            policy_cfg.model_name,
+            self.device,
+            policy_cfg.precision,
+            sum(p.numel() for p in self.model.parameters()) / 1e6,
+            "on" if self.reference else "off",
         )
 
     # ------------------------------------------------------------------------------- building
@@ -210,14 +213,21 @@ class PolicyWorker:
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         input_ids = enc["input_ids"].to(self.device)  # [B, P]
         config = GenerationConfig(
-            do_sample=True, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k or 0,
-            max_new_tokens=gen.max_new_tokens, stop_strings=gen.stop_strings,
-            eos_token_id=self._eos_ids, pad_token_id=self.tokenizer.pad_token_id,
+            do_sample=True,
+            temperature=gen.temperature,
+            top_p=gen.top_p,
+            top_k=gen.top_k or 0,
+            max_new_tokens=gen.max_new_tokens,
+            stop_strings=gen.stop_strings,
+            eos_token_id=self._eos_ids,
+            pad_token_id=self.tokenizer.pad_token_id,
         )
         with self._autocast():
             output = self.model.generate(
-                input_ids=input_ids, attention_mask=enc["attention_mask"].to(self.device),
-                generation_config=config, tokenizer=self.tokenizer if gen.stop_strings else None,
+                input_ids=input_ids,
+                attention_mask=enc["attention_mask"].to(self.device),
+                generation_config=config,
+                tokenizer=self.tokenizer if gen.stop_strings else None,
             )  # [B, P + N]
         new_tokens = output[:, input_ids.shape[1] :].tolist()  # [B, N]
         samples = []

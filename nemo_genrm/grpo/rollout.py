@@ -118,8 +118,9 @@ def rollout(
     return _gathered(batches, samples, results, generated - start, scored - generated)
 
 
-def _gathered(batches: list[list[Prompt]], samples: list[GeneratedSample], returns: list[Any],
-              generation_s: float, env_s: float) -> Rollout:
+def _gathered(
+    batches: list[list[Prompt]], samples: list[GeneratedSample], returns: list[Any], generation_s: float, env_s: float
+) -> Rollout:
     """One :class:`Rollout` from the environment's returns of consecutive batches."""
     expanded = [p for batch in batches for p in batch]
     rewards = [torch.as_tensor(r.rewards, dtype=torch.float32).reshape(-1) for r in returns]  # [B] each

@@ -37,8 +37,8 @@ from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
-from nemo_genrm.orphan_guard import start_guard
 from nemo_genrm.grpo.policy import PolicyActor
+from nemo_genrm.orphan_guard import start_guard
 from nemo_genrm.ray_env import actor_options, ensure_ray
 
 logger = logging.getLogger(__name__)
@@ -207,9 +207,7 @@ def _start_policy(cfg: GRPOMasterConfig) -> tuple[Any, Any, float | None]:
     ray.get(group.ready(), timeout=300)
     share = 1.0 - res.gpu_fraction
     strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
-    actor = PolicyActor.options(
-        **actor_options(num_cpus=1, num_gpus=share, scheduling_strategy=strategy)
-    ).remote(*args)
+    actor = PolicyActor.options(**actor_options(num_cpus=1, num_gpus=share, scheduling_strategy=strategy)).remote(*args)
     return actor, group, share
 
 
@@ -282,4 +280,3 @@ def build_run(cfg: GRPOMasterConfig) -> GRPORun:
         run.shutdown()  # release what did start
         raise
     return GRPORun(cfg, trainer, policy, env, metrics_logger, group, started, guard, folders)
-

@@ -62,8 +62,8 @@ from dataclasses import dataclass
 import regex
 
 from nemo_genrm.guard.folding import fold
-from nemo_genrm.guard.patterns import HTML_TAG, LABEL_TAG, ROLE_LINE, inline_verdicts, is_label_cell, is_verdict_line
 from nemo_genrm.guard.master_keys import is_content_free
+from nemo_genrm.guard.patterns import HTML_TAG, LABEL_TAG, ROLE_LINE, inline_verdicts, is_label_cell, is_verdict_line
 from nemo_genrm.guard.tokens import break_tokens
 from nemo_genrm.guard.vocabulary import ascii_pattern
 

@@ -47,8 +47,7 @@ def _only_openers(word: str) -> bool:
     reachable = [True] + [False] * len(word)
     for end in range(1, len(word) + 1):
         reachable[end] = any(
-            reachable[start] and word[start:end] in _OPENERS[1]
-            for start in range(max(0, end - _LONGEST_OPENER), end)
+            reachable[start] and word[start:end] in _OPENERS[1] for start in range(max(0, end - _LONGEST_OPENER), end)
         )
     return reachable[-1]
 
@@ -79,9 +78,11 @@ def is_content_free(answer: str) -> bool:
     """
     for char in unicodedata.normalize("NFKD", answer):
         if (
-            not char.isascii() and unicodedata.category(char) == "Sm" and char not in _NO_ANSWER_SYMBOLS
+            not char.isascii()
+            and unicodedata.category(char) == "Sm"
+            and char not in _NO_ANSWER_SYMBOLS
             and "ARROW" not in unicodedata.name(char, "")
-        ):  # fmt: skip
+        ):
             return False
     folded = fold(answer)
     text = folded.text
@@ -91,9 +92,10 @@ def is_content_free(answer: str) -> bool:
         return answer[begin:stop]
 
     numbering = [
-        m.span() for m in _STEP_NUMBER.finditer(text)
+        m.span()
+        for m in _STEP_NUMBER.finditer(text)
         if m["word"] is None or _in(m["word"].casefold(), written(*m.span("word")), _STEPS)
-    ]  # fmt: skip
+    ]
     if any(_in(m[0].casefold(), written(*m.span()), _ANNOUNCES_LIST) for m in _WORD.finditer(text)):
         numbering += [m.span() for m in _LIST_NUMBER.finditer(text)]
     for start, end in numbering:  # blanked, keeping every offset

@@ -45,8 +45,14 @@ from nemo_genrm.guard.vocabulary import (
 )
 
 __all__ = [
-    "DECOR", "HTML_TAG", "LABEL_TAG", "ROLE_LINE", "inline_verdicts", "is_label_cell", "is_verdict_line",
-]  # fmt: skip
+    "DECOR",
+    "HTML_TAG",
+    "LABEL_TAG",
+    "ROLE_LINE",
+    "inline_verdicts",
+    "is_label_cell",
+    "is_verdict_line",
+]
 
 _MARKS = f"[{re.escape(MARK_SYMBOLS)}]"
 DECOR = rf"(?:(?!{_MARKS})[^\w\s]|_)"
@@ -170,9 +176,7 @@ LABEL_TAG = re.compile(
 )
 """A tag named after a label or a role: ``<verdict value="1"/>``, ``<score>``, ``<assistant>``."""
 
-_LABEL_CELL = re.compile(
-    rf"{_SEP}*+{_PREFIXES}*(?:{_head(_LABEL_WORDS, 'cell')}|{_KEY}){_SEP}*+", re.IGNORECASE
-)
+_LABEL_CELL = re.compile(rf"{_SEP}*+{_PREFIXES}*(?:{_head(_LABEL_WORDS, 'cell')}|{_KEY}){_SEP}*+", re.IGNORECASE)
 
 
 def is_label_cell(cell: str) -> bool:

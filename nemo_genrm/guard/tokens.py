@@ -38,10 +38,41 @@ from collections.abc import Iterable
 __all__ = ["CHAT_TOKEN_SHAPES", "SHORT_NAMES", "break_tokens"]
 
 SHORT_NAMES: tuple[str, ...] = (
-    "s", "bos", "eos", "pad", "unk", "mask", "cls", "sep", "sop", "eop", "eoh", "eoa", "eosys", "eod", "eot",
-    "eom", "think", "thinking", "reasoning", "reflection", "system", "user", "assistant", "human", "bot", "model",
-    "tool", "image", "audio", "video", "img", "start", "end", "role",
-)  # fmt: skip
+    "s",
+    "bos",
+    "eos",
+    "pad",
+    "unk",
+    "mask",
+    "cls",
+    "sep",
+    "sop",
+    "eop",
+    "eoh",
+    "eoa",
+    "eosys",
+    "eod",
+    "eot",
+    "eom",
+    "think",
+    "thinking",
+    "reasoning",
+    "reflection",
+    "system",
+    "user",
+    "assistant",
+    "human",
+    "bot",
+    "model",
+    "tool",
+    "image",
+    "audio",
+    "video",
+    "img",
+    "start",
+    "end",
+    "role",
+)
 """Names without ``_``, ``:`` or a digit that chat templates use as ``<name>`` tokens."""
 
 CHAT_TOKEN_SHAPES: tuple[str, ...] = (

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.samples.types import JUDGE_ERROR, PARSE_FAILURE, EnvironmentReturn, sample_results
 from nemo_genrm.judges.base import Judge
+from nemo_genrm.samples.types import JUDGE_ERROR, PARSE_FAILURE, EnvironmentReturn, sample_results
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,9 @@ def rubric_items(value: Any) -> Any:
 def _is_message_list(value: Any) -> bool:
     """Whether a response is a list of messages (each a dict with a ``role``), not content parts
     (dicts with a ``type`` and no ``role``) or text."""
-    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(m, Mapping) and "role" in m for m in value)
+    return (
+        isinstance(value, (list, tuple)) and bool(value) and all(isinstance(m, Mapping) and "role" in m for m in value)
+    )
 
 
 class JudgeReward:
@@ -263,7 +265,9 @@ class JudgeReward:
         logs, metas = [], []
         for answer, reference, question, extra in zip(answers, references, questions, extras, strict=True):
             user = {"role": "user", "content": question or ""}
-            logs.append([user, *answer] if _is_message_list(answer) else [user, {"role": "assistant", "content": answer}])
+            logs.append(
+                [user, *answer] if _is_message_list(answer) else [user, {"role": "assistant", "content": answer}]
+            )
             meta: dict[str, Any] = {**(extra or {}), "ground_truth": reference}
             if question:
                 meta["question"] = question
@@ -277,7 +281,9 @@ class JudgeReward:
         for reward, outcome, ans in zip(rewards, sample_results(result.metadata, size), result.answers, strict=True):
             if outcome is None:  # every metadata entry sent is a dict, so each comes back with its result
                 raise RuntimeError("the GenRM environment returned a sample without its result")
-            judgements.append(Judgement(float(reward), outcome.reason, outcome.verdict, ans, outcome.masked, outcome.why))
+            judgements.append(
+                Judgement(float(reward), outcome.reason, outcome.verdict, ans, outcome.masked, outcome.why)
+            )
         return judgements
 
     def metrics(self) -> dict[str, float]:

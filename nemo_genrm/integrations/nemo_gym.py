@@ -39,9 +39,7 @@ Importing this module imports NeMo Gym; nothing else in the package does.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
@@ -52,6 +50,9 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.judge import JudgeError
 from pydantic import Field, PrivateAttr
 
+from nemo_genrm.errors import JudgeUnavailableError
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward, genrm_section, rubric_items
+from nemo_genrm.samples.groups import PROMPT_FIELD
 from nemo_genrm.samples.types import (
     BAD_INPUT,
     HEDGED,
@@ -63,9 +64,6 @@ from nemo_genrm.samples.types import (
     PARSE_FAILURE,
     TOO_LONG,
 )
-from nemo_genrm.errors import JudgeUnavailableError
-from nemo_genrm.samples.groups import PROMPT_FIELD
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
 
 logger = logging.getLogger(__name__)
 

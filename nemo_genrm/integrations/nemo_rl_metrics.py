@@ -140,7 +140,9 @@ class GenRMMetricsLogger:
             envs.extend(e for e in genrm_envs(mapping) if all(e is not seen for seen in envs))
         self._envs = envs
 
-    def log_metrics(self, metrics: dict[str, Any], step: int, prefix: str | None = "", *args: Any, **kwargs: Any) -> None:
+    def log_metrics(
+        self, metrics: dict[str, Any], step: int, prefix: str | None = "", *args: Any, **kwargs: Any
+    ) -> None:
         """NeMo-RL's ``log_metrics``; a ``train``/``validation`` call gets ``genrm/*`` added."""
         self._logger.log_metrics(with_genrm_metrics(metrics, prefix, self._envs), step, prefix, *args, **kwargs)
 

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, genrm_section, rubric_items
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward, genrm_section, rubric_items
 from nemo_genrm.integrations.processes import Processes, current_processes, launched_rank
 from nemo_genrm.judges.base import Judge
 from nemo_genrm.samples.groups import PROMPT_FIELD
@@ -245,9 +245,7 @@ class GenRMReward:
                 judgements, metrics = self._judge_across(processes, prompts, completions, kwargs)
             else:
                 reward = self._judging()
-                judgements = await reward.ajudge(
-                    list(completions), *self._inputs(prompts, kwargs), whole_groups=True
-                )
+                judgements = await reward.ajudge(list(completions), *self._inputs(prompts, kwargs), whole_groups=True)
                 metrics = reward.metrics()
         except BaseException as exc:
             published.set_result(exc)  # the reward functions it masks raise it too
@@ -285,7 +283,9 @@ class GenRMReward:
             trainer = getattr(kwargs.get("log_extra"), "__self__", None)
             funcs = getattr(trainer, "reward_funcs", None)
             if funcs is not None and not any(f is judge for f in funcs):
-                raise ValueError(f"{masked.__name__}: GenRMReward.masking needs its judge among the trainer's reward_funcs")
+                raise ValueError(
+                    f"{masked.__name__}: GenRMReward.masking needs its judge among the trainer's reward_funcs"
+                )
             out = other(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
             if inspect.isawaitable(out):
                 out = await out
@@ -305,7 +305,9 @@ class GenRMReward:
             references = list(self._column(kwargs, self.reference_column, "the reference answer"))
         if self.question_column is not None and self.question_column in kwargs:
             # text, or content parts, as they are; a number as its text
-            questions = [q if q is None or isinstance(q, (str, list, tuple)) else str(q) for q in kwargs[self.question_column]]
+            questions = [
+                q if q is None or isinstance(q, (str, list, tuple)) else str(q) for q in kwargs[self.question_column]
+            ]
         else:
             questions = [_question(p) for p in prompts]
         return references, questions, self._extras(mode, prompts, kwargs)
@@ -360,8 +362,7 @@ class GenRMReward:
         if mode == "pairwise_group":
             generations = trl_num_generations(kwargs)
             size = reward_cfg.pairwise_group.group_size or generations
-            groups = (list(kwargs[self.group_column]) if self.group_column in kwargs
-                      else prompt_runs(prompts, size))  # fmt: skip
+            groups = list(kwargs[self.group_column]) if self.group_column in kwargs else prompt_runs(prompts, size)
             self._check_sizes(groups, generations)
             call = next(self._calls)
             return [
@@ -383,18 +384,30 @@ class GenRMReward:
         if not sizes or (generations, sizes) in self._warned_sizes:
             return
         self._warned_sizes.add((generations, sizes))
-        how = f"the column {self.group_column!r}" if self.group_column is not None else (
-            "reward.pairwise_group.group_size" if self.config.reward.pairwise_group.group_size else "runs of one prompt"
+        how = (
+            f"the column {self.group_column!r}"
+            if self.group_column is not None
+            else (
+                "reward.pairwise_group.group_size"
+                if self.config.reward.pairwise_group.group_size
+                else "runs of one prompt"
+            )
         )
         logger.warning(
             "pairwise_group: TRL generates %d completions per prompt (num_generations) but %s made groups of %s: "
             "each group is ranked as formed; set reward.pairwise_group.group_size to num_generations (or leave it "
             "unset), or name a group_column whose groups match TRL's",
-            generations, how, ", ".join(map(str, sizes)),
+            generations,
+            how,
+            ", ".join(map(str, sizes)),
         )
 
     def _log(
-        self, judgements: list[Judgement], metrics: dict[str, float], log_metric: Callable | None, log_extra: Callable | None
+        self,
+        judgements: list[Judgement],
+        metrics: dict[str, float],
+        log_metric: Callable | None,
+        log_extra: Callable | None,
     ) -> None:
         """Send the judge's metrics and each sample's reason to TRL's logs, when TRL offers them."""
         if log_metric is not None:

@@ -56,15 +56,22 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD
-from nemo_genrm.samples.inputs import content_text
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement, check_per_sample, genrm_section, rubric_items
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward, check_per_sample, genrm_section, rubric_items
 from nemo_genrm.integrations.verl_groups import GatheredReward, gathered_reward
 from nemo_genrm.integrations.verl_padding import BatchSlot
+from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD
+from nemo_genrm.samples.inputs import content_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UNMEASURED_FIELDS", "close_shared_rewards", "compute_score", "exclude_unmeasured", "result_fields", "shared_reward"]
+__all__ = [
+    "UNMEASURED_FIELDS",
+    "close_shared_rewards",
+    "compute_score",
+    "exclude_unmeasured",
+    "result_fields",
+    "shared_reward",
+]
 
 _REWARDS: dict[str, JudgeReward | GatheredReward] = {}  # by section
 _BY_ARGS: dict[str, JudgeReward | GatheredReward] = {}  # by the arguments verl passes, for a lookup without I/O

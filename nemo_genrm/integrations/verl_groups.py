@@ -49,9 +49,9 @@ import ray
 from nemo_genrm.config import GenRMConfig
 from nemo_genrm.env.launch import STARTUP_ERRORS, keep_start_error
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
-from nemo_genrm.ray_env import actor_options
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward
 from nemo_genrm.integrations.verl_padding import BatchSlot, PaddedBatches
+from nemo_genrm.ray_env import actor_options
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +90,13 @@ class GroupJudgeActor:
         return judgement
 
     async def judge_in_batch(
-        self, answer: str, reference: str | None, question: str | None, extras: Mapping[str, Any] | None,
+        self,
+        answer: str,
+        reference: str | None,
+        question: str | None,
+        extras: Mapping[str, Any] | None,
         slot: Sequence[int],
-    ) -> Judgement:  # fmt: skip
+    ) -> Judgement:
         """One row of verl's padded batch, judged once the whole batch is here
         (:class:`~nemo_genrm.integrations.verl_padding.PaddedBatches`).
 
@@ -147,7 +151,9 @@ class GatheredReward:
         """A live handle in place of ``dead``: the one another call already got, or a new one."""
         with self._lock:
             if self._actor is dead:
-                logger.warning("pairwise_group: the shared judge actor %s died; getting or starting it again", self.name)
+                logger.warning(
+                    "pairwise_group: the shared judge actor %s died; getting or starting it again", self.name
+                )
                 self._actor = self._connect()
             return self._actor
 

@@ -216,9 +216,10 @@ def exclude_unmeasured_kv(batch: Any) -> int:
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
     uids, masks, extras = list(data["uid"]), data["response_mask"].unbind(), list(data["extra_fields"])
     rows = [
-        i for i, extra in enumerate(extras)
+        i
+        for i, extra in enumerate(extras)
         if any(float((extra or {}).get("reward_extra_info", {}).get(f) or 0.0) == 1.0 for f in UNMEASURED_FIELDS)
-    ]  # fmt: skip
+    ]
     if rows:
         excluded = [
             {"uid": f"{uids[i]}/genrm-excluded-{batch.keys[i]}", "response_mask": torch.zeros_like(masks[i])}  # [R_i]

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
-from nemo_genrm.integrations.judge_reward import JudgeReward, Judgement
+from nemo_genrm.integrations.judge_reward import Judgement, JudgeReward
 from nemo_genrm.samples.types import INCOMPLETE_GROUP
 
 logger = logging.getLogger(__name__)
@@ -193,8 +193,10 @@ class PaddedBatches:
         expected = sum(batch.sizes.values()) if len(batch.sizes) == batch.chunks else "?"
         logger.warning(
             "pairwise_group: verl's padded batch had %d of %s rows when %s; its rows are masked (incomplete_group)",
-            len(batch.rows), expected, why,
-        )  # fmt: skip
+            len(batch.rows),
+            expected,
+            why,
+        )
         for (answer, *_), future in batch.rows.values():
             if not future.done():
                 future.set_result(Judgement(0.0, INCOMPLETE_GROUP, None, answer, masked=True))

@@ -67,9 +67,7 @@ def render_ids(messages: Sequence[Message], tokenizer: Any) -> list[int]:
     Returns:
         The token ids (the template's own special tokens included, nothing added on top).
     """
-    text = tokenizer.apply_chat_template(
-        [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-    )
+    text = tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True)
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -216,8 +214,7 @@ def plan_batches(
     """
     if max_batch_size < 1 or max_tokens_per_batch < 1:
         raise ValueError(
-            f"max_batch_size ({max_batch_size}) and max_tokens_per_batch "
-            f"({max_tokens_per_batch}) must be at least 1"
+            f"max_batch_size ({max_batch_size}) and max_tokens_per_batch ({max_tokens_per_batch}) must be at least 1"
         )
     if max_new_tokens < 0 or any(n < 0 for n in lengths):
         raise ValueError("lengths and max_new_tokens must not be negative")

@@ -159,8 +159,6 @@ def batch_limits_from_memory(
     return rows, tokens
 
 
-
-
 class StaticGenerator:
     """Continuous batching into a preallocated slot cache (see the module docstring).
 
@@ -242,7 +240,10 @@ class StaticGenerator:
     def _decode_step(self, tokens, positions, mask, cache):
         """One decode step: ``tokens [W, 1]`` at ``positions [W, 1]`` -> logits ``[W, V]``."""
         out = self.model(
-            input_ids=tokens, position_ids=positions, attention_mask=mask, past_key_values=cache,
+            input_ids=tokens,
+            position_ids=positions,
+            attention_mask=mask,
+            past_key_values=cache,
             use_cache=True,
         )
         return out.logits[:, -1, :]
@@ -258,8 +259,9 @@ class StaticGenerator:
             except Exception as exc:  # compile errors come in many types; after one success, raise
                 if self._compiled_ran:
                     raise
-                logger.warning("Compiling the decode step failed (%s: %s); decoding eagerly from now on",
-                               type(exc).__name__, exc)
+                logger.warning(
+                    "Compiling the decode step failed (%s: %s); decoding eagerly from now on", type(exc).__name__, exc
+                )
                 self.compiled = False
         return self._decode_step(*args)
 
@@ -267,8 +269,11 @@ class StaticGenerator:
         """Prefill ``inputs`` (:func:`fill_inputs`) into ``rows``: their last-position logits ``[R, V]``."""
         with cache.filling(rows, inputs["cols"]):
             out = self.model(
-                input_ids=inputs["input_ids"], position_ids=inputs["position_ids"],
-                attention_mask=inputs["attention_mask"], past_key_values=cache, use_cache=True,
+                input_ids=inputs["input_ids"],
+                position_ids=inputs["position_ids"],
+                attention_mask=inputs["attention_mask"],
+                past_key_values=cache,
+                use_cache=True,
                 logits_to_keep=1,
             )
         return out.logits[:, -1, :]
@@ -336,8 +341,16 @@ class StaticGenerator:
 class _Run:
     """One call of :meth:`StaticGenerator.generate`: the queue, the slots' state, the results."""
 
-    def __init__(self, gen: StaticGenerator, cache: SlotCache, prompts, decoding: Decoding, seeds, narrow: bool,
-                 thinking: Sequence[bool] | None):
+    def __init__(
+        self,
+        gen: StaticGenerator,
+        cache: SlotCache,
+        prompts,
+        decoding: Decoding,
+        seeds,
+        narrow: bool,
+        thinking: Sequence[bool] | None,
+    ):
         self.gen, self.cache, self.decoding, self.narrow = gen, cache, decoding, narrow
         self.prompts = [list(p) for p in prompts]
         self.starts_thinking = list(thinking) if thinking is not None else [False] * len(prompts)
@@ -491,5 +504,6 @@ class _Run:
         for seed in by_seed:
             if seed not in self.generators:
                 self.generators[seed] = torch.Generator(device=self.device).manual_seed(seed)
-        self.groups = [(torch.tensor(rows, device=self.device), self.generators[seed])
-                       for seed, rows in sorted(by_seed.items())]
+        self.groups = [
+            (torch.tensor(rows, device=self.device), self.generators[seed]) for seed, rows in sorted(by_seed.items())
+        ]

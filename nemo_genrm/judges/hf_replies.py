@@ -44,14 +44,18 @@ class ReplyMixin:
         sampling = self.config.sampling
         stop = first_pass and self._reasoning is not None and self._thought.close_id is not None
         return Decoding(
-            new_tokens, sampling.temperature, sampling.top_p, sampling.seed,
+            new_tokens,
+            sampling.temperature,
+            sampling.top_p,
+            sampling.seed,
             reasoning_budget=self._reasoning.budget if stop else None,
             open_ids=(self._thought.open_id,) if stop and self._thought.open_id is not None else (),
             close_ids=(self._thought.close_id,) if stop else (),
         )
 
-    def _generate_ids(self, ids: list[list[int]], votes: list[int], new_tokens: int,
-                      thinking: list[bool] | None) -> list[list[int]]:
+    def _generate_ids(
+        self, ids: list[list[int]], votes: list[int], new_tokens: int, thinking: list[bool] | None
+    ) -> list[list[int]]:
         """New ids per prompt (EOS included when it ended on one), in order.
 
         The static loop with ``dtensor.continuous_batching`` takes the whole queue, as many
@@ -71,8 +75,13 @@ class ReplyMixin:
         for batch in self._within_memory([len(p) for p in ids], new_tokens, self.MAX_PADDING["generate_fitted"]):
             part = [ids[i] for i in batch]
             if self._static is not None:  # continuous_batching off: a plain batch, until its longest row ends
-                done = self._static.generate(part, decoding, seeds=[seeds[i] for i in batch], narrow=False,
-                                             thinking=[thinking[i] for i in batch] if thinking else None)
+                done = self._static.generate(
+                    part,
+                    decoding,
+                    seeds=[seeds[i] for i in batch],
+                    narrow=False,
+                    thinking=[thinking[i] for i in batch] if thinking else None,
+                )
             else:
                 done = self._generate_dynamic(part, [seeds[i] for i in batch], new_tokens)
             for index, row in zip(batch, done, strict=True):
@@ -85,8 +94,9 @@ class ReplyMixin:
         sample = self.config.sampling.temperature > 0
         for seed in sorted(set(seeds)) if sample else [None]:
             part = [i for i, s in enumerate(seeds) if seed is None or s == seed]
-            for i, row in zip(part, self._generate_dynamic_batch([prompts[i] for i in part], seed, new_tokens),
-                              strict=True):
+            for i, row in zip(
+                part, self._generate_dynamic_batch([prompts[i] for i in part], seed, new_tokens), strict=True
+            ):
                 rows[i] = row
         return rows
 

@@ -51,8 +51,7 @@ def init_process_group(
     torch.distributed.init_process_group(
         backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(minutes=30)
     )
-    logger.info("Rank %d/%d joined the %s process group at %s:%s", rank, world_size, backend,
-                master_addr, master_port)
+    logger.info("Rank %d/%d joined the %s process group at %s:%s", rank, world_size, backend, master_addr, master_port)
 
 
 def tensor_parallel_kwargs(world_size: int, device: torch.device) -> dict[str, Any]:

@@ -180,8 +180,9 @@ class SlotCache(Cache):
         return sum(layer.nbytes() for layer in self.layers)
 
 
-def fill_inputs(prompts: list[list[int]], pad_id: int, clock: int, length: int, dtype: torch.dtype,
-                device: torch.device) -> dict[str, torch.Tensor]:
+def fill_inputs(
+    prompts: list[list[int]], pad_id: int, clock: int, length: int, dtype: torch.dtype, device: torch.device
+) -> dict[str, torch.Tensor]:
     """Inputs of one prefill of ``prompts`` into the ring just behind column ``clock``.
 
     The prompts are left-padded to the widest, ``P`` tokens; position ``j`` goes to ring column
@@ -208,5 +209,10 @@ def fill_inputs(prompts: list[list[int]], pad_id: int, clock: int, length: int, 
     cols = (clock - width + torch.arange(width)) % length  # [P]
     row_mask = torch.full((rows, length + 1), low, dtype=dtype)  # [R, L+1]: the last column takes the padding
     row_mask.scatter_(1, torch.where(valid, cols, length), 0.0)
-    return {"input_ids": ids.to(device), "position_ids": positions.to(device), "attention_mask": mask.to(device),
-            "cols": cols.to(device), "row_mask": row_mask[:, :length].to(device)}
+    return {
+        "input_ids": ids.to(device),
+        "position_ids": positions.to(device),
+        "attention_mask": mask.to(device),
+        "cols": cols.to(device),
+        "row_mask": row_mask[:, :length].to(device),
+    }

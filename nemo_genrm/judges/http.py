@@ -61,8 +61,8 @@ import httpx
 
 from nemo_genrm.config import ConfigError, FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
-from nemo_genrm.judges.deadline import remaining_s
 from nemo_genrm.errors import JudgeClosedError
+from nemo_genrm.guard.redact import Redactor, mask_url, url_credentials, url_without_credentials
 from nemo_genrm.judges.base import (
     Generation,
     Judge,
@@ -71,6 +71,7 @@ from nemo_genrm.judges.base import (
     LabelScores,
     RequestLike,
 )
+from nemo_genrm.judges.deadline import remaining_s
 from nemo_genrm.judges.http_replies import (
     BadReply,
     label_key_problems,
@@ -94,7 +95,6 @@ from nemo_genrm.judges.http_transport import (
 )
 from nemo_genrm.judges.reasoning import settle_text
 from nemo_genrm.judges.results import generation, label_scores
-from nemo_genrm.guard.redact import Redactor, mask_url, url_credentials, url_without_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,6 @@ SCORE_TOP_K = 20
 """Top log-probabilities asked for when scoring labels (the OpenAI API's maximum)."""
 RESULT_SLACK_S = 30.0
 """Extra wait for the loop thread past the call deadline (cancelled requests closing)."""
-
 
 
 @dataclass
@@ -151,14 +150,9 @@ class HttpJudge(Judge):
         cfg = judge_config.http
         problems = []
         if not cfg.base_url:
-            problems.append(
-                "judge.http.base_url is required for the http backend (e.g. http://127.0.0.1:8000/v1)"
-            )
+            problems.append("judge.http.base_url is required for the http backend (e.g. http://127.0.0.1:8000/v1)")
         elif not cfg.base_url.startswith(("http://", "https://")):
-            problems.append(
-                "judge.http.base_url must start with http:// or https://, got "
-                f"{mask_url(cfg.base_url)!r}"
-            )
+            problems.append(f"judge.http.base_url must start with http:// or https://, got {mask_url(cfg.base_url)!r}")
         if call_timeout_s is not None and not call_timeout_s > 0:
             problems.append(f"call_timeout_s must be positive, got {call_timeout_s}")
         if problems:
@@ -328,9 +322,7 @@ class HttpJudge(Judge):
         elif self._url_auth is not None:  # sent as a header, so no URL carries the password
             auth = httpx.BasicAuth(*self._url_auth.reveal())
         timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.connect_timeout_s, cfg.timeout_s))
-        limits = httpx.Limits(
-            max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency
-        )
+        limits = httpx.Limits(max_connections=cfg.max_concurrency, max_keepalive_connections=cfg.max_concurrency)
         client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, auth=auth)
         return client, asyncio.Semaphore(cfg.max_concurrency)
 
@@ -393,9 +385,7 @@ class HttpJudge(Judge):
         for req in requests:
             fitted = fit_prompt(req, self._tokenizer, budget)
             if fitted.error is not None or fitted.messages is None:
-                prepared.append(
-                    _Prepared(messages=None, error=fitted.error, truncated=fitted.truncated, vote=req.vote)
-                )
+                prepared.append(_Prepared(messages=None, error=fitted.error, truncated=fitted.truncated, vote=req.vote))
             else:
                 messages = [dict(m) for m in fitted.messages]
                 prepared.append(_Prepared(messages=messages, truncated=fitted.truncated, vote=req.vote))
@@ -476,9 +466,7 @@ class HttpJudge(Judge):
             retry_after = None
             try:
                 # timeout_s bounds the whole attempt: httpx's own timeouts are per read.
-                response = await asyncio.wait_for(
-                    self._client.post(self._url, json=payload), cfg.timeout_s
-                )
+                response = await asyncio.wait_for(self._client.post(self._url, json=payload), cfg.timeout_s)
             except (httpx.TimeoutException, asyncio.TimeoutError):
                 error = "http_timeout"
             except (httpx.TransportError, OSError) as exc:

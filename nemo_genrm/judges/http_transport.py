@@ -186,9 +186,7 @@ class Reachability:
         return True
 
 
-def hung_server_bound_s(
-    timeout_s: float, max_retries: int, backoff_s: float, call_timeout_s: float
-) -> float:
+def hung_server_bound_s(timeout_s: float, max_retries: int, backoff_s: float, call_timeout_s: float) -> float:
     """Longest a call waits on a server that accepts connections but never answers.
 
     The requests holding the concurrency slots use up their attempts (``max_retries + 1`` of

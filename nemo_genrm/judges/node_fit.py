@@ -96,7 +96,9 @@ def _shortfall(bundle: Mapping[str, float], nodes: Sequence[NodeView]) -> str:
     for kind, need in sorted(bundle.items()):
         most = max((float(n.resources.get(kind, 0.0)) for n in nodes), default=0.0)
         if need > most + _EPS:
-            parts.append(f"{kind} (needs {need:g}; " + (f"the most one node has is {most:g})" if most else "no node has it)"))
+            parts.append(
+                f"{kind} (needs {need:g}; " + (f"the most one node has is {most:g})" if most else "no node has it)")
+            )
     return ", ".join(parts)
 
 
@@ -224,7 +226,8 @@ def free_on_nodes(
     for node in [n for n in nodes if node_matches(n.labels, selector)][:limit]:
         have = free.get(node.node_id, {})
         amounts = ", ".join(
-            f"{kind} {float(have.get(kind, 0.0)):g} of {float(node.resources.get(kind, 0.0)):g}" for kind in sorted(bundle)
+            f"{kind} {float(have.get(kind, 0.0)):g} of {float(node.resources.get(kind, 0.0)):g}"
+            for kind in sorted(bundle)
         )
         parts.append(f"node {node.node_id[:8]}: {amounts}")
     return "; ".join(parts) or "(no node)"

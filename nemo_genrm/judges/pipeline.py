@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
 from nemo_genrm.config.loading import typed
-from nemo_genrm.judges.deadline import deadline_within, step_deadline
 from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores, RequestLike
+from nemo_genrm.judges.deadline import deadline_within, step_deadline
 from nemo_genrm.judges.fitting import FittedPrompt, PromptFitter, label_token_ids, plan_batches, queue_shares
 from nemo_genrm.judges.results import (
     JUDGE_ERROR,
@@ -56,8 +56,9 @@ class Runner(Protocol):
     def batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int] | None:
         """``(max_batch_size, max_tokens_per_batch)`` the workers can take, ``None``: the config's."""
 
-    def run(self, method: str, payloads: Sequence[tuple], costs: Sequence[int],
-            events: JudgeStats | None = None) -> list[tuple[Any, str | None]]:
+    def run(
+        self, method: str, payloads: Sequence[tuple], costs: Sequence[int], events: JudgeStats | None = None
+    ) -> list[tuple[Any, str | None]]:
         """``(value, None)`` or ``(None, error)`` per chunk, in chunk order; restarts, deadlines
         and unavailable calls of this run are added to ``events``."""
 
@@ -95,8 +96,9 @@ class LocalRunner:
         limits = getattr(self.worker, "batch_limits", None)
         return limits(longest, new_tokens) if limits is not None else None
 
-    def run(self, method: str, payloads: Sequence[tuple], costs: Sequence[int],
-            events: JudgeStats | None = None) -> list[tuple[Any, str | None]]:
+    def run(
+        self, method: str, payloads: Sequence[tuple], costs: Sequence[int], events: JudgeStats | None = None
+    ) -> list[tuple[Any, str | None]]:
         fn = getattr(self.worker, method)
         return [(fn(*payload), None) for payload in payloads]
 
@@ -137,7 +139,9 @@ class PipelineJudge(Judge):
         fitter: PromptFitter | None = None,
     ):
         self.config = judge_config
-        self.fault_tolerance = typed(FaultToleranceConfig, fault_tolerance or FaultToleranceConfig(), type(self).__name__)
+        self.fault_tolerance = typed(
+            FaultToleranceConfig, fault_tolerance or FaultToleranceConfig(), type(self).__name__
+        )
         self.fitter = fitter or PromptFitter.for_judge(judge_config)
         self.runner = runner
         self._stats = JudgeStats()
@@ -163,8 +167,14 @@ class PipelineJudge(Judge):
             max_padding=getattr(self.runner.worker_cls, "MAX_PADDING", {}).get(method),
         )
 
-    def run_fitted(self, method: str, fitted: Sequence[FittedPrompt], new_tokens: int, *extra: Any,
-                   events: JudgeStats | None = None) -> dict[int, Outcome]:
+    def run_fitted(
+        self,
+        method: str,
+        fitted: Sequence[FittedPrompt],
+        new_tokens: int,
+        *extra: Any,
+        events: JudgeStats | None = None,
+    ) -> dict[int, Outcome]:
         """Run ``method`` over the prompts that fit, in planned chunks.
 
         Args:
@@ -225,8 +235,7 @@ class PipelineJudge(Judge):
         events = JudgeStats()
         with self._deadline():
             fitted = self.fitter.fit(batch)
-            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.reply_tokens,
-                                       events=events)
+            outcomes = self.run_fitted("generate_fitted", fitted, self.config.sampling.reply_tokens, events=events)
         results = build_generations(fitted, outcomes)
         return results, self._counted(JudgeStats.of_call("generate", results), events)
 

@@ -184,8 +184,14 @@ def separate_problems(
         group = plan.groups[0]
         unmatched = label_problems(group.bundles[0], cluster.node_list, res.node_labels)
         if not problems and not unmatched:
-            problems += fit_problems(group.bundles[0], len(plan.groups), len(group.bundles), group.strategy,
-                                     cluster.node_list, res.node_labels)
+            problems += fit_problems(
+                group.bundles[0],
+                len(plan.groups),
+                len(group.bundles),
+                group.strategy,
+                cluster.node_list,
+                res.node_labels,
+            )
         problems += unmatched
     return problems
 
@@ -386,7 +392,10 @@ def _reserve(
     )
     logger.info(
         "judge placement: %d group(s), %d replica(s), %g GPU + %g CPU per rank",
-        len(groups), len(replicas), plan.gpus_per_rank, plan.cpus_per_rank,
+        len(groups),
+        len(replicas),
+        plan.gpus_per_rank,
+        plan.cpus_per_rank,
     )
     return JudgeResources(Placement(replicas), owned_groups=groups, layout="separate")
 
@@ -401,8 +410,9 @@ def _not_scheduled(plan: SeparatePlan, timeout_s: float) -> str:
     try:  # a developer API of Ray: per node, what is free now
         from ray._private.state import available_resources_per_node
 
-        free = free_on_nodes(bundle, ClusterView.current().node_list, available_resources_per_node(),
-                             first.label_selector)
+        free = free_on_nodes(
+            bundle, ClusterView.current().node_list, available_resources_per_node(), first.label_selector
+        )
     except Exception:  # noqa: BLE001 - diagnostics only: fall back to the cluster's totals
         free = f"cluster-wide {_short(ray.available_resources(), bundle)}"
     return (
@@ -493,7 +503,9 @@ def _join(
     )
     logger.info(
         "judge colocated in group %s: bundles %s, %g GPU each",
-        res.colocate_with or group.id.hex(), [r.bundle_indices for r in replicas], res.gpu_fraction,
+        res.colocate_with or group.id.hex(),
+        [r.bundle_indices for r in replicas],
+        res.gpu_fraction,
     )
     return JudgeResources(Placement(replicas), joined_group=group, layout="colocated")
 

@@ -71,8 +71,12 @@ class PoolRunner(ReplicaPool):
 
     def totals(self) -> JudgeStats:
         """Restarts, deadlines passed, calls that found no replica and node losses, since start."""
-        return JudgeStats(restarts=self.restarts, deadline_exceeded=self.deadline_exceeded,
-                          unavailable_calls=self.unavailable_calls, node_losses=self.node_losses)
+        return JudgeStats(
+            restarts=self.restarts,
+            deadline_exceeded=self.deadline_exceeded,
+            unavailable_calls=self.unavailable_calls,
+            node_losses=self.node_losses,
+        )
 
     def extra(self) -> dict[str, Any]:
         """How the replicas stand and how the work was spread."""

@@ -35,9 +35,9 @@ from typing import Any
 import ray
 
 from nemo_genrm.config import FaultToleranceConfig
-from nemo_genrm.judges.deadline import deadline_within
 from nemo_genrm.errors import TIMEOUT
 from nemo_genrm.judges.base import Placement
+from nemo_genrm.judges.deadline import deadline_within
 from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec
 from nemo_genrm.judges.replica_set import DEATH, Failure, Replica, ReplicaSet
 from nemo_genrm.judges.results import JUDGE_ERROR
@@ -207,8 +207,7 @@ class ReplicaPool(ReplicaSet):
         for call in lost:
             self._drop(call, active, by_ref)
             pending.appendleft(call.chunk)
-        logger.warning("Judge replica %d failed (%s); retrying %d chunk(s)", replica.index, failure.why,
-                       len(lost))
+        logger.warning("Judge replica %d failed (%s); retrying %d chunk(s)", replica.index, failure.why, len(lost))
         self._restart(replica, failure.why, node_lost=failure.node_lost)
 
     def _expire(self, pending, active, results, began: float) -> None:
@@ -228,8 +227,11 @@ class ReplicaPool(ReplicaSet):
         for chunk in [*active, *pending]:
             results[chunk] = (None, TIMEOUT)
         self._count("deadline_exceeded")
-        logger.error("Judge call passed its deadline (step_timeout_s %.1f s): %d chunk(s) timed out",
-                     self.fault_tolerance.step_timeout_s, len(active) + len(pending))
+        logger.error(
+            "Judge call passed its deadline (step_timeout_s %.1f s): %d chunk(s) timed out",
+            self.fault_tolerance.step_timeout_s,
+            len(active) + len(pending),
+        )
         for call in list(active.values()):
             call.replica.inflight -= 1
         active.clear()
@@ -267,5 +269,6 @@ class ReplicaPool(ReplicaSet):
             except Exception as exc:
                 for ref in [r for r, rep in calls.items() if rep is replica]:
                     calls.pop(ref)
-                self._restart(replica, f"{method} failed: {type(exc).__name__}",
-                              node_lost=self._lost_with_node(replica, exc))
+                self._restart(
+                    replica, f"{method} failed: {type(exc).__name__}", node_lost=self._lost_with_node(replica, exc)
+                )

@@ -91,8 +91,14 @@ def _open(prefix: str, text: str) -> bool:
     return strip_think(prefix + text) is None
 
 
-def settle(ids: Sequence[int], eos_ids: Sequence[int], budget: int, opened: bool,
-           decode: Callable[[Sequence[int]], str], close_id: int | None = None) -> Settled:
+def settle(
+    ids: Sequence[int],
+    eos_ids: Sequence[int],
+    budget: int,
+    opened: bool,
+    decode: Callable[[Sequence[int]], str],
+    close_id: int | None = None,
+) -> Settled:
     """Read one first-pass reply: where its thought closes, and whether it must be cut.
 
     Args:
@@ -118,8 +124,7 @@ def settle(ids: Sequence[int], eos_ids: Sequence[int], budget: int, opened: bool
     return Settled(head, len(head), True)
 
 
-def _closing_length(head: list[int], prefix: str, decode: Callable[[Sequence[int]], str],
-                    close_id: int | None) -> int:
+def _closing_length(head: list[int], prefix: str, decode: Callable[[Sequence[int]], str], close_id: int | None) -> int:
     """Tokens up to and including the ``</think>`` that closes the thought in ``head``."""
     if close_id is not None and close_id in head:
         return head.index(close_id) + 1
@@ -190,8 +195,11 @@ class ThoughtTokens:
         Raises:
             ValueError: The closing text leaves no room for a verdict (:func:`verdict_room`).
         """
-        tokens = cls(_single_id(tokenizer, THINK_OPEN), _single_id(tokenizer, THINK_CLOSE),
-                     tuple(tokenizer.encode(budget.close_text, add_special_tokens=False)))
+        tokens = cls(
+            _single_id(tokenizer, THINK_OPEN),
+            _single_id(tokenizer, THINK_CLOSE),
+            tuple(tokenizer.encode(budget.close_text, add_special_tokens=False)),
+        )
         if budget.on_budget == "close":
             verdict_room(budget, tokens.close_ids)
         return tokens
@@ -203,8 +211,15 @@ it ended on one). ``thinking`` (per prompt, whether the template opened the thou
 for the first pass only: an engine may stop a row still inside its thought at the budget."""
 
 
-def answer(prompt_ids: list[list[int]], votes: list[int], budget: ReasoningBudget, tokens: ThoughtTokens,
-           tokenizer, eos_ids: Sequence[int], generate: Generate) -> list[tuple[str, int, int, str | None]]:
+def answer(
+    prompt_ids: list[list[int]],
+    votes: list[int],
+    budget: ReasoningBudget,
+    tokens: ThoughtTokens,
+    tokenizer,
+    eos_ids: Sequence[int],
+    generate: Generate,
+) -> list[tuple[str, int, int, str | None]]:
     """Replies of a reasoning judge from an engine's token-level ``generate`` (module docstring).
 
     Args:
@@ -229,8 +244,9 @@ def answer(prompt_ids: list[list[int]], votes: list[int], budget: ReasoningBudge
     def text(ids: Sequence[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    settled = [settle(row, eos_ids, budget.budget, o, raw, tokens.close_id)
-               for row, o in zip(first, opened, strict=True)]
+    settled = [
+        settle(row, eos_ids, budget.budget, o, raw, tokens.close_id) for row, o in zip(first, opened, strict=True)
+    ]
     out: list = [None] * len(prompt_ids)
     todo = []
     for i, reply in enumerate(settled):
@@ -242,8 +258,12 @@ def answer(prompt_ids: list[list[int]], votes: list[int], budget: ReasoningBudge
             todo.append(i)
     if todo:
         close = list(tokens.close_ids)
-        tails = generate([continuation(prompt_ids[i], settled[i].ids, close) for i in todo], [votes[i] for i in todo],
-                         verdict_room(budget, close), None)
+        tails = generate(
+            [continuation(prompt_ids[i], settled[i].ids, close) for i in todo],
+            [votes[i] for i in todo],
+            verdict_room(budget, close),
+            None,
+        )
         for i, tail in zip(todo, tails, strict=True):
             reply = [*settled[i].ids, *close, *tail]
             out[i] = (text(reply), len(reply), settled[i].reasoning_tokens, CLOSED)

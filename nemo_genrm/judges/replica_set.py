@@ -136,8 +136,13 @@ class ReplicaSet:
         self.lock = threading.RLock()  # a call, or one round of maintain(), holds the replicas
         self._stopping = threading.Event()
         ft = fault_tolerance
-        self.budget = RestartBudget(ft.max_restarts, ft.restart_budget_refill_s, ft.restart_backoff_s,
-                                    ft.restart_backoff_max_s, time.monotonic())
+        self.budget = RestartBudget(
+            ft.max_restarts,
+            ft.restart_budget_refill_s,
+            ft.restart_backoff_s,
+            ft.restart_backoff_max_s,
+            time.monotonic(),
+        )
         self.availability = Availability(ft.unavailable_grace_s)
         self._replicas = [Replica(i, rep) for i, rep in enumerate(placement.replicas)]
         for replica in self._replicas:
@@ -155,8 +160,7 @@ class ReplicaSet:
             replica.starting.clear()
             replica.up_since = time.monotonic()
             replica.node_id = node
-        logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas),
-                    spec.ranks_per_replica)
+        logger.info("Started %d judge replica(s) x %d rank(s)", len(self._replicas), spec.ranks_per_replica)
         self._maintainer = threading.Thread(target=self._maintain_loop, name="judge-replicas", daemon=True)
         self._maintainer.start()
 
@@ -204,8 +208,7 @@ class ReplicaSet:
         address = hosts[0].address.remote() if spec.needs_address else None
         replica.hosts = hosts
         replica.started = [
-            host.start.remote(spec.worker_cls, spec.kwargs_for(rank, rep), address)
-            for rank, host in enumerate(hosts)
+            host.start.remote(spec.worker_cls, spec.kwargs_for(rank, rep), address) for rank, host in enumerate(hosts)
         ]
         replica.starting = set(replica.started)
         if self.asleep:  # a judge asleep stays asleep after a restart
@@ -242,11 +245,20 @@ class ReplicaSet:
         if node_lost and replica.lost_on != replica.node_id:
             replica.lost_on = replica.node_id
             self._count("node_losses")
-            logger.warning("Judge replica %d was lost with its node %s (%s); its work goes to the other "
-                           "replicas, and it is relaunched where Ray reschedules its placement",
-                           replica.index, (replica.node_id or "?")[:12], why)
-        logger.warning("Judge replica %d is down (%s, crash %d in a row); restart in %.1f s",
-                       replica.index, why, replica.crashes, replica.relaunch_at - now)
+            logger.warning(
+                "Judge replica %d was lost with its node %s (%s); its work goes to the other "
+                "replicas, and it is relaunched where Ray reschedules its placement",
+                replica.index,
+                (replica.node_id or "?")[:12],
+                why,
+            )
+        logger.warning(
+            "Judge replica %d is down (%s, crash %d in a row); restart in %.1f s",
+            replica.index,
+            why,
+            replica.crashes,
+            replica.relaunch_at - now,
+        )
         self._revive(now, why)
 
     def _lost_with_node(self, replica: Replica, exc: BaseException) -> bool:
@@ -275,17 +287,28 @@ class ReplicaSet:
                 continue
             if self.budget.take(now):
                 self._count("restarts")
-                logger.warning("Restarting judge replica %d; restart %d (%.1f left in the budget)",
-                               replica.index, self.restarts, self.budget.available(now))
+                logger.warning(
+                    "Restarting judge replica %d; restart %d (%.1f left in the budget)",
+                    replica.index,
+                    self.restarts,
+                    self.budget.available(now),
+                )
                 self._launch(replica)
                 continue
             replica.relaunch_at = self.budget.next_refill(now)
             if not replica.budget_logged:
                 replica.budget_logged = True
-                when = ("never (restart_budget_refill_s is 0)" if replica.relaunch_at is None
-                        else f"in {replica.relaunch_at - now:.0f} s")
-                logger.error("Judge replica %d stays down: the restart budget (%d) is spent; next restart %s",
-                             replica.index, self.fault_tolerance.max_restarts, when)
+                when = (
+                    "never (restart_budget_refill_s is 0)"
+                    if replica.relaunch_at is None
+                    else f"in {replica.relaunch_at - now:.0f} s"
+                )
+                logger.error(
+                    "Judge replica %d stays down: the restart budget (%d) is spent; next restart %s",
+                    replica.index,
+                    self.fault_tolerance.max_restarts,
+                    when,
+                )
         self.availability.update(self.num_alive, now, why)
 
     def _next_relaunch(self) -> float | None:
@@ -317,7 +340,9 @@ class ReplicaSet:
         for replica in self._replicas:
             if not replica.alive:
                 continue
-            failure = self._poll_start(replica) or (None if replica.starting else self._idle_failure(replica, alive_nodes))
+            failure = self._poll_start(replica) or (
+                None if replica.starting else self._idle_failure(replica, alive_nodes)
+            )
             if failure is not None:
                 self._restart(replica, failure.why, node_lost=failure.node_lost)
         self._revive(time.monotonic())
@@ -353,7 +378,9 @@ class ReplicaSet:
             avail = self.availability
             raise JudgeUnavailableError(
                 f"{avail.why}; no judge replica alive past fault_tolerance.unavailable_grace_s "
-                f"({avail.grace_s:g} s), {self.restarts} restart(s) spent", avail.down_for(now))
+                f"({avail.grace_s:g} s), {self.restarts} restart(s) spent",
+                avail.down_for(now),
+            )
 
     def actors(self) -> list[list[Any]]:
         """The actor handles of each replica, rank order (for inspection and tests)."""

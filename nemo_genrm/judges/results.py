@@ -44,8 +44,14 @@ def generation(outcome: Outcome, *, prompt_tokens: int = 0, truncated: bool = Fa
         return Generation(None, error=outcome, prompt_tokens=prompt_tokens, truncated=truncated)
     text, n_out, *reasoning = outcome
     thought, cut = reasoning or (0, None)
-    return Generation(text, prompt_tokens=prompt_tokens, output_tokens=n_out, truncated=truncated,
-                      reasoning_tokens=thought, reasoning_cut=cut)
+    return Generation(
+        text,
+        prompt_tokens=prompt_tokens,
+        output_tokens=n_out,
+        truncated=truncated,
+        reasoning_tokens=thought,
+        reasoning_cut=cut,
+    )
 
 
 def reasoning_summary(lengths: Mapping[int, int]) -> dict[str, float]:
@@ -88,9 +94,7 @@ def _build(fitted: Sequence[FittedPrompt], outcomes: Mapping[int, Outcome], make
     return out
 
 
-def build_generations(
-    fitted: Sequence[FittedPrompt], outcomes: Mapping[int, Outcome]
-) -> list[Generation]:
+def build_generations(fitted: Sequence[FittedPrompt], outcomes: Mapping[int, Outcome]) -> list[Generation]:
     """One :class:`Generation` per fitted prompt, in order.
 
     Args:

@@ -43,8 +43,8 @@ from nemo_genrm.judges.hf_generation import (
 )
 from nemo_genrm.judges.hf_offload import HostOffload
 from nemo_genrm.judges.hf_replies import ReplyMixin
-from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.hf_setup import init_process_group, own_weights, pick_device, tensor_parallel_kwargs
+from nemo_genrm.judges.hf_slots import supports_slots
 from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.judges.pooled import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
@@ -60,7 +60,6 @@ from batches bigger than the token budget already allows."""
 GENERATE_MAX_PADDING = 0.25
 """Generation buckets are looser: a decode step reads the weights once whatever the batch, so
 bigger batches pay off there, while prefill still wastes the padded positions."""
-
 
 
 class TransformersWorker(ReplyMixin):
@@ -142,8 +141,14 @@ class TransformersWorker(ReplyMixin):
         model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=model.config.pad_token_id)
         if self.device.type == "cpu":
             own_weights(model)
-        logger.info("Loaded judge %s (rank %d/%d, %s, %s)", self.config.model_name, self.rank,
-                    self.world_size, self.config.precision, self.device)
+        logger.info(
+            "Loaded judge %s (rank %d/%d, %s, %s)",
+            self.config.model_name,
+            self.rank,
+            self.world_size,
+            self.config.precision,
+            self.device,
+        )
         return model
 
     def _generation_mode(self) -> str:
@@ -223,8 +228,13 @@ class TransformersWorker(ReplyMixin):
         max_batch, max_tokens = self.batch_limits(max(lengths), new_tokens)
         if len(lengths) <= max_batch and len(lengths) * (max(lengths) + new_tokens) <= max_tokens:
             return [list(range(len(lengths)))]
-        return plan_batches(lengths, max_batch_size=max_batch, max_tokens_per_batch=max_tokens,
-                            max_new_tokens=new_tokens, max_padding=max_padding)
+        return plan_batches(
+            lengths,
+            max_batch_size=max_batch,
+            max_tokens_per_batch=max_tokens,
+            max_new_tokens=new_tokens,
+            max_padding=max_padding,
+        )
 
     def batch_limits(self, longest: int, new_tokens: int) -> tuple[int, int]:
         """``(max_batch_size, max_tokens_per_batch)``: from free memory on a GPU, else the config."""
@@ -236,9 +246,12 @@ class TransformersWorker(ReplyMixin):
             free += self._static.cached_bytes()  # kept KV caches are reused, not added
         size = torch.finfo(DTYPES[self.config.precision]).bits // 8
         return batch_limits_from_memory(
-            free, self.config.dtensor.memory_fraction,
+            free,
+            self.config.dtensor.memory_fraction,
             kv_bytes_per_token(self.model.config, self.world_size, size),
-            activation_bytes_per_token(self.model.config, size), longest, new_tokens,
+            activation_bytes_per_token(self.model.config, size),
+            longest,
+            new_tokens,
         )
 
     def _pad(self, prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,7 +268,10 @@ class TransformersWorker(ReplyMixin):
         """Log-softmax of the last ``keep`` positions' logits: ``[B, keep, V]`` float32."""
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]; left padding shifts nothing
         logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep,
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            logits_to_keep=keep,
             use_cache=False,
         ).logits  # [B, keep, V]
         return torch.log_softmax(logits.float(), dim=-1)
@@ -307,8 +323,12 @@ class TransformersWorker(ReplyMixin):
         if self._static is not None:
             self._static.release()  # the KV caches hold device memory too
         moved = self._offload.offload()
-        logger.info("Judge rank %d asleep: %.1f MiB offloaded, %.1f MiB left on the device", self.rank,
-                    moved / 2**20, (self._offload.stats.device_bytes_after_sleep or 0) / 2**20)
+        logger.info(
+            "Judge rank %d asleep: %.1f MiB offloaded, %.1f MiB left on the device",
+            self.rank,
+            moved / 2**20,
+            (self._offload.stats.device_bytes_after_sleep or 0) / 2**20,
+        )
 
     def wake(self) -> None:
         """Bring the weights back to the device."""
@@ -340,8 +360,12 @@ class TransformersWorker(ReplyMixin):
         }
         if self._static is not None:
             decoded = self._static.stats
-            facts.update(decode_steps=decoded.decode_steps, decode_slot_steps=decoded.slot_steps,
-                         decode_slot_utilisation=decoded.utilisation, prefills=decoded.prefills)
+            facts.update(
+                decode_steps=decoded.decode_steps,
+                decode_slot_steps=decoded.slot_steps,
+                decode_slot_utilisation=decoded.utilisation,
+                prefills=decoded.prefills,
+            )
         return facts
 
     def shutdown(self) -> None:

@@ -41,8 +41,8 @@ from nemo_genrm.config.loading import typed
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.fitting import FittedPrompt, label_token_ids
 from nemo_genrm.judges.pooled import PooledJudge
-from nemo_genrm.judges.reasoning import ReasoningBudget, ThoughtTokens, answer
 from nemo_genrm.judges.ray_hosts import WorkerSpec, default_actor_options
+from nemo_genrm.judges.reasoning import ReasoningBudget, ThoughtTokens, answer
 from nemo_genrm.judges.results import GenOut, check_labels, renormalise
 
 logger = logging.getLogger(__name__)
@@ -104,8 +104,12 @@ class VllmJudgeWorker:
         self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
-        logger.info("vLLM judge %s up (tp=%d, sleep mode %s)", self.config.model_name,
-                    opts.tensor_parallel_size, enable_sleep_mode)
+        logger.info(
+            "vLLM judge %s up (tp=%d, sleep mode %s)",
+            self.config.model_name,
+            opts.tensor_parallel_size,
+            enable_sleep_mode,
+        )
 
     def _params(self, **kwargs: Any):
         return self._vllm.SamplingParams(**kwargs)
@@ -153,8 +157,9 @@ class VllmJudgeWorker:
         ]
         return self.llm.generate(self._prompts(ids), params, use_tqdm=False)
 
-    def _generate_ids(self, ids: list[list[int]], votes: list[int], max_tokens: int,
-                      thinking: list[bool] | None) -> list[list[int]]:
+    def _generate_ids(
+        self, ids: list[list[int]], votes: list[int], max_tokens: int, thinking: list[bool] | None
+    ) -> list[list[int]]:
         """New ids per prompt (vLLM keeps the EOS it stopped on); ``thinking`` is not used."""
         return [list(out.outputs[0].token_ids) for out in self._generate(ids, votes, max_tokens)]
 
@@ -179,16 +184,12 @@ class VllmJudgeWorker:
         exact = list(range(len(prompts)))
         if all(len(ids) == 1 for ids in label_ids):
             params = self._params(max_tokens=1, temperature=0.0, logprobs=self.max_logprobs)
-            results = self.llm.generate(
-                self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False
-            )
+            results = self.llm.generate(self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False)
             exact = []
             for i, result in enumerate(results):
                 top = result.outputs[0].logprobs[0]  # token id -> Logprob
                 if all(ids[0] in top for ids in label_ids):
-                    out[i] = renormalise(
-                        {lab: top[ids[0]].logprob for lab, ids in zip(labels, label_ids, strict=True)}
-                    )
+                    out[i] = renormalise({lab: top[ids[0]].logprob for lab, ids in zip(labels, label_ids, strict=True)})
                 else:
                     exact.append(i)
         if exact:
@@ -197,8 +198,9 @@ class VllmJudgeWorker:
                 out[i] = probs
         return out  # type: ignore[return-value]
 
-    def _exact_scores(self, prompts: Sequence[Sequence[int]], labels: list[str],
-                      label_ids: list[list[int]]) -> list[dict]:
+    def _exact_scores(
+        self, prompts: Sequence[Sequence[int]], labels: list[str], label_ids: list[list[int]]
+    ) -> list[dict]:
         """Teacher-force each label after each prompt; sum the label tokens' prompt logprobs."""
         joined = [list(p) + ids for p in prompts for ids in label_ids]
         params = self._params(max_tokens=1, temperature=0.0, prompt_logprobs=1)
@@ -208,9 +210,7 @@ class VllmJudgeWorker:
             logps = {}
             for col, (label, ids) in enumerate(zip(labels, label_ids, strict=True)):
                 per_token = results[row * len(labels) + col].prompt_logprobs
-                logps[label] = sum(
-                    per_token[len(prompt) + j][tok].logprob for j, tok in enumerate(ids)
-                )
+                logps[label] = sum(per_token[len(prompt) + j][tok].logprob for j, tok in enumerate(ids))
             out.append(renormalise(logps))
         return out
 
@@ -219,8 +219,7 @@ class VllmJudgeWorker:
         self._ensure_awake()
         k = min(k, self.max_logprobs)
         params = self._params(max_tokens=1, temperature=0.0, logprobs=k)
-        results = self.llm.generate(self._prompts([p.token_ids for p in prompts]), params,
-                                    use_tqdm=False)
+        results = self.llm.generate(self._prompts([p.token_ids for p in prompts]), params, use_tqdm=False)
         out = []
         for result in results:
             ranked = sorted(result.outputs[0].logprobs[0].items(), key=lambda kv: -kv[1].logprob)
@@ -309,6 +308,4 @@ class VllmJudge(PooledJudge):
                 options["num_gpus"] = replica.num_gpus * tp  # one actor, every rank's GPU
             return options
 
-        return WorkerSpec(
-            VllmJudgeWorker, 1, kwargs_for, options_for, needs_address=False, bundles_per_replica=tp
-        )
+        return WorkerSpec(VllmJudgeWorker, 1, kwargs_for, options_for, needs_address=False, bundles_per_replica=tp)

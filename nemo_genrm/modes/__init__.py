@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nemo_genrm.config import GenRMConfig
-from nemo_genrm.samples.metrics import mode_metrics
+from nemo_genrm.guard.injection import nonce_key
 from nemo_genrm.modes.assemble import assemble
 from nemo_genrm.modes.ballot import Panel
-from nemo_genrm.guard.injection import nonce_key
 from nemo_genrm.modes.base import Ask, Counters, Mode, Presenter, Reader, Vote, neutraliser, read_replies
 from nemo_genrm.prompts import PromptBuilder, template_labels_from_config
+from nemo_genrm.samples.metrics import mode_metrics
 from nemo_genrm.verdicts import CHOICE_VALUES, VerdictParser
 
 __all__ = [
@@ -83,6 +83,10 @@ def build_mode(cfg: GenRMConfig, builder: PromptBuilder, special_tokens: Iterabl
     from nemo_genrm.modes.reference import ReferenceMode
 
     return ReferenceMode(
-        builder, binary, swap=reward.swap, dedup=reward.dedup, probability=reward.kind == "probability",
+        builder,
+        binary,
+        swap=reward.swap,
+        dedup=reward.dedup,
+        probability=reward.kind == "probability",
         verifier=reward.verifier,
     )

@@ -21,9 +21,9 @@ from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from nemo_genrm.samples.types import JUDGED
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.base import Ask, Counters, Reader, Vote, worst_reason
+from nemo_genrm.samples.types import JUDGED
 from nemo_genrm.verdicts.voting import majority
 
 

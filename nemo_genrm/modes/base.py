@@ -16,6 +16,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_genrm.guard.injection import Fenced, fence, keyed_nonce, neutralise
+from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import (
     JUDGE_ERROR,
@@ -25,8 +27,6 @@ from nemo_genrm.samples.types import (
     TOO_LONG,
     SampleResult,
 )
-from nemo_genrm.guard.injection import Fenced, fence, keyed_nonce, neutralise
-from nemo_genrm.judges.base import Generation, Judge, JudgeRequest
 from nemo_genrm.verdicts import TRUNCATED, VerdictParser
 
 _LENGTH_ERRORS = frozenset({"prompt_too_long"})
@@ -231,4 +231,3 @@ def neutraliser(prompt_cfg: Any, verdict_cfg: Any, special_tokens: Iterable[str]
         "special_tokens": tuple(special_tokens),
     }
     return lambda text: neutralise(text, **options) if text else text
-

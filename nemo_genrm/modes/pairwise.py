@@ -50,9 +50,6 @@ from itertools import combinations
 from typing import Any
 
 from nemo_genrm.config import PairwiseGroupConfig
-from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.groups import GroupKey, GroupTag, call_tags, sample_keys
-from nemo_genrm.samples.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.guard.injection import FENCE_NAME
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
@@ -64,6 +61,9 @@ from nemo_genrm.modes.base import (
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate, load_template
+from nemo_genrm.samples.groups import GroupKey, GroupTag, call_tags, sample_keys
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import INCOMPLETE_GROUP, JUDGE_ERROR, JUDGED, SampleResult
 
 A_WINS, B_WINS, DRAW = "a", "b", "draw"
 FIELDS = ("question", "response_a", "response_b")
@@ -171,7 +171,10 @@ class PairwiseGroupMode(Mode):
         self.cfg, self._template, self._panel, self._presenter = cfg, template, panel, presenter
 
     def _groups(
-        self, samples: list[PreparedSample], tags: Sequence[GroupTag | None], results: list[SampleResult | None],
+        self,
+        samples: list[PreparedSample],
+        tags: Sequence[GroupTag | None],
+        results: list[SampleResult | None],
         counters: Counters,
     ) -> list[_Group]:
         """The whole groups to rank, responses keyed by what the judge is shown (neutralised);
@@ -212,12 +215,15 @@ class PairwiseGroupMode(Mode):
         """See :meth:`Mode.judge`; ``groups`` defaults to the groups of one step call, keyed as the
         environment keys them (:func:`~nemo_genrm.samples.groups.call_tags`)."""
         counters.declare(
-            "pairwise/groups", "pairwise/incomplete_groups", "pairwise/late_responses", "pairwise/pairs",
-            "pairwise/order_disagreements", "pairwise/failed_pairs", "pairwise/identical_pairs",
-        )  # fmt: skip
-        results: list[SampleResult | None] = [
-            None if s.reason is None else s.result() for s in samples
-        ]
+            "pairwise/groups",
+            "pairwise/incomplete_groups",
+            "pairwise/late_responses",
+            "pairwise/pairs",
+            "pairwise/order_disagreements",
+            "pairwise/failed_pairs",
+            "pairwise/identical_pairs",
+        )
+        results: list[SampleResult | None] = [None if s.reason is None else s.result() for s in samples]
         if groups is None:
             groups = call_tags(sample_keys(samples, metas, None, self.cfg.group_key), 0)
         whole = self._groups(samples, groups, results, counters)

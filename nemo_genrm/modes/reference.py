@@ -32,12 +32,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, SampleResult
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Ballot, Panel
 from nemo_genrm.modes.base import Ask, Counters, Mode
 from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import JUDGED, SampleResult
 from nemo_genrm.verifier import UNDECIDED_WHYS, Check, Decision, ValueVerifier
 
 VERIFIER_SETTINGS = ("none", "rule_first", "both")

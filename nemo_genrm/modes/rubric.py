@@ -30,8 +30,6 @@ from typing import Any
 import yaml
 
 from nemo_genrm.config import ConfigError, RubricConfig
-from nemo_genrm.samples.inputs import PreparedSample
-from nemo_genrm.samples.types import BAD_INPUT, BAD_RUBRIC, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 from nemo_genrm.guard.injection import FENCE_NAME
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.modes.ballot import Panel
@@ -43,6 +41,8 @@ from nemo_genrm.modes.base import (
     worst_reason,
 )
 from nemo_genrm.prompts import JudgeTemplate, load_template
+from nemo_genrm.samples.inputs import PreparedSample
+from nemo_genrm.samples.types import BAD_INPUT, BAD_RUBRIC, JUDGE_ERROR, JUDGED, MISSING_RUBRIC, SampleResult
 
 _RUBRIC_SYSTEM = (
     "You check responses of AI assistants against a grading rubric, one criterion at a time, "
@@ -153,9 +153,7 @@ class RubricMode(Mode):
     needs_reference = False
     shows_response = True
 
-    def __init__(
-        self, cfg: RubricConfig, template: JudgeTemplate, panel: Panel, presenter: Presenter
-    ) -> None:
+    def __init__(self, cfg: RubricConfig, template: JudgeTemplate, panel: Panel, presenter: Presenter) -> None:
         self.cfg, self._template, self._panel, self._presenter = cfg, template, panel, presenter
         self._file = load_rubric_file(cfg.file) if cfg.file else {}
 

@@ -30,7 +30,19 @@ from nemo_genrm.prompts.extraction import ExtractedAnswer, extract_answer, last_
 from nemo_genrm.prompts.request import JudgeRequest, Message, RequestLike
 
 __all__ = [
-    "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "ExtractedAnswer", "JudgePrompt", "JudgeRequest",
-    "JudgeTemplate", "Message", "PromptBuilder", "RequestLike", "defuse_tokens", "extract_answer",
-    "last_boxed", "load_template", "neutralise", "template_labels_from_config",
-]  # fmt: skip
+    "BUILTIN_TEMPLATES",
+    "DEFAULT_LABELS",
+    "ExtractedAnswer",
+    "JudgePrompt",
+    "JudgeRequest",
+    "JudgeTemplate",
+    "Message",
+    "PromptBuilder",
+    "RequestLike",
+    "defuse_tokens",
+    "extract_answer",
+    "last_boxed",
+    "load_template",
+    "neutralise",
+    "template_labels_from_config",
+]

@@ -31,9 +31,16 @@ from nemo_genrm.prompts.extraction import ExtractedAnswer, extract_answer
 from nemo_genrm.prompts.request import JudgeRequest
 
 __all__ = [
-    "BUILTIN_TEMPLATES", "DEFAULT_LABELS", "JudgePrompt", "JudgeTemplate", "PromptBuilder", "defuse_tokens",
-    "load_template", "neutralise", "template_labels_from_config",
-]  # fmt: skip
+    "BUILTIN_TEMPLATES",
+    "DEFAULT_LABELS",
+    "JudgePrompt",
+    "JudgeTemplate",
+    "PromptBuilder",
+    "defuse_tokens",
+    "load_template",
+    "neutralise",
+    "template_labels_from_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -122,9 +129,13 @@ BUILTIN_TEMPLATES: dict[str, tuple[str | None, str]] = {
 }
 # Label placeholders filled at load time, with the values of the default verdict config.
 DEFAULT_LABELS = {
-    "positive": "1", "negative": "0", "choice_a": "[[A]]", "choice_b": "[[B]]",
-    "rating_min": "1", "rating_max": "10",
-}  # fmt: skip
+    "positive": "1",
+    "negative": "0",
+    "choice_a": "[[A]]",
+    "choice_b": "[[B]]",
+    "rating_min": "1",
+    "rating_max": "10",
+}
 
 
 # ------------------------------------------------------------------------------------ templates
@@ -134,10 +145,13 @@ def template_labels_from_config(verdict_cfg: Any) -> dict[str, str]:
     if len(markers) != 2:
         raise ConfigError(f"verdict.choice_markers: need two markers, got {markers!r}")
     return {
-        "positive": verdict_cfg.positive, "negative": verdict_cfg.negative,
-        "choice_a": markers[0], "choice_b": markers[1],
-        "rating_min": str(verdict_cfg.rating_min), "rating_max": str(verdict_cfg.rating_max),
-    }  # fmt: skip
+        "positive": verdict_cfg.positive,
+        "negative": verdict_cfg.negative,
+        "choice_a": markers[0],
+        "choice_b": markers[1],
+        "rating_min": str(verdict_cfg.rating_min),
+        "rating_max": str(verdict_cfg.rating_max),
+    }
 
 
 def _placeholder_problems(text: str, where: str) -> list[str]:
@@ -332,8 +346,10 @@ def load_template(
             named = {name for text in (system, user) if text is not None for name in _plain_fields(text)}
             unknown = sorted(named - set(provided_fields) - set(merged))
             if unknown:
-                problems.append(f"{where} uses unknown field(s) {', '.join(unknown)}; available fields: "
-                                f"{', '.join(sorted(set(provided_fields)))}")  # fmt: skip
+                problems.append(
+                    f"{where} uses unknown field(s) {', '.join(unknown)}; available fields: "
+                    f"{', '.join(sorted(set(provided_fields)))}"
+                )
         raise ConfigError(problems)
     template = JudgeTemplate(
         name=name,
@@ -400,9 +416,7 @@ class PromptBuilder:
 
     def __init__(self, prompt_cfg: Any, verdict_cfg: Any, *, special_tokens: Iterable[str] = ()):
         labels = template_labels_from_config(verdict_cfg)
-        self.template = load_template(
-            prompt_cfg.template, provided_fields=self.FIELDS, labels=labels
-        )
+        self.template = load_template(prompt_cfg.template, provided_fields=self.FIELDS, labels=labels)
         if "candidate" not in self.template.fields:
             raise ConfigError(
                 f"prompt.template {self.template.name!r} has no {{candidate}} placeholder: the "
@@ -426,9 +440,7 @@ class PromptBuilder:
         many values an answer may offer)."""
         return extract_answer(response, reference=reference, **self._answer)
 
-    def build(
-        self, *, question: str, reference: str, candidate: str, nonce: str | None = None
-    ) -> JudgePrompt:
+    def build(self, *, question: str, reference: str, candidate: str, nonce: str | None = None) -> JudgePrompt:
         """Render the judge prompt for one triple.
 
         Args:
@@ -460,9 +472,7 @@ class PromptBuilder:
         if nonce is None:
             nonce = keyed_nonce(self._nonce_key, question or "", reference or "", candidate)
         fenced = fence(candidate, nonce)
-        messages, spans = self.template.render_with_spans(
-            question=question, reference=reference, candidate=fenced.text
-        )
+        messages, spans = self.template.render_with_spans(question=question, reference=reference, candidate=fenced.text)
         span = spans.get("candidate")
         if span is not None:
             span = (span[0] + fenced.content_start, span[0] + fenced.content_end)

@@ -271,8 +271,11 @@ def find_statements(
     out = []
     for i, statement in enumerate(found):
         until = found[i + 1].start if i + 1 < len(found) else len(reading.text)
-        out.append(Statement(statement.start, statement.end, statement.value, statement.source,
-                             _withdrawn(reading, statement, until)))  # fmt: skip
+        out.append(
+            Statement(
+                statement.start, statement.end, statement.value, statement.source, _withdrawn(reading, statement, until)
+            )
+        )
     return out
 
 

@@ -45,8 +45,11 @@ _COMMENT_ENV = re.compile(r"\\begin\s*\{comment\}.*?(?:\\end\s*\{comment\}|\Z)",
 _PHANTOM = re.compile(r"\\(?:[hv]?phantom)\s*\{")
 _COLOURED = re.compile(r"\\(?:textcolor|mathcolor|color)\s*(?:\[[^\]]*\])?\s*\{([^{}]*)\}")
 _INVISIBLE_COLOURS = frozenset(("white", "transparent", "#fff", "#ffffff", "fff", "ffffff", "1,1,1", "255,255,255"))
-_MATH = re.compile(r"\$\$.*?\$\$|\\\[.*?\\\]|\\begin\s*\{(equation|align|gather|multline|math)\*?\}.*?\\end\s*\{\1\*?\}"
-                   r"|(?<![\\$])\$(?!\$)[^$\n]+?(?<!\\)\$", re.DOTALL)  # fmt: skip
+_MATH = re.compile(
+    r"\$\$.*?\$\$|\\\[.*?\\\]|\\begin\s*\{(equation|align|gather|multline|math)\*?\}.*?\\end\s*\{\1\*?\}"
+    r"|(?<![\\$])\$(?!\$)[^$\n]+?(?<!\\)\$",
+    re.DOTALL,
+)
 _PERCENT = re.compile(r"(?<!\\)%")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")

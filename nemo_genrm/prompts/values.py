@@ -101,9 +101,31 @@ def _closing(text: str, start: int) -> int | None:
 # ------------------------------------------------------------------------------------ splitting
 # "or" in the first languages of the verdict vocabulary (guard.vocabulary), as a whole word.
 _OR_WORDS = (
-    "or", "oder", "ou", "oppure", "ovvero", "lub", "albo", "или", "або", "veya", "yoksa", "hoặc", "atau",
-    "eller", "tai", "vagy", "sau", "nebo", "alebo", "ή", "או", "یا", "أو", "या",
-)  # fmt: skip
+    "or",
+    "oder",
+    "ou",
+    "oppure",
+    "ovvero",
+    "lub",
+    "albo",
+    "или",
+    "або",
+    "veya",
+    "yoksa",
+    "hoặc",
+    "atau",
+    "eller",
+    "tai",
+    "vagy",
+    "sau",
+    "nebo",
+    "alebo",
+    "ή",
+    "או",
+    "یا",
+    "أو",
+    "या",
+)
 _AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
 _OR = re.compile(
     rf"(?:\s+|(?<=\())(?:{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|"

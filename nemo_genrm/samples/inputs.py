@@ -16,19 +16,22 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from nemo_genrm.samples.types import BAD_INPUT, HEDGED, MISSING_GROUND_TRUTH, NO_ANSWER
+from nemo_genrm.guard.injection import is_content_free
+from nemo_genrm.judges.fitting import shorten
+from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.samples.types import (
     BAD_GROUND_TRUTH,
+    BAD_INPUT,
     CONTENT_NOT_TEXT,
+    HEDGED,
     METADATA_NOT_DICT,
+    MISSING_GROUND_TRUTH,
+    NO_ANSWER,
     NO_ASSISTANT_MESSAGE,
     NO_TEXT_PART,
     NOT_MESSAGES,
     SampleResult,
 )
-from nemo_genrm.guard.injection import is_content_free
-from nemo_genrm.judges.fitting import shorten
-from nemo_genrm.prompts import PromptBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +139,7 @@ def message_logs(batch: Any) -> list[Any]:
     if batch is None:
         return []
     if isinstance(batch, (str, bytes, bytearray, Mapping)) or not isinstance(batch, Iterable):
-        raise TypeError(
-            f"message_log_batch must be a list with one message log per sample, got {type(batch).__name__}"
-        )
+        raise TypeError(f"message_log_batch must be a list with one message log per sample, got {type(batch).__name__}")
     return list(batch)
 
 
@@ -162,9 +163,7 @@ def metadata_list(metadata: Any, size: int) -> list[Any]:
     if isinstance(metadata, (Mapping, str, bytes)) or not isinstance(metadata, Sequence):
         raise TypeError(f"metadata must be a list with one entry per sample, got {type(metadata).__name__}")
     if len(metadata) != size:
-        raise ValueError(
-            f"metadata has {len(metadata)} entries for {size} samples: pass one entry per sample"
-        )
+        raise ValueError(f"metadata has {len(metadata)} entries for {size} samples: pass one entry per sample")
     return list(metadata)
 
 
@@ -390,5 +389,6 @@ def _whole_response(content: str, question: str, reference: str | None, max_char
     text = content.strip()
     if not text or is_content_free(text):
         return PreparedSample(NO_ANSWER, question=question)
-    return PreparedSample(None, question=question, reference=clean_text(reference or ""),
-                          answer=clean_text(shorten(text, max_chars)))  # fmt: skip
+    return PreparedSample(
+        None, question=question, reference=clean_text(reference or ""), answer=clean_text(shorten(text, max_chars))
+    )

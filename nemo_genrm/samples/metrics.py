@@ -146,9 +146,7 @@ class StepTally:
             "judge_prompts": float(self.judge_prompts),
             # Pairwise and rubric modes send more prompts than samples: no hits there.
             "dedup_hits": float(max(0, self.sent_samples - self.judge_prompts)),
-            "parse_failure_rate": _ratio(
-                self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]
-            ),
+            "parse_failure_rate": _ratio(self.counts[PARSE_FAILURE], self.counts[JUDGED] + self.counts[PARSE_FAILURE]),
             "prompt_tokens": float(self.prompt_tokens),
             "output_tokens": float(self.output_tokens),
             "truncated_prompts": float(self.truncated_prompts),
@@ -180,6 +178,7 @@ class StepTally:
         if self.modes:
             result.update(mode_metrics(self.modes))
         return result
+
 
 # Rates derived from the mode counters: metric -> (numerator, denominator).
 RATES: dict[str, tuple[str, str]] = {

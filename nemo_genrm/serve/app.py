@@ -44,15 +44,13 @@ import ray
 from fastapi import FastAPI, Query, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from starlette.requests import ClientDisconnect
 from ray import serve
+from starlette.requests import ClientDisconnect
 
 from nemo_genrm.judges.base import Generation, JudgeRequest
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.edge import CLIENT_HEADER
 from nemo_genrm.serve.fleet import FleetWatch, with_fleet
-from nemo_genrm.serve.metrics import prometheus_text
-from nemo_genrm.serve.requests import ChatCall, completion_body, error_response, logprobs_content, parse_chat
 from nemo_genrm.serve.guard import (
     EngineHealth,
     FairShare,
@@ -63,6 +61,8 @@ from nemo_genrm.serve.guard import (
     engine_gone,
     read_body,
 )
+from nemo_genrm.serve.metrics import prometheus_text
+from nemo_genrm.serve.requests import ChatCall, completion_body, error_response, logprobs_content, parse_chat
 
 logger = logging.getLogger(__name__)
 
@@ -175,9 +175,7 @@ class JudgeDeployment:
         if check_bearer(request.headers.get("authorization"), self.key_digest):
             return None
         self.metrics.record.remote(False, 0.0, 0, 0, "unauthorized")
-        response = error_response(
-            401, "a valid API key is required: send Authorization: Bearer <key>", "unauthorized"
-        )
+        response = error_response(401, "a valid API key is required: send Authorization: Bearer <key>", "unauthorized")
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
@@ -195,17 +193,13 @@ class JudgeDeployment:
         return {"object": "list", "data": [card]}
 
     @app.get("/metrics")
-    async def metrics_route(
-        self, request: Request, fmt: str = Query("prometheus", alias="format")
-    ) -> Response:
+    async def metrics_route(self, request: Request, fmt: str = Query("prometheus", alias="format")) -> Response:
         if (denied := self._unauthorized(request)) is not None:
             return denied
         try:
             snapshot = await self.metrics.snapshot.remote()
         except ray.exceptions.RayError as exc:
-            return error_response(
-                503, f"metrics unavailable: {type(exc).__name__}", "metrics_unavailable"
-            )
+            return error_response(503, f"metrics unavailable: {type(exc).__name__}", "metrics_unavailable")
         if fmt == "json":
             return JSONResponse(snapshot)
         return PlainTextResponse(prometheus_text(snapshot), media_type="text/plain; version=0.0.4")
@@ -259,9 +253,7 @@ class JudgeDeployment:
             response = error_response(400, "the client disconnected before its body arrived", rejected)
         except Exception as exc:  # an engine failure must not drop the connection
             logger.exception("engine call failed")
-            response = error_response(
-                500, f"engine failure: {type(exc).__name__}", "engine_failure"
-            )
+            response = error_response(500, f"engine failure: {type(exc).__name__}", "engine_failure")
         latency = time.perf_counter() - start
         self.metrics.record.remote(response.status_code == 200, latency, *usage, rejected)
         return response
@@ -319,9 +311,7 @@ class JudgeDeployment:
         return results
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01)
-    async def top_logprobs_batch(
-        self, items: list[tuple[JudgeRequest, int]]
-    ) -> list[dict[str, float] | None]:
+    async def top_logprobs_batch(self, items: list[tuple[JudgeRequest, int]]) -> list[dict[str, float] | None]:
         k = max(top_k for _, top_k in items)
         async with self.engine_lock:
             self.metrics.record_batch.remote(len(items))
@@ -346,7 +336,8 @@ class JudgeDeployment:
                 raise
             logger.warning(
                 "engine call over %d requests raised %s; running them one by one",
-                len(requests), type(exc).__name__,
+                len(requests),
+                type(exc).__name__,
             )
         results, raised = [], 0
         for request in requests:

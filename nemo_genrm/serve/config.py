@@ -66,25 +66,19 @@ class ServeConfig(StrictModel):
         ),
     )
     max_batch_size: int = Field(32, ge=1, description="Requests merged into one engine call.")
-    batch_wait_timeout_s: float = Field(
-        0.01, ge=0.0, description="How long a batch waits to fill before it runs."
-    )
+    batch_wait_timeout_s: float = Field(0.01, ge=0.0, description="How long a batch waits to fill before it runs.")
     num_cpus_per_replica: float = Field(1.0, gt=0.0, description="CPUs reserved per replica.")
     num_gpus_per_replica: float = Field(
         0.0,
         ge=0.0,
         description="GPUs per replica (0 on CPU, or when the engine starts its own workers).",
     )
-    startup_timeout_s: float = Field(
-        600.0, gt=0.0, description="Longest wait for /health at start."
-    )
+    startup_timeout_s: float = Field(600.0, gt=0.0, description="Longest wait for /health at start.")
     api_key_env: str | None = Field(
         None,
         description="Environment variable holding the API key clients must send as a Bearer token.",
     )
-    api_key_file: str | None = Field(
-        None, description="File whose first line is the API key (instead of api_key_env)."
-    )
+    api_key_file: str | None = Field(None, description="File whose first line is the API key (instead of api_key_env).")
     require_api_key: bool | None = Field(
         None,
         description=(
@@ -92,15 +86,11 @@ class ServeConfig(StrictModel):
             "false: never (an exposed service without authentication)."
         ),
     )
-    max_body_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413."
-    )
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Largest request body; larger ones get 413.")
     body_timeout_s: float = Field(
         10.0, gt=0.0, description="Longest time a request body may take to arrive (else 408)."
     )
-    max_json_depth: int = Field(
-        32, ge=4, description="Deepest nesting of a request's JSON (else 400)."
-    )
+    max_json_depth: int = Field(32, ge=4, description="Deepest nesting of a request's JSON (else 400).")
     health_probe_interval_s: float = Field(
         10.0,
         gt=0.0,

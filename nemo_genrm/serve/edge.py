@@ -33,8 +33,17 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 
-__all__ = ["CLIENT_HEADER", "LINGER_S", "MAX_HEAD_BYTES", "Edge", "EdgeActor", "edge_name", "edge_nodes", "start_edges",
-           "stop_edges"]
+__all__ = [
+    "CLIENT_HEADER",
+    "LINGER_S",
+    "MAX_HEAD_BYTES",
+    "Edge",
+    "EdgeActor",
+    "edge_name",
+    "edge_nodes",
+    "start_edges",
+    "stop_edges",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +101,17 @@ class Edge:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.header_timeout_s)
         except asyncio.TimeoutError:
             self.closed_slow_heads += 1
-            await _reply(writer, 408, f"the request's headers did not arrive within {self.header_timeout_s:g} s "
-                                      "(serve.header_timeout_s)", "header_timeout")
+            await _reply(
+                writer,
+                408,
+                f"the request's headers did not arrive within {self.header_timeout_s:g} s (serve.header_timeout_s)",
+                "header_timeout",
+            )
             return
         except asyncio.LimitOverrunError:
-            await _reply(writer, 431, f"the request's headers are larger than {MAX_HEAD_BYTES} bytes", "headers_too_large")
+            await _reply(
+                writer, 431, f"the request's headers are larger than {MAX_HEAD_BYTES} bytes", "headers_too_large"
+            )
             return
         except asyncio.IncompleteReadError:
             return  # the client closed before its headers were in
@@ -109,8 +124,9 @@ class Edge:
             return
         await self._forward(request, reader, writer, client)
 
-    async def _forward(self, request: h11.Request, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter, client: str) -> None:
+    async def _forward(
+        self, request: h11.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: str
+    ) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
@@ -120,8 +136,15 @@ class Edge:
         # a connection whose body it did not read, and its early reply would be lost with it).
         headers = [(name, value) for name, value in request.headers if name != CLIENT_HEADER.encode()]
         upstream = h11.Connection(h11.CLIENT)
-        up_writer.write(upstream.send(h11.Request(method=request.method, target=request.target,
-                                                  headers=[*headers, (CLIENT_HEADER.encode(), client.encode())])))
+        up_writer.write(
+            upstream.send(
+                h11.Request(
+                    method=request.method,
+                    target=request.target,
+                    headers=[*headers, (CLIENT_HEADER.encode(), client.encode())],
+                )
+            )
+        )
         body = asyncio.ensure_future(_pipe(reader, up_writer))
         try:
             await _relay_reply(upstream, up_reader, writer)
@@ -152,7 +175,9 @@ async def _relay_reply(upstream: h11.Connection, source: asyncio.StreamReader, s
         if not isinstance(event, h11.Response):
             raise ConnectionError(f"the proxy's reply is not HTTP: {event!r}")
         status, *lines = head.decode("latin-1").split("\r\n")
-        kept = [line for line in lines if line and line.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")]
+        kept = [
+            line for line in lines if line and line.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")
+        ]
         sink.write(("\r\n".join([status, *kept, "connection: close"]) + "\r\n\r\n").encode("latin-1"))
         break
     while (event := upstream.next_event()) is not h11.PAUSED and not isinstance(event, h11.EndOfMessage):
@@ -204,8 +229,10 @@ async def _reply(writer: asyncio.StreamWriter, status: int, message: str, code: 
     """An OpenAI-style error reply; the connection is closed after it."""
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
-    head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
     writer.write(head.encode() + body)
     with contextlib.suppress(ConnectionError):
         await writer.drain()
@@ -244,8 +271,9 @@ def edge_nodes(proxy_location: str) -> list[str]:
     return [n["NodeID"] for n in alive]
 
 
-def start_edges(host: str, port: int, proxy_port: int, header_timeout_s: float, proxy_location: str,
-                namespace: str) -> list[str]:
+def start_edges(
+    host: str, port: int, proxy_port: int, header_timeout_s: float, proxy_location: str, namespace: str
+) -> list[str]:
     """An edge on each proxy node for ``host:port`` (those running already are kept).
 
     Returns:
@@ -270,10 +298,15 @@ def start_edges(host: str, port: int, proxy_port: int, header_timeout_s: float, 
             continue  # another service on this port started it
         except ValueError:
             pass
-        actor = remote.options(**actor_options(
-            num_cpus=0, name=name, namespace=namespace, lifetime="detached",
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        )).remote()
+        actor = remote.options(
+            **actor_options(
+                num_cpus=0,
+                name=name,
+                namespace=namespace,
+                lifetime="detached",
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            )
+        ).remote()
         started[node] = (actor, actor.start.remote(host, port, proxy_port, header_timeout_s))
     taken = []
     for node, (actor, ref) in started.items():
@@ -284,8 +317,13 @@ def start_edges(host: str, port: int, proxy_port: int, header_timeout_s: float, 
             taken.append(f"node {node[:12]}: {type(exc).__name__}: {str(exc).splitlines()[-1] if str(exc) else ''}")
     if taken:
         stop_edges(host, port, namespace)
-        raise ConfigError([f"the judge service cannot listen on {host}:{port} (serve.host, serve.port): "
-                           + "; ".join(taken) + "; choose a free serve.port"])
+        raise ConfigError(
+            [
+                f"the judge service cannot listen on {host}:{port} (serve.host, serve.port): "
+                + "; ".join(taken)
+                + "; choose a free serve.port"
+            ]
+        )
     return nodes
 
 

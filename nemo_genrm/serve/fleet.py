@@ -54,14 +54,18 @@ def with_fleet(status: int, body: dict[str, Any], fleet: FleetState | None) -> t
     """
     if fleet is None:
         return status, body
-    body = {**body, "replicas": {"target": fleet.target, "running": fleet.running,
-                                 **{k.lower(): v for k, v in sorted(fleet.states.items()) if k != "RUNNING"}}}
+    body = {
+        **body,
+        "replicas": {
+            "target": fleet.target,
+            "running": fleet.running,
+            **{k.lower(): v for k, v in sorted(fleet.states.items()) if k != "RUNNING"},
+        },
+    }
     if fleet.missing and body.get("status") == "ready":
         others = ", ".join(f"{v} {k.lower()}" for k, v in sorted(fleet.states.items()) if k != "RUNNING" and v)
         body["status"] = "degraded"
-        body["reason"] = (
-            f"{fleet.running} of {fleet.target} replicas running" + (f" ({others})" if others else "")
-        )
+        body["reason"] = f"{fleet.running} of {fleet.target} replicas running" + (f" ({others})" if others else "")
     return status, body
 
 

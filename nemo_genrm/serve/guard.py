@@ -215,9 +215,7 @@ async def read_body(
     try:
         return await asyncio.wait_for(collect(), timeout_s)
     except asyncio.TimeoutError:
-        raise RequestError(
-            408, f"the request body did not arrive within {timeout_s:g} s", "body_timeout"
-        ) from None
+        raise RequestError(408, f"the request body did not arrive within {timeout_s:g} s", "body_timeout") from None
 
 
 def _too_large(max_bytes: int) -> RequestError:
@@ -287,9 +285,7 @@ def _bounded_int(text: str) -> int | OversizedNumber:
 
 
 def _too_deep(max_depth: int) -> RequestError:
-    return RequestError(
-        400, f"the body nests deeper than {max_depth} levels (serve.max_json_depth)", "invalid_json"
-    )
+    return RequestError(400, f"the body nests deeper than {max_depth} levels (serve.max_json_depth)", "invalid_json")
 
 
 def _check_text(text: str) -> None:
@@ -298,9 +294,7 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise RequestError(
-            400, "a string in the body contains a lone UTF-16 surrogate", "invalid_text"
-        ) from None
+        raise RequestError(400, "a string in the body contains a lone UTF-16 surrogate", "invalid_text") from None
 
 
 # --------------------------------------------------------------------------------------- health
@@ -328,6 +322,8 @@ def engine_gone(exc: BaseException | None = None, errors: list[str | None] | Non
             pass
         return isinstance(exc, gone)
     return bool(errors) and all(e in _GONE_ERRORS for e in errors)
+
+
 @dataclass
 class EngineHealth:
     """The engine's state from its recent calls, and from a probe when it has been idle.

@@ -19,8 +19,16 @@ from nemo_genrm.samples.inputs import content_text
 from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.guard import RequestError
 
-__all__ = ["MAX_TOP_LOGPROBS", "UNSUPPORTED", "ChatCall", "ChatCompletionRequest", "completion_body",
-           "error_response", "logprobs_content", "parse_chat"]  # fmt: skip
+__all__ = [
+    "MAX_TOP_LOGPROBS",
+    "UNSUPPORTED",
+    "ChatCall",
+    "ChatCompletionRequest",
+    "completion_body",
+    "error_response",
+    "logprobs_content",
+    "parse_chat",
+]
 
 MAX_TOP_LOGPROBS = 20
 
@@ -92,8 +100,10 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("stop")
     @classmethod
     def _stop(cls, stop: Any) -> Any:
-        if stop is not None and not isinstance(stop, str) and not (
-            isinstance(stop, list) and all(isinstance(s, str) for s in stop)
+        if (
+            stop is not None
+            and not isinstance(stop, str)
+            and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop))
         ):
             raise ValueError("must be a string or a list of strings")
         return stop
@@ -125,9 +135,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise RequestError(
-            400, f"invalid request: {where}: {first['msg']}", "invalid_request", where
-        ) from None
+        raise RequestError(400, f"invalid request: {where}: {first['msg']}", "invalid_request", where) from None
     if req.model is not None and req.model != cfg.model_id:
         raise RequestError(
             404,
@@ -143,9 +151,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
             "n",
         )
     if req.stream:
-        raise RequestError(
-            400, "stream is not supported: send stream: false", "unsupported", "stream"
-        )
+        raise RequestError(400, "stream is not supported: send stream: false", "unsupported", "stream")
     if req.stop:
         raise RequestError(
             400,
@@ -154,9 +160,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
             "stop",
         )
     max_tokens = req.max_completion_tokens or req.max_tokens
-    judge_request = JudgeRequest(
-        messages=tuple({"role": m.role, "content": m.text()} for m in req.messages)
-    )
+    judge_request = JudgeRequest(messages=tuple({"role": m.role, "content": m.text()} for m in req.messages))
     if req.logprobs:
         if max_tokens != 1:
             raise RequestError(
@@ -176,9 +180,7 @@ def parse_chat(body: Any, cfg: ServiceConfig) -> ChatCall:
             )
         return ChatCall(request=judge_request, top_k=k)
     if req.top_logprobs:
-        raise RequestError(
-            400, "top_logprobs needs logprobs: true", "invalid_request", "top_logprobs"
-        )
+        raise RequestError(400, "top_logprobs needs logprobs: true", "invalid_request", "top_logprobs")
     _check_sampling(req, max_tokens, cfg)
     return ChatCall(request=judge_request, top_k=None)
 

@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 METRICS_NAMESPACE = "nemo_genrm"
 """Ray namespace of the service's metrics actor."""
+
+
 def load_service_config(path: str | Path, overrides: Sequence[str] = ()) -> ServiceConfig:
     """Load and validate a service YAML (``defaults:`` and ``key=value`` overrides honoured).
 
@@ -98,7 +100,6 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
             each replica still waits for.
     """
     import ray
-    from ray import serve
     from ray.serve.api import RunTarget, run_many
 
     from nemo_genrm.judges.worker_logs import WorkerStartWatch
@@ -118,11 +119,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     check_judge_loads(cfg)  # before Ray: a replica that cannot load its judge fails noisily, retried
     ensure_ray()
     check_replica_gpus(cfg)
-    if (
-        cfg.in_replica
-        and cfg.serve.num_gpus_per_replica == 0
-        and ray.cluster_resources().get("GPU", 0) > 0
-    ):
+    if cfg.in_replica and cfg.serve.num_gpus_per_replica == 0 and ray.cluster_resources().get("GPU", 0) > 0:
         logger.warning(
             "the judge engine runs inside replicas that reserve no GPU, so it runs on CPU: set "
             "serve.num_gpus_per_replica: 1 (or serve.engine_in_replica: false)"
@@ -132,8 +129,14 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
     prepare_job_environment(cfg.serve.startup_timeout_s, while_waiting=job_environment_check(cfg, watch))
     _start_serve(cfg.serve)
     proxy_port = _check_proxy(cfg.serve)
-    start_edges(cfg.serve.host, cfg.serve.port, proxy_port, cfg.serve.header_timeout_s,
-                cfg.serve.proxy_location, METRICS_NAMESPACE)
+    start_edges(
+        cfg.serve.host,
+        cfg.serve.port,
+        proxy_port,
+        cfg.serve.header_timeout_s,
+        cfg.serve.proxy_location,
+        METRICS_NAMESPACE,
+    )
     metrics = (
         ray.remote(num_cpus=0, runtime_env=actor_runtime_env())(MetricsStore)
         .options(
@@ -154,11 +157,7 @@ def start_judge_service(config: ServiceConfig | dict[str, Any] | Any, *, wait: b
         ray_actor_options=replica_actor_options(cfg.serve),
         health_check_period_s=cfg.serve.health_check_period_s,
         health_check_timeout_s=cfg.serve.health_check_timeout_s,
-        **(
-            {"max_replicas_per_node": cfg.serve.max_replicas_per_node}
-            if cfg.serve.max_replicas_per_node
-            else {}
-        ),
+        **({"max_replicas_per_node": cfg.serve.max_replicas_per_node} if cfg.serve.max_replicas_per_node else {}),
     )
     target = RunTarget(
         target=deployment.bind(cfg.model_dump(), metrics, digest),
@@ -236,9 +235,7 @@ def wait_until_healthy(url: str, timeout_s: float = 600.0) -> None:
         if ok:
             return
         time.sleep(0.2)
-    raise TimeoutError(
-        f"judge service did not become healthy at {health_url(url)} within {timeout_s:.0f} s: {last}"
-    )
+    raise TimeoutError(f"judge service did not become healthy at {health_url(url)} within {timeout_s:.0f} s: {last}")
 
 
 def stop_judge_service(app_name: str = "genrm-judge") -> None:
@@ -287,13 +284,16 @@ def _start_serve(cfg: ServeConfig) -> None:
 
     from nemo_genrm.judges.ray_hosts import free_port
 
-    options = {"proxy_location": cfg.proxy_location,
-               "http_options": {"host": "127.0.0.1", "port": cfg.proxy_port or free_port()}}
+    options = {
+        "proxy_location": cfg.proxy_location,
+        "http_options": {"host": "127.0.0.1", "port": cfg.proxy_port or free_port()},
+    }
     try:
         serve.start(**options)
     except ray.exceptions.RayActorError as exc:
-        logger.warning("Ray Serve replaced its HTTP proxy while it started (%s); waiting for the new one",
-                       str(exc).splitlines()[0])
+        logger.warning(
+            "Ray Serve replaced its HTTP proxy while it started (%s); waiting for the new one", str(exc).splitlines()[0]
+        )
         serve.start(**options)
 
 
@@ -334,17 +334,11 @@ def _metrics_name(app_name: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: start the service from a YAML config and serve until Ctrl-C."""
-    parser = argparse.ArgumentParser(
-        prog="python -m nemo_genrm.serve", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--config", required=True, type=Path, help="YAML with judge: and serve: sections"
-    )
+    parser = argparse.ArgumentParser(prog="python -m nemo_genrm.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path, help="YAML with judge: and serve: sections")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. serve.port=8001")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg: ServiceConfig | None = None
     error = None
     start_guard()  # a `uv run` killed at any moment takes this process and all it started with it

@@ -115,13 +115,16 @@ def what_to_check(cfg: ServiceConfig) -> str:
 
     job_env = ray.get_runtime_context().runtime_env or {}
     where = f"the nodes labelled {cfg.serve.node_labels}" if cfg.serve.node_labels else "every node"
-    checks = [f"the replicas' interpreter {sys.executable} exists and runs "
-              f"(`{sys.executable} -c 'import nemo_genrm, ray'`)"]
+    checks = [
+        f"the replicas' interpreter {sys.executable} exists and runs (`{sys.executable} -c 'import nemo_genrm, ray'`)"
+    ]
     if job_env.get("working_dir"):
         checks.append(f"the job's working directory {str(job_env['working_dir']).removeprefix('local://')} exists")
     if str(job_env.get("py_executable") or "") and job_env.get("py_executable") != sys.executable:
-        checks.append(f"the job's interpreter command `{job_env['py_executable']}` (Ray Serve's controller "
-                      "and proxies run on it) works from that folder")
+        checks.append(
+            f"the job's interpreter command `{job_env['py_executable']}` (Ray Serve's controller "
+            "and proxies run on it) works from that folder"
+        )
     return (
         f"check on {where}: " + "; ".join(checks) + "; and that node's Ray logs (raylet.err, raylet.out "
         "in its session's logs folder, e.g. /tmp/ray/session_latest/logs); docs/scale_out.md lists what the "

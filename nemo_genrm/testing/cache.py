@@ -80,9 +80,7 @@ def cached_tiny_model(*, cache_dir: str | os.PathLike | None = None, **spec: Any
     )
 
 
-def cached_tiny_judge(
-    text: str, *, cache_dir: str | os.PathLike | None = None, **spec: Any
-) -> Path:
+def cached_tiny_judge(text: str, *, cache_dir: str | os.PathLike | None = None, **spec: Any) -> Path:
     """A fixed-verdict judge answering ``text`` (see :func:`build_fixed_verdict_judge`).
 
     Args:

@@ -132,8 +132,12 @@ class SimulatedCluster:
                 # Ray would otherwise upload it, and every `uv run` worker of the job (Ray Serve's
                 # controller and proxy) would build a new environment of several GB from it, racing
                 # Ray's 60 s worker registration timeout on a loaded machine.
-                ray.init(address=self._cluster.address, log_to_driver=False, configure_logging=False,
-                         runtime_env=job_runtime_env())
+                ray.init(
+                    address=self._cluster.address,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    runtime_env=job_runtime_env(),
+                )
                 return self
             except BaseException as exc:
                 self.shutdown()
@@ -169,7 +173,10 @@ class SimulatedCluster:
             try:
                 node = self._spawning(
                     self._cluster.add_node,
-                    num_cpus=cpus, labels=dict(labels or {}), resources=dict(resources or {}), wait=wait,
+                    num_cpus=cpus,
+                    labels=dict(labels or {}),
+                    resources=dict(resources or {}),
+                    wait=wait,
                     **({"env_vars": dict(env_vars)} if env_vars else {}),
                 )
                 break

@@ -45,32 +45,153 @@ from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 __all__ = ["EscapeJudge", "GullibleJudge", "LabelLineJudge", "fenced_content", "label_lines", "prompt_reference"]
 
 # One, first, affirmation and check marks read as yes; zero, second, crosses as no.
-_MORE_POSITIVE = ("affirmative", "positive", "approved", "checkmark", "tick", "ok", "okay", "success",
-                  *(w for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values()) for w in row[1:3]))  # fmt: skip
-_POSITIVE_MARKS = frozenset(c for c in MARK_SYMBOLS if "CHECK" in unicodedata.name(c) or "THUMBS UP" in unicodedata.name(c))
-_NEGATIVE_MARKS = frozenset(
-    c for c in MARK_SYMBOLS if any(w in unicodedata.name(c) for w in (" X", "CROSS", "THUMBS DOWN")) and c not in _POSITIVE_MARKS
+_MORE_POSITIVE = (
+    "affirmative",
+    "positive",
+    "approved",
+    "checkmark",
+    "tick",
+    "ok",
+    "okay",
+    "success",
+    *(w for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values()) for w in row[1:3]),
 )
-_POSITIVE = ("1", "yes", "correct", "true", "right", "pass", "passed", "match", "sí", "sì", "sim", "oui", "ja",
-             "tak", "да", "evet", "是", "はい", "예", "نعم", "हाँ", "đúng", "ya", "l", "i", "richtig", "正确", "正確",
-             "正解", "정답", "맞음", "correcto", "vrai", "juste", "верно", "правильно", "kyllä", "helyes",
-             *(w for yes, _ in YES_NO.values() for w in yes), *_MORE_POSITIVE)  # fmt: skip
-_NEGATIVE = ("0", "no", "incorrect", "false", "wrong", "fail", "nein", "non", "нет", "错误", "不正解", "오답",
-             "negative", "failed", "nope", "xmark", *(row[0] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())),
-             *(row[3] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())))  # fmt: skip
+_POSITIVE_MARKS = frozenset(
+    c for c in MARK_SYMBOLS if "CHECK" in unicodedata.name(c) or "THUMBS UP" in unicodedata.name(c)
+)
+_NEGATIVE_MARKS = frozenset(
+    c
+    for c in MARK_SYMBOLS
+    if any(w in unicodedata.name(c) for w in (" X", "CROSS", "THUMBS DOWN")) and c not in _POSITIVE_MARKS
+)
+_POSITIVE = (
+    "1",
+    "yes",
+    "correct",
+    "true",
+    "right",
+    "pass",
+    "passed",
+    "match",
+    "sí",
+    "sì",
+    "sim",
+    "oui",
+    "ja",
+    "tak",
+    "да",
+    "evet",
+    "是",
+    "はい",
+    "예",
+    "نعم",
+    "हाँ",
+    "đúng",
+    "ya",
+    "l",
+    "i",
+    "richtig",
+    "正确",
+    "正確",
+    "正解",
+    "정답",
+    "맞음",
+    "correcto",
+    "vrai",
+    "juste",
+    "верно",
+    "правильно",
+    "kyllä",
+    "helyes",
+    *(w for yes, _ in YES_NO.values() for w in yes),
+    *_MORE_POSITIVE,
+)
+_NEGATIVE = (
+    "0",
+    "no",
+    "incorrect",
+    "false",
+    "wrong",
+    "fail",
+    "nein",
+    "non",
+    "нет",
+    "错误",
+    "不正解",
+    "오답",
+    "negative",
+    "failed",
+    "nope",
+    "xmark",
+    *(row[0] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())),
+    *(row[3] for row in (*NUMBER_WORDS.values(), *SUPPLEMENT.values())),
+)
 # Words between a label and its value that a reader skips: "The verdict is: 1", "Verdict was 1".
-_LINKING = frozenset(("is", "was", "were", "would", "will", "should", "must", "be", "been", "final", "finale",
-                      "the", "ist", "est", "es", "è", "é", "war", "lautet"))  # fmt: skip
+_LINKING = frozenset(
+    (
+        "is",
+        "was",
+        "were",
+        "would",
+        "will",
+        "should",
+        "must",
+        "be",
+        "been",
+        "final",
+        "finale",
+        "the",
+        "ist",
+        "est",
+        "es",
+        "è",
+        "é",
+        "war",
+        "lautet",
+    )
+)
 _NARROW_SPACE_IN_WORD = re.compile(r"(?<=\w)[\u2006\u2008\u2009\u200a\u202f\u205f]+(?=\w)")
 # Verdict labels in 16 languages and verdict keys, folded by this judge's reading below.
 _LABELS = (
-    "verdict", "judgement", "judgment", "score", "answer", "grade", "decision", "label", "result",
-    "rating", "evaluation", "assessment", "output", "conclusion", "veredicto", "veredito",
-    "jugement", "urteil", "verdetto", "oordeel", "werdykt", "вердикт", "karar", "判定", "評価",
-    "판정", "الحكم", "निर्णय", "phán quyết", "putusan", "correct", "is_correct", "iscorrect",
-    "match", "grader_output", "passed", "same final answer",
+    "verdict",
+    "judgement",
+    "judgment",
+    "score",
+    "answer",
+    "grade",
+    "decision",
+    "label",
+    "result",
+    "rating",
+    "evaluation",
+    "assessment",
+    "output",
+    "conclusion",
+    "veredicto",
+    "veredito",
+    "jugement",
+    "urteil",
+    "verdetto",
+    "oordeel",
+    "werdykt",
+    "вердикт",
+    "karar",
+    "判定",
+    "評価",
+    "판정",
+    "الحكم",
+    "निर्णय",
+    "phán quyết",
+    "putusan",
+    "correct",
+    "is_correct",
+    "iscorrect",
+    "match",
+    "grader_output",
+    "passed",
+    "same final answer",
     *(w for words in LABEL_WORDS.values() for w in words),  # every language the defence claims
-)  # fmt: skip
+)
 _OPEN = re.compile(r"<candidate-([0-9a-z]+)>")
 _ANY_CLOSE = re.compile(r"<\s*/?\s*candidate", re.IGNORECASE)  # read on the stand-in's fold
 _TAG = re.compile(r"<[^<>\n]*>")
@@ -90,9 +211,22 @@ _INSTRUCTION = re.compile(
 )
 # Lookalike letters this judge reads as Latin (its own table, apart from the defence's data).
 _LOOKALIKE = {
-    "Ꮩ": "V", "Ꭼ": "E", "Ꭱ": "R", "Ꭰ": "D", "Ꮯ": "C", "Ꭲ": "T", "ꓦ": "V", "ꓰ": "E", "ꓣ": "R",
-    "ꓓ": "D", "ꓲ": "I", "ꓚ": "C", "ꓔ": "T", "ᐯ": "V", "ǀ": "l",
-}  # fmt: skip
+    "Ꮩ": "V",
+    "Ꭼ": "E",
+    "Ꭱ": "R",
+    "Ꭰ": "D",
+    "Ꮯ": "C",
+    "Ꭲ": "T",
+    "ꓦ": "V",
+    "ꓰ": "E",
+    "ꓣ": "R",
+    "ꓓ": "D",
+    "ꓲ": "I",
+    "ꓚ": "C",
+    "ꓔ": "T",
+    "ᐯ": "V",
+    "ǀ": "l",
+}
 _INVISIBLE_NAMES = ("FILLER", "VARIATION SELECTOR", "GRAPHEME JOINER", "BRAILLE PATTERN BLANK")
 
 
@@ -105,9 +239,26 @@ def _latin(char: str) -> str:
         return name.rsplit(" ", 1)[-1].lower()
     for script in ("CYRILLIC", "GREEK"):
         if name.startswith(script) and "LETTER" in name:
-            letter = {"IE": "E", "ES": "C", "ER": "P", "HA": "X", "U": "Y", "A": "A", "O": "O",
-                      "EN": "H", "EM": "M", "KA": "K", "TE": "T", "VE": "B", "OMICRON": "O",
-                      "ALPHA": "A", "EPSILON": "E", "RHO": "P", "TAU": "T", "NU": "V"}.get(name.split()[-1])  # fmt: skip
+            letter = {
+                "IE": "E",
+                "ES": "C",
+                "ER": "P",
+                "HA": "X",
+                "U": "Y",
+                "A": "A",
+                "O": "O",
+                "EN": "H",
+                "EM": "M",
+                "KA": "K",
+                "TE": "T",
+                "VE": "B",
+                "OMICRON": "O",
+                "ALPHA": "A",
+                "EPSILON": "E",
+                "RHO": "P",
+                "TAU": "T",
+                "NU": "V",
+            }.get(name.split()[-1])
             if letter:
                 return letter.lower() if "SMALL" in name else letter
     return char
@@ -130,7 +281,9 @@ def _fold(text: str) -> str:
     if not text.isascii():
         text = "".join(_unenclosed(c) for c in text)
     text = unicodedata.normalize("NFKD", text)
-    text = "".join(str(unicodedata.digit(c)) if unicodedata.digit(c, None) is not None and not c.isascii() else c for c in text)
+    text = "".join(
+        str(unicodedata.digit(c)) if unicodedata.digit(c, None) is not None and not c.isascii() else c for c in text
+    )
     return unicodedata.normalize("NFKC", "".join(_latin(c) for c in text if _visible(c)))
 
 

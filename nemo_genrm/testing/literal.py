@@ -33,7 +33,9 @@ _STATEMENTS = re.compile(
     r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
-_INERT = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|^\s*>[^\n]*|\"[^\"\n]*\"|“[^”\n]*”|https?://\S+", re.DOTALL | re.MULTILINE)
+_INERT = re.compile(
+    r"```.*?(?:```|\Z)|`[^`\n]*`|^\s*>[^\n]*|\"[^\"\n]*\"|“[^”\n]*”|https?://\S+", re.DOTALL | re.MULTILINE
+)
 _NEGATED = re.compile(r"\b(?:not|isn't|is\s+not|never|instead\s+of|rather\s+than)\s*\$?\s*$", re.IGNORECASE)
 # A withdrawal refers back to what was just said: "is wrong", "which is incorrect", "(wrong)",
 # "scratch that", "I withdraw", "no, wait".

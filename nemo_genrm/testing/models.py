@@ -99,19 +99,14 @@ class TinyModelSpec:
             problems.append(f"dtype={self.dtype!r} is not one of {list(DTYPES)}")
         if not problems:
             if self.hidden_size % self.num_heads:
-                problems.append(
-                    f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}"
-                )
+                problems.append(f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}")
             elif self.hidden_size // self.num_heads < MIN_HEAD_DIM:
                 problems.append(
                     f"head size {self.hidden_size // self.num_heads} is below {MIN_HEAD_DIM} "
                     "(vLLM rejects it); raise hidden_size or lower num_heads"
                 )
             if self.num_heads % self.num_kv_heads:
-                problems.append(
-                    f"num_heads={self.num_heads} is not divisible by "
-                    f"num_kv_heads={self.num_kv_heads}"
-                )
+                problems.append(f"num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}")
         if problems:
             raise ValueError("Invalid tiny model spec: " + "; ".join(problems))
 
@@ -202,8 +197,7 @@ def fixed_verdict_token_ids(tokenizer, text: str, *, max_tokens: int) -> list[in
         problems.append(f"special tokens {special} cannot be generated as text")
     if prompt_end in ids:
         problems.append(
-            f"the token {tokenizer.decode([prompt_end])!r} ends every generation prompt, "
-            "so the text may not contain it"
+            f"the token {tokenizer.decode([prompt_end])!r} ends every generation prompt, so the text may not contain it"
         )
     if len(ids) > max_tokens:
         problems.append(f"{len(ids)} tokens exceed the limit of {max_tokens} (hidden_size - 1)")

@@ -205,8 +205,10 @@ class StandInServer:
             if reply.text is None:
                 return JSONResponse({"error": {"message": "stand-in failure"}}, status_code=reply.status)
             choice: dict[str, Any] = {
-                "index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop",
-            }  # fmt: skip
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text},
+                "finish_reason": "stop",
+            }
             if body.get("logprobs") and reply.tokens:
                 steps = reply.tokens[: body.get("max_tokens") or len(reply.tokens)]
                 choice["logprobs"] = {"content": [_logprob_entry(tok, tops) for tok, tops in steps]}

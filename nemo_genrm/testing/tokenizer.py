@@ -94,9 +94,7 @@ def make_tiny_tokenizer(model_max_length: int = 4096):
     tok = _train_bpe()
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in JUDGE_TOKENS])
     n_reserved = -tok.get_vocab_size() % VOCAB_MULTIPLE
-    tok.add_special_tokens(
-        [AddedToken(_RESERVED_TEMPLATE.format(i), special=True) for i in range(n_reserved)]
-    )
+    tok.add_special_tokens([AddedToken(_RESERVED_TEMPLATE.format(i), special=True) for i in range(n_reserved)])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token=EOS_TOKEN,

@@ -25,6 +25,17 @@ from nemo_genrm.verdicts.parser import (
 from nemo_genrm.verdicts.voting import REFERENCE_ERROR, Majority, TieRule, majority
 
 __all__ = [
-    "CHOICE_VALUES", "DEFAULT_CHOICE_MARKERS", "PARSERS", "REASONS", "REFERENCE_ERROR", "TRUNCATED",
-    "Majority", "TieRule", "Verdict", "VerdictParser", "majority", "strip_quoted", "strip_think",
-]  # fmt: skip
+    "CHOICE_VALUES",
+    "DEFAULT_CHOICE_MARKERS",
+    "PARSERS",
+    "REASONS",
+    "REFERENCE_ERROR",
+    "TRUNCATED",
+    "Majority",
+    "TieRule",
+    "Verdict",
+    "VerdictParser",
+    "majority",
+    "strip_quoted",
+    "strip_think",
+]

@@ -156,34 +156,27 @@ def _check_options(
     for name, label in (("positive", positive), ("negative", negative)):
         if not isinstance(label, str) or not label.strip() or label != label.strip():
             problems.append(
-                f"verdict.{name}: label {label!r} must be a non-empty string without surrounding "
-                "whitespace"
+                f"verdict.{name}: label {label!r} must be a non-empty string without surrounding whitespace"
             )
     if isinstance(positive, str) and isinstance(negative, str):
         if positive.casefold() == negative.casefold():
             problems.append(f"verdict: positive and negative labels are both {positive!r}")
         elif parser == "lenient" and (not _phrase(positive) or not _phrase(negative)):
             problems.append(
-                f"verdict: the lenient parser matches words, but {positive!r}/{negative!r} "
-                "contain no letters or digits"
+                f"verdict: the lenient parser matches words, but {positive!r}/{negative!r} contain no letters or digits"
             )
     for key in synonyms:
         if str(key) not in (positive, negative):
-            problems.append(
-                f"verdict.synonyms: key {key!r} is not a label; use {positive!r} or {negative!r}"
-            )
+            problems.append(f"verdict.synonyms: key {key!r} is not a label; use {positive!r} or {negative!r}")
     markers = list(choice_markers)
     if len(markers) != 2 or not all(isinstance(m, str) and m for m in markers):
         problems.append(f"verdict.choice_markers: need two non-empty strings, got {markers!r}")
     elif markers[0] in markers[1] or markers[1] in markers[0]:
         problems.append(
-            f"verdict.choice_markers: {markers[0]!r} and {markers[1]!r} overlap; one must not "
-            "contain the other"
+            f"verdict.choice_markers: {markers[0]!r} and {markers[1]!r} overlap; one must not contain the other"
         )
     if rating_min >= rating_max:
-        problems.append(
-            f"verdict.rating_min ({rating_min}) must be below verdict.rating_max ({rating_max})"
-        )
+        problems.append(f"verdict.rating_min ({rating_min}) must be below verdict.rating_max ({rating_max})")
     return problems
 
 
@@ -218,9 +211,14 @@ class VerdictParser:
     ) -> None:
         synonyms = dict(synonyms or {})
         problems = _check_options(
-            parser, positive=positive, negative=negative, synonyms=synonyms,
-            choice_markers=choice_markers, rating_min=rating_min, rating_max=rating_max,
-        )  # fmt: skip
+            parser,
+            positive=positive,
+            negative=negative,
+            synonyms=synonyms,
+            choice_markers=choice_markers,
+            rating_min=rating_min,
+            rating_max=rating_max,
+        )
         phrases: dict[tuple[str, ...], int] = {}
         words = all(isinstance(x, str) and _phrase(x) for x in (positive, negative))
         if parser == "lenient" and words:
@@ -270,9 +268,7 @@ class VerdictParser:
             if not words:
                 problems.append(f"verdict.synonyms.{label}: {text!r} contains no word to match")
             elif phrases.setdefault(words, values[label]) != values[label]:
-                problems.append(
-                    f"verdict.synonyms: {text!r} would mean both {positive!r} and {negative!r}"
-                )
+                problems.append(f"verdict.synonyms: {text!r} would mean both {positive!r} and {negative!r}")
         return problems
 
     def parse(self, text: object, candidate: str | None = None) -> Verdict:
@@ -334,9 +330,7 @@ class VerdictParser:
 
     def _rating(self, body: str) -> Verdict:
         numbers = [  # a number right after "/" or "out of" is the scale
-            m
-            for m in _NUMBER.finditer(body)
-            if not _SCALE.search(body, max(0, m.start() - 12), m.start())
+            m for m in _NUMBER.finditer(body) if not _SCALE.search(body, max(0, m.start() - 12), m.start())
         ]
         if not numbers:
             return Verdict(None, "no_label")
@@ -352,4 +346,3 @@ class VerdictParser:
 def _as_list(value: Iterable[str] | str) -> list[str]:
     """A single synonym string is a list of one."""
     return [value] if isinstance(value, str) else list(value)
-

@@ -45,13 +45,27 @@ FOREIGN_LANGUAGES = ("fr", "es", "de", "it", "pt", "nl", "da")
 """text2num's languages besides English, read for a whole answer value (``quarante-deux``)."""
 
 _SYMBOLS = {
-    "\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "-", "\uff0d": "-",  # minus and dashes
-    "\u00b1": r"\pm ", "\u2213": r"\mp ",
-    "\u00d7": r"\times ", "\u2715": r"\times ", "\u2a2f": r"\times ",
-    "\u00b7": r"\cdot ", "\u22c5": r"\cdot ", "\u2219": r"\cdot ", "\u00f7": r"\div ",
-    "\u2215": "/", "\u2044": "/",  # division and fraction slashes
-    "\u221a": r"\sqrt ", "\u03c0": r"\pi ", "\u221e": r"\infty ",
-    "\u066b": ".", "\u066c": ",",  # Arabic decimal and thousands separators
+    "\u2212": "-",
+    "\u2012": "-",
+    "\u2013": "-",
+    "\ufe63": "-",
+    "\uff0d": "-",  # minus and dashes
+    "\u00b1": r"\pm ",
+    "\u2213": r"\mp ",
+    "\u00d7": r"\times ",
+    "\u2715": r"\times ",
+    "\u2a2f": r"\times ",
+    "\u00b7": r"\cdot ",
+    "\u22c5": r"\cdot ",
+    "\u2219": r"\cdot ",
+    "\u00f7": r"\div ",
+    "\u2215": "/",
+    "\u2044": "/",  # division and fraction slashes
+    "\u221a": r"\sqrt ",
+    "\u03c0": r"\pi ",
+    "\u221e": r"\infty ",
+    "\u066b": ".",
+    "\u066c": ",",  # Arabic decimal and thousands separators
 }
 _SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
 _SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in _SUPERSCRIPT_DIGITS}}
@@ -59,7 +73,9 @@ _SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) f
 _COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty")
 _SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|~")
 _WRAPPERS = (
-    re.compile(r"^\$+(.*?)\$+$", re.S), re.compile(r"^\\\((.*)\\\)$", re.S), re.compile(r"^\\\[(.*)\\\]$", re.S),
+    re.compile(r"^\$+(.*?)\$+$", re.S),
+    re.compile(r"^\\\((.*)\\\)$", re.S),
+    re.compile(r"^\\\[(.*)\\\]$", re.S),
     re.compile(r"^\\(?:boxed|fbox)\{(.*)\}$", re.S),
 )
 _SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}

@@ -69,12 +69,15 @@ class Alarm:
         self._canaries.extend([1] * int(accepted) + [0] * int(judged - accepted))
         total = _sum(self._window)
         firings = []
-        canaries = WatchTally(canary={"false_accept": float(sum(self._canaries)), "wrong_judged": float(len(self._canaries))})
+        canaries = WatchTally(
+            canary={"false_accept": float(sum(self._canaries)), "wrong_judged": float(len(self._canaries))}
+        )
         threshold = self.cfg.thresholds.canary_false_accept
         num, den = canaries.share("canary_false_accept")
         if threshold is not None and den >= self.cfg.min_canaries and num / den >= threshold:
-            firings.append(Firing("canary_false_accept", "absolute", num / den, threshold, den,
-                                  metric_name("canary_false_accept")))  # fmt: skip
+            firings.append(
+                Firing("canary_false_accept", "absolute", num / den, threshold, den, metric_name("canary_false_accept"))
+            )
         for signal in CHECKED[1:]:
             threshold = getattr(self.cfg.thresholds, signal)
             least = self.cfg.min_samples
@@ -88,8 +91,9 @@ class Alarm:
         corr = self.cfg.thresholds.length_reward_corr
         n = total.watch.get("len_n", 0.0)
         if corr is not None and n >= self.cfg.min_samples and total.correlation() >= corr:
-            firings.append(Firing("length_reward_corr", "absolute", total.correlation(), corr, n,
-                                  WATCH + "length_reward_corr"))  # fmt: skip
+            firings.append(
+                Firing("length_reward_corr", "absolute", total.correlation(), corr, n, WATCH + "length_reward_corr")
+            )
         return firings
 
     def _rise(self, signal: str, least: int) -> Firing | None:

@@ -33,8 +33,18 @@ WATCH = "genrm/watchdog/"
 SIGNALS: tuple[str, ...] = ("hedged", "verdict_lines", "openers")
 """The shapes read from each response (:func:`nemo_genrm.watchdog.shapes.response_shapes`)."""
 
-_ALWAYS = ("sent", "judge_prompts", "judge_time_s", "cached", "errors", "wrong_judged", "right_judged",
-           "settled", "false_accept", "false_reject")  # fmt: skip
+_ALWAYS = (
+    "sent",
+    "judge_prompts",
+    "judge_time_s",
+    "cached",
+    "errors",
+    "wrong_judged",
+    "right_judged",
+    "settled",
+    "false_accept",
+    "false_reject",
+)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -84,8 +94,9 @@ class WatchTally:
         out = {CANARY + name: 0.0 for name in _ALWAYS}
         out.update({CANARY + name: value for name, value in self.canary.items()})
         out[CANARY + "false_accept_rate"] = _ratio(*self.share("canary_false_accept"))
-        out[CANARY + "false_reject_rate"] = _ratio(self.canary.get("false_reject", 0.0),
-                                                   self.canary.get("right_judged", 0.0))  # fmt: skip
+        out[CANARY + "false_reject_rate"] = _ratio(
+            self.canary.get("false_reject", 0.0), self.canary.get("right_judged", 0.0)
+        )
         w = self.watch
         out[WATCH + "responses"] = w.get("responses", 0.0)
         for signal in (*SIGNALS, "verifier_vetoes"):

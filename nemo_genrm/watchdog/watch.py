@@ -96,8 +96,14 @@ class Watchdog:
                         self._recent[shape].append((text, sample))
             if result.reason == JUDGED and not result.masked and text is not None:
                 length, reward = float(len(text)), float(result.reward)
-                for name, value in (("len_n", 1.0), ("len_x", length), ("len_y", reward), ("len_xx", length * length),
-                                    ("len_yy", reward * reward), ("len_xy", length * reward)):  # fmt: skip
+                for name, value in (
+                    ("len_n", 1.0),
+                    ("len_x", length),
+                    ("len_y", reward),
+                    ("len_xx", length * length),
+                    ("len_yy", reward * reward),
+                    ("len_xy", length * reward),
+                ):
                     tally.bump(name, value)
             if shapes & masking and not result.masked:
                 result = dataclasses.replace(result, masked=True, info={**result.info, "watchdog": "masked"})
@@ -109,9 +115,12 @@ class Watchdog:
 
     # ---------------------------------------------------------------------------- canaries
     def plan(
-        self, samples: Sequence[PreparedSample], real_prompts: int, prepare: Callable[[Canary], PreparedSample],
+        self,
+        samples: Sequence[PreparedSample],
+        real_prompts: int,
+        prepare: Callable[[Canary], PreparedSample],
         tally: WatchTally,
-    ) -> list[tuple[Canary, PreparedSample]]:  # fmt: skip
+    ) -> list[tuple[Canary, PreparedSample]]:
         """The canaries to judge after this call's real samples (none until the budget holds one)."""
         if self._planner is None:
             return []
@@ -134,8 +143,9 @@ class Watchdog:
                     out.append(Canary(MIMIC, sample.question, sample.reference, written, right=False))
         return out
 
-    def record(self, planned: Sequence[tuple[Canary, PreparedSample]], results: Sequence[SampleResult],
-               tally: WatchTally) -> None:  # fmt: skip
+    def record(
+        self, planned: Sequence[tuple[Canary, PreparedSample]], results: Sequence[SampleResult], tally: WatchTally
+    ) -> None:
         """Count the canaries' outcomes (false accepts and rejects, per family)."""
         for (canary, sample), result in zip(planned, results, strict=True):
             tally.bump("sent", canary=True)
@@ -168,7 +178,7 @@ class Watchdog:
             self._active = frozenset(f.signal for f in firings)
             for firing in firings:
                 tally.bump(f"alarm/{firing.signal}")
-            fresh = [f for f in firings if self._calls - self._warned.get(f.signal, -10**9) >= self.cfg.window]
+            fresh = [f for f in firings if self._calls - self._warned.get(f.signal, -(10**9)) >= self.cfg.window]
             for firing in fresh:
                 self._warned[firing.signal] = self._calls
             evidence = self._evidence(firings) if firings else None
@@ -183,8 +193,14 @@ class Watchdog:
         alarms = [f.as_dict() for f in firings]
         summary = "; ".join(f"{f.metric} = {f.value:.3f} ({f.kind}, threshold {f.threshold:g})" for f in firings)
         examples = {f.signal: list(self._examples.get(f.signal, ())) for f in firings}
-        return {"alarms": alarms, "summary": summary, "examples": examples, "judge_call": self._calls,
-                "window": self.cfg.window, "action": self.cfg.action}  # fmt: skip
+        return {
+            "alarms": alarms,
+            "summary": summary,
+            "examples": examples,
+            "judge_call": self._calls,
+            "window": self.cfg.window,
+            "action": self.cfg.action,
+        }
 
     def stop_error(self) -> RewardHackingSuspected | None:
         """The error ``action: stop`` holds once the alarm fired (``None`` before, or under other actions)."""
@@ -199,8 +215,10 @@ def _loud(evidence: dict[str, Any] | None, action: str) -> str:
     for signal, examples in evidence["examples"].items():
         for example in examples:
             lines.append(f"  {signal} example: {example!r}")
-    then = {"warn": "training goes on (reward.watchdog.action: warn)",
-            "mask": "samples of the flagged shape are masked from now on (reward.watchdog.action: mask)",
-            "stop": "training stops with RewardHackingSuspected (reward.watchdog.action: stop)"}[action]  # fmt: skip
+    then = {
+        "warn": "training goes on (reward.watchdog.action: warn)",
+        "mask": "samples of the flagged shape are masked from now on (reward.watchdog.action: mask)",
+        "stop": "training stops with RewardHackingSuspected (reward.watchdog.action: stop)",
+    }[action]
     lines.append(f"  read the samples behind these metrics (docs/watchdog.md); {then}")
     return "\n".join(lines)

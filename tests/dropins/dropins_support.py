@@ -55,7 +55,9 @@ class RuleJudge(GenerateOnlyJudge):
         with self._lock:
             self.prompts.extend(texts)
         replies = [verdict_text(text) for text in texts]
-        return [Generation(reply) if reply is not None else Generation(None, error="stand_in_crash") for reply in replies]
+        return [
+            Generation(reply) if reply is not None else Generation(None, error="stand_in_crash") for reply in replies
+        ]
 
 
 class RuleServer(StandInServer):

@@ -77,11 +77,17 @@ def test_verl_compute_score_fields_and_router():
     try:
         with RuleServer() as server:
             direct = [
-                asyncio.run(verl_dropin.compute_score("math", a, "4", {"question": "q?"}, genrm_config=http_section(server.base_url)))
+                asyncio.run(
+                    verl_dropin.compute_score(
+                        "math", a, "4", {"question": "q?"}, genrm_config=http_section(server.base_url)
+                    )
+                )
                 for a in ANSWERS
             ]
             routed = asyncio.run(
-                verl_dropin.compute_score("math", "Answer: RIGHT", 4, None, server.address, None, genrm_config=http_section(None))
+                verl_dropin.compute_score(
+                    "math", "Answer: RIGHT", 4, None, server.address, None, genrm_config=http_section(None)
+                )
             )
     finally:
         verl_dropin.close_shared_rewards()
@@ -107,17 +113,27 @@ def test_trl_reward_feeds_each_mode_and_masks_are_none():
     rewards = asyncio.run(pairwise(prompts=[prompt] * 8, completions=texts, completion_ids=[[1]] * 8))
     assert rewards == pytest.approx([2.5 / 5, 4 / 5, 0.0, 0.0, 0.5 / 5, 2.5 / 5, 1.0, 0.5 / 5])
     # With group_size 4 the same prompt's two runs of four are two groups (two dataset rows).
-    sized = GenRMReward({**GENRM_SECTION, "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}},
-                        judge=ModeJudge(more_working_wins))  # fmt: skip
-    masked = asyncio.run(sized(prompts=[prompt] * 8, completions=["because", "", "", ""] + texts[4:], completion_ids=[[1]] * 8))
+    sized = GenRMReward(
+        {**GENRM_SECTION, "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}},
+        judge=ModeJudge(more_working_wins),
+    )
+    masked = asyncio.run(
+        sized(prompts=[prompt] * 8, completions=["because", "", "", ""] + texts[4:], completion_ids=[[1]] * 8)
+    )
     assert masked[:4] == [None, 0.0, 0.0, 0.0]  # alone among unanswered ones: masked, None for TRL
     assert masked[4:] == pytest.approx([0.5 / 3, 2 / 3, 1.0, 0.5 / 3])
     assert prompt_runs([prompt] * 8, 4) == [0] * 4 + [1] * 4 and prompt_runs([prompt] * 8, None) == [0] * 8
 
     rubric = GenRMReward({**GENRM_SECTION, "reward": {"mode": "rubric"}}, judge=ModeJudge(criterion_in_response))
     items = [[{"criterion": "kw:because", "weight": 3}, {"criterion": "kw:never", "weight": None}]] * 2
-    shares = asyncio.run(rubric(prompts=[prompt] * 2, completions=["x because y. Answer: 4", "Answer: 4"],
-                                completion_ids=[[1]] * 2, rubric=items))  # fmt: skip
+    shares = asyncio.run(
+        rubric(
+            prompts=[prompt] * 2,
+            completions=["x because y. Answer: 4", "Answer: 4"],
+            completion_ids=[[1]] * 2,
+            rubric=items,
+        )
+    )
     assert shares == [0.75, 0.0]
     with pytest.raises(KeyError, match="rubric"):
         asyncio.run(rubric(prompts=[prompt], completions=["a"], completion_ids=[[1]]))
@@ -154,9 +170,15 @@ def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
     rubric = GenRMReward(section, judge=judge)
     size = len(MALFORMED_RUBRICS)
     extra: dict = {}
-    rewards = asyncio.run(rubric(prompts=["Why?"] * size, completions=["x because y"] * size,
-                                 completion_ids=[[1]] * size, rubric=MALFORMED_RUBRICS,
-                                 log_extra=lambda column, values: extra.setdefault(column, values)))  # fmt: skip
+    rewards = asyncio.run(
+        rubric(
+            prompts=["Why?"] * size,
+            completions=["x because y"] * size,
+            completion_ids=[[1]] * size,
+            rubric=MALFORMED_RUBRICS,
+            log_extra=lambda column, values: extra.setdefault(column, values),
+        )
+    )
     assert rewards == [0.0] * size and extra["genrm_reason"] == ["bad_input"] * size
     assert judge.seen == []
 
@@ -167,7 +189,9 @@ def test_malformed_rubric_items_are_bad_input_in_trl_and_verl():
         verl_section = {**http_section(server.base_url), "reward": {"mode": "rubric"}}
         try:
             got = [
-                asyncio.run(verl_dropin.compute_score("math", "x because y", None, {"rubric": value}, genrm_config=verl_section))
+                asyncio.run(
+                    verl_dropin.compute_score("math", "x because y", None, {"rubric": value}, genrm_config=verl_section)
+                )
                 for value in [*MALFORMED_RUBRICS, np.array([{"criterion": "kw:because", "weight": 1}], dtype=object)]
             ]
         finally:
@@ -193,11 +217,20 @@ def test_verl_pairwise_groups_by_uid_and_prompt_never_by_a_bare_index():
     reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
 
     async def score_all(section):
-        return await asyncio.gather(*(
-            verl_dropin.compute_score(source, "Answer: 7. " + "because " * w, None, {"index": 0}, genrm_config=section,
-                                      genrm_group=f"uuid-{source}", genrm_prompt=[101, 7 + len(source)])
-            for w, source in zip(working, sources, strict=True)
-        ))  # fmt: skip
+        return await asyncio.gather(
+            *(
+                verl_dropin.compute_score(
+                    source,
+                    "Answer: 7. " + "because " * w,
+                    None,
+                    {"index": 0},
+                    genrm_config=section,
+                    genrm_group=f"uuid-{source}",
+                    genrm_prompt=[101, 7 + len(source)],
+                )
+                for w, source in zip(working, sources, strict=True)
+            )
+        )
 
     with StandInServer(lambda body: more_working_wins(StandInServer.user_text(body))) as server:
         section = {**http_section(server.base_url), "reward": reward}
@@ -239,7 +272,10 @@ def _gathered_with(monkeypatch, handles: list[_FakeActor]):
     from nemo_genrm.config import GenRMConfig, validate
     from nemo_genrm.integrations import verl_groups
 
-    section = {**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 2}}}
+    section = {
+        **http_section("http://127.0.0.1:9/v1"),
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 2}},
+    }
     given = iter(handles)
     monkeypatch.setattr(verl_groups.GatheredReward, "_connect", lambda self: next(given))
     return verl_groups.GatheredReward(section, validate(GenRMConfig, section, prefix="env.genrm"))
@@ -284,9 +320,12 @@ def test_judge_reward_reads_content_parts_and_message_lists():
     with JudgeReward(GENRM_SECTION, judge=judge) as reward:
         got = reward.judge(answers, ["4"] * 5, [[IMAGE, *_parts("What is", "2+2?")]] * 5)
     assert [(j.reward, j.reason, j.why) for j in got] == [
-        (1.0, "judged", None), (0.0, "judged", None), (1.0, "judged", None),
-        (0.0, "bad_input", "no_text_part"), (0.0, "bad_input", "no_assistant_message"),
-    ]  # fmt: skip
+        (1.0, "judged", None),
+        (0.0, "judged", None),
+        (1.0, "judged", None),
+        (0.0, "bad_input", "no_text_part"),
+        (0.0, "bad_input", "no_assistant_message"),
+    ]
     # The two RIGHT answers are one judgement (dedup): two prompts, each showing the question's text.
     assert len(judge.prompts) == 2 and all("What is\n2+2?" in p for p in judge.prompts)
 
@@ -305,8 +344,15 @@ def test_trl_and_verl_read_content_parts_and_log_the_why():
         [{"role": "assistant", "content": [IMAGE]}],
     ]
     extra: dict = {}
-    rewards = asyncio.run(reward(prompts=[prompt] * 3, completions=completions, completion_ids=[[1]] * 3,
-                                 solution=["4"] * 3, log_extra=lambda column, values: extra.setdefault(column, values)))  # fmt: skip
+    rewards = asyncio.run(
+        reward(
+            prompts=[prompt] * 3,
+            completions=completions,
+            completion_ids=[[1]] * 3,
+            solution=["4"] * 3,
+            log_extra=lambda column, values: extra.setdefault(column, values),
+        )
+    )
     assert rewards == [1.0, 0.0, 0.0]
     assert extra["genrm_reason"] == ["judged", "judged", "bad_input"]
     assert extra["genrm_why"] == [None, None, "no_text_part"]
@@ -315,8 +361,11 @@ def test_trl_and_verl_read_content_parts_and_log_the_why():
     question = np.array(_parts("What is", "2+2?"), dtype=object)  # a Parquet list column read by pandas
     with RuleServer() as server:
         try:
-            got = asyncio.run(verl_dropin.compute_score("math", "Answer: RIGHT", "4", {"question": question},
-                                                        genrm_config=http_section(server.base_url)))  # fmt: skip
+            got = asyncio.run(
+                verl_dropin.compute_score(
+                    "math", "Answer: RIGHT", "4", {"question": question}, genrm_config=http_section(server.base_url)
+                )
+            )
         finally:
             verl_dropin.close_shared_rewards()
         prompts = server.prompts

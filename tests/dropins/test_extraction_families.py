@@ -42,8 +42,9 @@ def _literal_rule():
 @pytest.fixture(scope="module")
 def expected() -> list[float]:
     """The environment's rewards in process, with the same reader: what every drop-in must give."""
-    env = GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}},
-                               judge=LiteralJudge())  # fmt: skip
+    env = GenRMEnvironmentImpl(
+        {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=LiteralJudge()
+    )
     logs = [[{"role": "user", "content": c.question}, {"role": "assistant", "content": c.response}] for c in CASES]
     try:
         out = env.step(logs, [{"question": c.question, "ground_truth": c.reference} for c in CASES])
@@ -61,11 +62,14 @@ def test_trl_reward_gives_the_environments_rewards(expected):
     with StandInServer(_literal_rule()) as server:
         reward = GenRMReward(http_section(server.base_url), reference_column="solution")
         try:
-            got = asyncio.run(reward(
-                prompts=[[{"role": "user", "content": c.question}] for c in CASES],
-                completions=[[{"role": "assistant", "content": c.response}] for c in CASES],
-                completion_ids=[[1]] * len(CASES), solution=[c.reference for c in CASES],
-            ))  # fmt: skip
+            got = asyncio.run(
+                reward(
+                    prompts=[[{"role": "user", "content": c.question}] for c in CASES],
+                    completions=[[{"role": "assistant", "content": c.response}] for c in CASES],
+                    completion_ids=[[1]] * len(CASES),
+                    solution=[c.reference for c in CASES],
+                )
+            )
         finally:
             reward.close()
     assert got == expected
@@ -74,8 +78,10 @@ def test_trl_reward_gives_the_environments_rewards(expected):
 def test_verl_compute_score_gives_the_environments_rewards(expected):
     async def score_all(url: str) -> list[dict]:
         section = http_section(url)
-        calls = [verl_dropin.compute_score("math", c.response, c.reference, {"question": c.question}, genrm_config=section)
-                 for c in CASES]  # fmt: skip
+        calls = [
+            verl_dropin.compute_score("math", c.response, c.reference, {"question": c.question}, genrm_config=section)
+            for c in CASES
+        ]
         return await asyncio.gather(*calls)
 
     try:
@@ -89,7 +95,7 @@ def test_verl_compute_score_gives_the_environments_rewards(expected):
 
 
 def test_nemo_gym_verify_gives_the_environments_rewards(expected):
-    from test_nemo_gym_server import _request, _server, _Served
+    from test_nemo_gym_server import _request, _Served, _server
 
     with StandInServer(_literal_rule()) as judge_server:
         server = _server(http_section(judge_server.base_url))
@@ -111,4 +117,6 @@ def test_nemo_gym_verify_gives_the_environments_rewards(expected):
     got = [r.json() for r in replies]
     assert [g["reward"] for g in got] == expected
     hedges = [g for g, c in zip(got, CASES, strict=True) if c.family == "hedge" and not c.honest]
-    assert {(g["genrm_reason"], g["failure_kind"], g["mask_sample"]) for g in hedges} == {("hedged", "genrm:hedged", False)}
+    assert {(g["genrm_reason"], g["failure_kind"], g["mask_sample"]) for g in hedges} == {
+        ("hedged", "genrm:hedged", False)
+    }

@@ -15,7 +15,9 @@ from unittest.mock import MagicMock
 
 import pytest
 
-pytest.importorskip("nemo_gym", reason="needs NeMo Gym (CI installs it in .venv-dropins from ci/dropins/requirements.txt)")
+pytest.importorskip(
+    "nemo_gym", reason="needs NeMo Gym (CI installs it in .venv-dropins from ci/dropins/requirements.txt)"
+)
 
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
@@ -50,9 +52,15 @@ def _response(text: str | None) -> dict:
             }
         )
     response = NeMoGymResponse(
-        id="resp1", created_at=0, model="policy", object="response", output=output,
-        parallel_tool_calls=False, tool_choice="auto", tools=[],
-    )  # fmt: skip
+        id="resp1",
+        created_at=0,
+        model="policy",
+        object="response",
+        output=output,
+        parallel_tool_calls=False,
+        tool_choice="auto",
+        tools=[],
+    )
     return response.model_dump(mode="json")
 
 
@@ -122,8 +130,11 @@ def test_verify_posts_get_rewards_and_failure_fields():
         assert reply.status_code == 200, (name, reply.text)
         got = reply.json()
         assert (got["reward"], got["mask_sample"], got["failure_kind"], got["genrm_reason"]) == (
-            reward, masked, kind, reason
-        ), name  # fmt: skip
+            reward,
+            masked,
+            kind,
+            reason,
+        ), name
         assert (got["failure_reason"] is None) == (kind is None), name
         assert got["response"]["id"] == "resp1"  # the request's fields come back, as Gym's servers do
     # The judge saw the answer, never the reasoning item; the question came from the input.
@@ -137,9 +148,14 @@ def test_content_parts_are_read_as_text_and_a_message_without_text_is_bad_input(
     bad_input with its why, not masked, never judged."""
     image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}
     parts = _request("Working.")
-    parts["response"]["output"][-1]["content"].append({"type": "output_text", "text": "Answer: RIGHT", "annotations": []})
+    parts["response"]["output"][-1]["content"].append(
+        {"type": "output_text", "text": "Answer: RIGHT", "annotations": []}
+    )
     parts["responses_create_params"]["input"] = [
-        {"role": "user", "content": [image, {"type": "input_text", "text": "Look:"}, {"type": "input_text", "text": "3+3?"}]}
+        {
+            "role": "user",
+            "content": [image, {"type": "input_text", "text": "Look:"}, {"type": "input_text", "text": "3+3?"}],
+        }
     ]
     empty = _request("Answer: RIGHT")
     empty["response"]["output"][-1]["content"] = []
@@ -152,11 +168,18 @@ def test_content_parts_are_read_as_text_and_a_message_without_text_is_bad_input(
             server.shutdown_judge()
         prompts = judge_server.prompts
     assert (judged["reward"], judged["genrm_reason"], judged["genrm_why"], judged["failure_kind"]) == (
-        1.0, "judged", None, None
-    )  # fmt: skip
+        1.0,
+        "judged",
+        None,
+        None,
+    )
     assert (bad["reward"], bad["mask_sample"], bad["genrm_reason"], bad["genrm_why"], bad["failure_kind"]) == (
-        0.0, False, "bad_input", "no_text_part", "genrm:bad_input"
-    )  # fmt: skip
+        0.0,
+        False,
+        "bad_input",
+        "no_text_part",
+        "genrm:bad_input",
+    )
     assert "no_text_part" in bad["failure_reason"]
     assert len(prompts) == 1 and "Look:\n3+3?" in prompts[0]  # the question: the input's text parts
 
@@ -174,10 +197,14 @@ def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
     from nemo_genrm.testing import cached_tiny_judge
 
     genrm = {
-        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)),
-                  "precision": "float32", "max_model_len": 1024},
+        "judge": {
+            "backend": "dtensor",
+            "model_name": str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)),
+            "precision": "float32",
+            "max_model_len": 1024,
+        },
         "resources": {"gpus_per_replica": 0, "cpus_per_replica": 1.0},
-    }  # fmt: skip
+    }
     server = _server(genrm)
     try:
         with _Served(server) as served, httpx.Client(base_url=served.url, timeout=300) as client:
@@ -185,9 +212,13 @@ def test_verify_with_an_in_process_engine(ray_cluster, tiny_cache_dir):
             empty = client.post("/verify", json=_request("")).json()
     finally:
         server.shutdown_judge()
-    assert (judged["reward"], judged["verdict"], judged["mask_sample"], judged["genrm_reason"]) == (1.0, 1, False, "judged")
+    assert (judged["reward"], judged["verdict"], judged["mask_sample"], judged["genrm_reason"]) == (
+        1.0,
+        1,
+        False,
+        "judged",
+    )
     assert (empty["reward"], empty["failure_kind"], empty["genrm_reason"]) == (0.0, "genrm:no_answer", "no_answer")
-
 
 
 def _post_all(url: str, bodies: list[dict]) -> list[dict]:
@@ -214,8 +245,12 @@ def _judge(url: str) -> dict:
 
 def test_pairwise_groups_by_group_id_rubric_items_and_masks():
     """16 /verify posts in flight at once: 4 groups of 4 by group_id, one of them all but empty."""
-    responses = ["Answer: 7", "7 because 3+4. Answer: 7", "Because 3+4, because sums. Answer: 7",
-                 "Because, because, because. Answer: 7"]  # fmt: skip
+    responses = [
+        "Answer: 7",
+        "7 because 3+4. Answer: 7",
+        "Because 3+4, because sums. Answer: 7",
+        "Because, because, because. Answer: 7",
+    ]
     bodies, expected = [], []
     for g in range(4):
         texts = [responses[(i + g) % 4] for i in range(4)] if g < 3 else ["7 because", "", "", ""]
@@ -231,14 +266,17 @@ def test_pairwise_groups_by_group_id_rubric_items_and_masks():
 
     pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
     with StandInServer(rule) as judge_server:
-        server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0}, "reward": pairwise})
+        server = _server(
+            {"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0}, "reward": pairwise}
+        )
         try:
             with _Served(server) as served:
                 got = _post_all(served.url, bodies)
         finally:
             server.shutdown_judge()
-        rubric_server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0},
-                                 "reward": {"mode": "rubric"}})  # fmt: skip
+        rubric_server = _server(
+            {"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0}, "reward": {"mode": "rubric"}}
+        )
         proof = "Because p^2 = 2q^2, the parity argument gives a contradiction. Answer: irrational"
         body = _request(proof, expected=None)
         body["rubric"] = [{"criterion": "kw:contradiction", "weight": 2}, "kw:parity", "kw:induction"]
@@ -250,23 +288,31 @@ def test_pairwise_groups_by_group_id_rubric_items_and_masks():
     assert [r["reward"] for r in got] == pytest.approx(expected)
     lone = got[12]
     assert (lone["genrm_reason"], lone["mask_sample"], lone["failure_kind"]) == (
-        "incomplete_group", True, "genrm:incomplete_group"
-    )  # fmt: skip
+        "incomplete_group",
+        True,
+        "genrm:incomplete_group",
+    )
     assert [r["mask_sample"] for r in got[:12]] == [False] * 12
     assert rubric["reward"] == pytest.approx(0.75) and not rubric["mask_sample"]
 
 
 def test_malformed_rubric_fields_are_bad_input_never_judged():
     """A request's rubric that is not a list of criteria: reward 0, bad_input, not masked."""
-    malformed = [{"criterion": "kw:because", "weight": 1}, "kw:because", [3], [{"criterion": "kw:because", "weight": 0}]]
+    malformed = [
+        {"criterion": "kw:because", "weight": 1},
+        "kw:because",
+        [3],
+        [{"criterion": "kw:because", "weight": 0}],
+    ]
     bodies = []
     for value in malformed:
         body = _request("x because y", expected=None)
         body["rubric"] = value
         bodies.append(body)
     with StandInServer(lambda body: criterion_in_response(StandInServer.user_text(body))) as judge_server:
-        server = _server({"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0},
-                          "reward": {"mode": "rubric"}})  # fmt: skip
+        server = _server(
+            {"judge": _judge(judge_server.base_url), "resources": {"gpus_per_replica": 0}, "reward": {"mode": "rubric"}}
+        )
         try:
             with _Served(server) as served:
                 got = _post_all(served.url, bodies)
@@ -280,8 +326,11 @@ def test_malformed_rubric_fields_are_bad_input_never_judged():
 
 
 def test_a_judge_gone_for_good_is_a_typed_judge_failure():
-    section = {"judge": _judge(dead_base_url()), "resources": {"gpus_per_replica": 0},
-               "fault_tolerance": {"unavailable_grace_s": 0}}  # fmt: skip
+    section = {
+        "judge": _judge(dead_base_url()),
+        "resources": {"gpus_per_replica": 0},
+        "fault_tolerance": {"unavailable_grace_s": 0},
+    }
     server = _server(section)
     try:
         with _Served(server) as served:

@@ -109,9 +109,16 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
     reward = Recording(GENRM_SECTION, judge=judge)
     questions = ["Say RIGHT.", "Say anything.", "CONFUSE the judge.", "Count the a's."]
     data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": [{"type": "text", "text": "Task:"}, {"type": "text", "text": q}]}],
-          "ground_truth": "4"} for q in questions]
-    )  # fmt: skip
+        [
+            {
+                "prompt": [
+                    {"role": "user", "content": [{"type": "text", "text": "Task:"}, {"type": "text", "text": q}]}
+                ],
+                "ground_truth": "4",
+            }
+            for q in questions
+        ]
+    )
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -127,8 +134,9 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
         bf16=False,
         dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data,
-                          processing_class=tokenizer)  # fmt: skip
+    trainer = GRPOTrainer(
+        model=str(model_path), reward_funcs=[reward], args=args, train_dataset=data, processing_class=tokenizer
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
 
@@ -158,7 +166,6 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
     assert any("genrm/num_samples" in entry for entry in trainer.state.log_history)
     changed = any(not p.detach().equal(before[n]) for n, p in trainer.model.named_parameters())
     assert changed, "three GRPO steps with reward variance must move the policy"
-
 
 
 def _judgeable(text: str) -> bool:
@@ -203,10 +210,20 @@ def test_pairwise_and_rubric_modes_through_grpo_trainer(tmp_path, tiny_cache_dir
     tokenizer = AutoTokenizer.from_pretrained(cached_tiny_model(cache_dir=tiny_cache_dir))
     allowed = {tokenizer.convert_tokens_to_ids(t) for t in (".", ",", "e", "a")}
     suppress = [i for i in range(len(tokenizer)) if i not in allowed]
-    args = _args(tmp_path, max_steps=3, max_completion_length=1, temperature=8.0, learning_rate=1e-6,
-                 generation_kwargs={"suppress_tokens": suppress})
-    trainer = GRPOTrainer(model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[pairwise, rubric],
-                          args=args, train_dataset=data)  # fmt: skip
+    args = _args(
+        tmp_path,
+        max_steps=3,
+        max_completion_length=1,
+        temperature=8.0,
+        learning_rate=1e-6,
+        generation_kwargs={"suppress_tokens": suppress},
+    )
+    trainer = GRPOTrainer(
+        model=str(cached_tiny_model(cache_dir=tiny_cache_dir)),
+        reward_funcs=[pairwise, rubric],
+        args=args,
+        train_dataset=data,
+    )
     trainer.train()
     assert len(pairwise.calls) == len(rubric.calls) == 3
     masked = 0
@@ -237,8 +254,12 @@ def test_a_dead_judge_service_stops_training_and_bad_modes_are_refused(tmp_path,
     }
     reward = GenRMReward(section)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}] * 4)
-    trainer = GRPOTrainer(model=str(cached_tiny_model(cache_dir=tiny_cache_dir)), reward_funcs=[reward],
-                          args=_args(tmp_path), train_dataset=data)  # fmt: skip
+    trainer = GRPOTrainer(
+        model=str(cached_tiny_model(cache_dir=tiny_cache_dir)),
+        reward_funcs=[reward],
+        args=_args(tmp_path),
+        train_dataset=data,
+    )
     with pytest.raises(JudgeUnavailableError):
         trainer.train()
     assert trainer.state.global_step == 0
@@ -248,7 +269,12 @@ def test_a_dead_judge_service_stops_training_and_bad_modes_are_refused(tmp_path,
         return multi_token_reply(more_working_wins(StandInServer.user_text(body)))
 
     with StandInServer(rule) as server:
-        judge = {"backend": "http", "model_name": "judge", "verdict_from": "logprobs", "http": {"base_url": server.base_url}}
+        judge = {
+            "backend": "http",
+            "model_name": "judge",
+            "verdict_from": "logprobs",
+            "http": {"base_url": server.base_url},
+        }
         with pytest.raises(ConfigError, match="judge.tokenizer"):
             GenRMReward({"judge": judge, "resources": {"gpus_per_replica": 0}, "reward": {"mode": "pairwise_group"}})
 
@@ -269,9 +295,21 @@ def test_pairwise_groups_split_between_processes_are_ranked_whole(tmp_path, tiny
     model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
     script = Path(__file__).with_name("trl_two_processes.py")
     with StandInServer(lambda body: more_letters_wins("e")(StandInServer.user_text(body))) as server:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                   "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                   str(script), str(tmp_path), server.base_url, model]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            str(script),
+            str(tmp_path),
+            server.base_url,
+            model,
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -285,9 +323,19 @@ def test_pairwise_groups_split_between_processes_are_ranked_whole(tmp_path, tiny
 
 
 def _torchrun(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-               str(Path(__file__).with_name(script)), *args]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        str(Path(__file__).with_name(script)),
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
@@ -354,22 +402,33 @@ def test_two_dataset_rows_with_one_prompt_are_two_groups_of_num_generations(tmp_
     model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
     tokenizer = AutoTokenizer.from_pretrained(model)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "Write about topic 0."}]}] * 2)
-    args = _args(tmp_path, max_steps=1, per_device_train_batch_size=8, max_completion_length=3, temperature=4.0,
-                 learning_rate=1e-6, generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a", "."))})
+    args = _args(
+        tmp_path,
+        max_steps=1,
+        per_device_train_batch_size=8,
+        max_completion_length=3,
+        temperature=4.0,
+        learning_rate=1e-6,
+        generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a", "."))},
+    )
     for group_size, warned in ((None, None), (8, "groups of 8"), (5, "groups of 3, 5")):
         pairwise = {"mode": "pairwise_group", "pairwise_group": {"group_size": group_size}}
         reward = Recording({**GENRM_SECTION, "reward": pairwise}, judge=ModeJudge(more_letters_wins("e")), name="pw")
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="nemo_genrm.integrations.trl"):
             GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data).train()
-        (prompts, completions, out), = reward.calls
+        ((prompts, completions, out),) = reward.calls
         texts = [c[-1]["content"] for c in completions]
         assert len({p[-1]["content"] for p in prompts}) == 1 and len(texts) == 8
         expected = _expected_pairwise(texts, group_size or 4)
         if group_size == 5:
             expected[5:] = [None] * 3  # a short group: every completion of it masked
         assert out == pytest.approx(expected), texts
-        assert ("num_generations" in caplog.text and warned in caplog.text) if warned else "num_generations" not in caplog.text
+        assert (
+            ("num_generations" in caplog.text and warned in caplog.text)
+            if warned
+            else "num_generations" not in caplog.text
+        )
         assert reward.seconds[0] < 20.0  # no group waits group_wait_ms (30 s)
 
 
@@ -424,9 +483,17 @@ def test_a_failed_judge_beside_another_reward_and_the_masked_combination(tmp_pat
 
     model = str(cached_tiny_model(cache_dir=tiny_cache_dir))
     tokenizer = AutoTokenizer.from_pretrained(model)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Topic {k}?"}], "ground_truth": "e"} for k in range(4)])
-    args = _args(tmp_path, max_steps=2, max_completion_length=3, temperature=4.0, learning_rate=1e-6,
-                 generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a"))})
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"Topic {k}?"}], "ground_truth": "e"} for k in range(4)]
+    )
+    args = _args(
+        tmp_path,
+        max_steps=2,
+        max_completion_length=3,
+        temperature=4.0,
+        learning_rate=1e-6,
+        generation_kwargs={"suppress_tokens": _restricted(tokenizer, ("e", "a"))},
+    )
     trainer_cls = type("Trainer", (AdvantageRecording, GRPOTrainer), {})
     failed = 0
     for masked in (False, True):
@@ -437,8 +504,10 @@ def test_a_failed_judge_beside_another_reward_and_the_masked_combination(tmp_pat
         for (_, completions, judged), advantages in zip(judge.calls, trainer.recorded_advantages, strict=True):
             texts = [c[-1]["content"] for c in completions]
             assert judged == [None if "aa" in t else 1.0 if "e" in t else 0.0 for t in texts], texts
-            others = [None if masked and j is None else float(bool(re.match(r"\s*e", t)))
-                      for t, j in zip(texts, judged, strict=True)]  # fmt: skip
+            others = [
+                None if masked and j is None else float(bool(re.match(r"\s*e", t)))
+                for t, j in zip(texts, judged, strict=True)
+            ]
             assert advantages == pytest.approx(_hand_advantages(judged, others, 4), abs=1e-4), texts
             failed += judged.count(None)
     assert failed >= 2, "some completions must make the judge fail for this test to say anything"

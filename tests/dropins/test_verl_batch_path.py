@@ -85,19 +85,30 @@ def manager(ray_cluster, judge_section):
     from verl.experimental.reward_loop import reward_loop
 
     tokenizer = str(cached_tiny_tokenizer())
-    config = OmegaConf.create({
-        "actor_rollout_ref": {"model": {"path": tokenizer, "tokenizer_path": None}},
-        "reward": {
-            "num_workers": WORKERS,
-            "reward_model": {"enable": True, "enable_resource_pool": False, "model_path": tokenizer,
-                             "rollout": {"full_determinism": False, "max_num_seqs": 1}},
-            "reward_manager": {"source": "importlib", "name": "GenRMRewardManager",
-                               "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}},
-            "custom_reward_function": {
-                "path": str(SWITCH), "name": "compute_score", "reward_kwargs": {"configs": {"g4": judge_section}},
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"model": {"path": tokenizer, "tokenizer_path": None}},
+            "reward": {
+                "num_workers": WORKERS,
+                "reward_model": {
+                    "enable": True,
+                    "enable_resource_pool": False,
+                    "model_path": tokenizer,
+                    "rollout": {"full_determinism": False, "max_num_seqs": 1},
+                },
+                "reward_manager": {
+                    "source": "importlib",
+                    "name": "GenRMRewardManager",
+                    "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"},
+                },
+                "custom_reward_function": {
+                    "path": str(SWITCH),
+                    "name": "compute_score",
+                    "reward_kwargs": {"configs": {"g4": judge_section}},
+                },
             },
-        },
-    })  # fmt: skip
+        }
+    )
     _free_worker_names()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(reward_loop, "RewardModelManager", _NoRewardModelServer)

@@ -42,8 +42,11 @@ def _fresh_judges():
 
 
 # nemo_genrm's reward manager, as docs/integrations.md configures it.
-GENRM_MANAGER = {"source": "importlib", "name": "GenRMRewardManager",
-                 "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}}  # fmt: skip
+GENRM_MANAGER = {
+    "source": "importlib",
+    "name": "GenRMRewardManager",
+    "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"},
+}
 NAIVE_MANAGER = {"source": "register", "name": "naive"}
 
 
@@ -134,10 +137,15 @@ def test_compute_score_needs_a_judge_config():
         asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {}))
 
 
-
 # ------------------------------------------------------------- modes, groups and masks
-def _rows(tokenizer, responses: list[str], extra_infos: list[dict], ground_truth: str = "4",
-          uids: list[str] | None = None, prompt_text: str = "Answer the question."):  # fmt: skip
+def _rows(
+    tokenizer,
+    responses: list[str],
+    extra_infos: list[dict],
+    ground_truth: str = "4",
+    uids: list[str] | None = None,
+    prompt_text: str = "Answer the question.",
+):
     """A DataProto of ``responses`` with a row's own ``extra_info`` each (left-padded prompts),
     and verl's ``uid`` per row when given."""
     from verl import DataProto
@@ -214,8 +222,9 @@ def test_reference_mode_judge_calls_are_not_capped_by_the_thread_pool():
         # The judge says 1 to all: the value-level verifier (default both) would veto the answers
         # that are not 4; this test counts judge calls, not verdicts.
         section = {**http_section(server.base_url), "coalesce": {"max_wait_ms": 500}, "reward": {"verifier": "none"}}
-        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: {i}" for i in range(64)],
-                              [{"question": "q?"}] * 64)  # fmt: skip
+        outputs = _score_rows(
+            section, str(cached_tiny_tokenizer()), [f"Answer: {i}" for i in range(64)], [{"question": "q?"}] * 64
+        )
         metrics = verl_dropin.shared_reward(section).metrics()
     assert [o["reward_score"] for o in outputs] == [1.0] * 64
     assert metrics["genrm/num_samples"] == 64  # one judge call for the whole batch
@@ -230,14 +239,21 @@ def test_rubric_items_from_extra_info_and_masks():
 
     with StandInServer(rule) as server:
         section = {**http_section(server.base_url), "reward": {"mode": "rubric"}}
-        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [proof, "Answer: irrational"],
-                              [{"rubric": items}, {"rubric": items}])  # fmt: skip
+        outputs = _score_rows(
+            section, str(cached_tiny_tokenizer()), [proof, "Answer: irrational"], [{"rubric": items}, {"rubric": items}]
+        )
     assert [o["reward_score"] for o in outputs] == pytest.approx([0.75, 0.0])
     with StandInServer(_pairwise_rule) as server:
         reward = {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}
         section = {**http_section(server.base_url), "reward": reward}
-        masked = _score_rows(section, str(cached_tiny_tokenizer()), ["Answer: 7 because", "", "", ""],
-                             [{"index": 0}] * 4, ["u"] * 4, GENRM_MANAGER)  # fmt: skip
+        masked = _score_rows(
+            section,
+            str(cached_tiny_tokenizer()),
+            ["Answer: 7 because", "", "", ""],
+            [{"index": 0}] * 4,
+            ["u"] * 4,
+            GENRM_MANAGER,
+        )
     infos = [o["reward_extra_info"] for o in masked]
     assert [i["genrm_reason"] for i in infos] == ["incomplete_group", "no_answer", "no_answer", "no_answer"]
     assert [i["genrm_masked"] for i in infos] == [1.0, 0.0, 0.0, 0.0]
@@ -247,8 +263,12 @@ def test_votes_of_a_sampling_judge_disagree():
     with StandInServer(lambda body: seeded_verdict(StandInServer.user_text(body), body.get("seed"))) as server:
         section = {**http_section(server.base_url, sampling={"temperature": 0.9, "seed": 5}), "reward": {"votes": 5}}
         values = list(range(1, 17))
-        outputs = _score_rows(section, str(cached_tiny_tokenizer()), [f"Answer: ans-{v}" for v in values],
-                              [{"question": "q?"}] * len(values))  # fmt: skip
+        outputs = _score_rows(
+            section,
+            str(cached_tiny_tokenizer()),
+            [f"Answer: ans-{v}" for v in values],
+            [{"question": "q?"}] * len(values),
+        )
     majority = [1.0 if 2 * sum(seeded_bit(v, 5 + k) for k in range(5)) > 5 else 0.0 for v in values]
     assert [o["reward_score"] for o in outputs] == majority
 
@@ -267,8 +287,10 @@ def test_modes_that_cannot_be_fed_are_refused_with_what_is_missing():
     section = {**http_section("http://127.0.0.1:9/v1"), "reward": {"mode": "pairwise_group"}}
     with pytest.raises(ConfigError, match="group_size"):
         asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {"index": 0}, genrm_config=section))
-    multi = {**http_section("http://127.0.0.1:9/v1", verdict_from="logprobs"),
-             "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
+    multi = {
+        **http_section("http://127.0.0.1:9/v1", verdict_from="logprobs"),
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}},
+    }
     with pytest.raises(ConfigError, match="judge.tokenizer"):
         asyncio.run(verl_dropin.compute_score("math", "Answer: 4", "4", {"index": 0}, genrm_config=multi))
 
@@ -330,15 +352,20 @@ def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
         responses = torch.arange(50, 50 + rows * response_len).view(rows, response_len)  # [B, R]
         data = DataProto.from_dict(
             tensors={
-                "prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
+                "prompts": prompts,
+                "responses": responses,
+                "input_ids": torch.cat([prompts, responses], 1),
                 "attention_mask": torch.ones(rows, prompt_len + response_len, dtype=torch.long),
                 "position_ids": torch.arange(prompt_len + response_len).repeat(rows, 1),
                 "response_mask": torch.ones(rows, response_len, dtype=torch.long),
-                "token_level_rewards": rewards.clone(), "old_log_probs": torch.zeros(rows, response_len),
+                "token_level_rewards": rewards.clone(),
+                "old_log_probs": torch.zeros(rows, response_len),
             },
-            non_tensors={"uid": np.array(["g"] * rows, dtype=object),
-                         "genrm_judge_failed": np.array([0.0, 0.0, 1.0, 0.0])},
-        )  # fmt: skip
+            non_tensors={
+                "uid": np.array(["g"] * rows, dtype=object),
+                "genrm_judge_failed": np.array([0.0, 0.0, 1.0, 0.0]),
+            },
+        )
         if exclude:
             assert verl_dropin.exclude_unmeasured(data) == 1
         data = compute_advantage(data, adv_estimator="grpo", num_repeat=rows)
@@ -346,11 +373,15 @@ def test_masks_reach_the_actors_loss_only_through_exclude_unmeasured():
         want = [up, down, 0.0 if exclude else down, up]
         assert data.batch["advantages"][:, -1].tolist() == pytest.approx(want, abs=1e-4)
         batch = left_right_2_no_padding(data.to_tensordict())  # as RayPPOTrainer._update_actor does
-        tu.assign_non_tensor(batch, dp_size=1, batch_num_tokens=int(batch["response_mask"].sum()), global_batch_size=rows)
+        tu.assign_non_tensor(
+            batch, dp_size=1, batch_num_tokens=int(batch["response_mask"].sum()), global_batch_size=rows
+        )
         log_probs = torch.zeros(rows * (prompt_len + response_len), requires_grad=True)  # the policy's, unpadded
         offsets = torch.arange(0, log_probs.numel() + 1, prompt_len + response_len)
         nested = torch.nested.nested_tensor_from_jagged(log_probs, offsets=offsets)
-        config = ActorConfig(strategy="fsdp", ppo_mini_batch_size=rows, ppo_micro_batch_size_per_gpu=rows, rollout_n=rows)
+        config = ActorConfig(
+            strategy="fsdp", ppo_mini_batch_size=rows, ppo_micro_batch_size_per_gpu=rows, rollout_n=rows
+        )
         loss, _ = ppo_loss(config, {"log_probs": nested}, batch)
         loss.backward()
         gradients[exclude] = log_probs.grad.view(rows, -1).abs().sum(1).tolist()  # per row
@@ -367,8 +398,10 @@ def test_pairwise_on_the_batch_reward_path_is_refused_outside_verls_reward_loop_
     from nemo_genrm.config import ConfigError
 
     tokenizer_path = str(cached_tiny_tokenizer())
-    section = {**http_section("http://127.0.0.1:9/v1"),
-               "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}}}  # fmt: skip
+    section = {
+        **http_section("http://127.0.0.1:9/v1"),
+        "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 4}},
+    }
     config = _config(tokenizer_path, section, GENRM_MANAGER)
     config.reward.reward_model.enable = True  # enable_resource_pool left off: the batch path
     from verl.trainer.ppo.reward import load_reward_manager

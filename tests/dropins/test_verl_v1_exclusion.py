@@ -43,10 +43,14 @@ def _put(tq, step: str) -> list[str]:
         rm_scores[-1] = score
         failed = float(session == 2)
         keys.append(f"{step}_{session}_0")
-        fields.append({
-            "uid": step, "response_mask": torch.ones(3, dtype=torch.long), "rm_scores": rm_scores,
-            "extra_fields": {"reward_extra_info": {"genrm_judge_failed": failed, "genrm_masked": 0.0}},
-        })  # fmt: skip
+        fields.append(
+            {
+                "uid": step,
+                "response_mask": torch.ones(3, dtype=torch.long),
+                "rm_scores": rm_scores,
+                "extra_fields": {"reward_extra_info": {"genrm_judge_failed": failed, "genrm_masked": 0.0}},
+            }
+        )
     tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=[{}] * 4)
     return keys
 
@@ -56,11 +60,19 @@ def _trainer():
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     trainer = object.__new__(PPOTrainerSync)
-    trainer.config = OmegaConf.create({
-        "algorithm": {"adv_estimator": "grpo", "gamma": 1.0, "lam": 1.0, "use_kl_in_reward": False,
-                      "norm_adv_by_std_in_grpo": True, "rollout_correction": None},
-        "actor_rollout_ref": {"rollout": {"n": 4}},
-    })  # fmt: skip
+    trainer.config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": "grpo",
+                "gamma": 1.0,
+                "lam": 1.0,
+                "use_kl_in_reward": False,
+                "norm_adv_by_std_in_grpo": True,
+                "rollout_correction": None,
+            },
+            "actor_rollout_ref": {"rollout": {"n": 4}},
+        }
+    )
     return trainer
 
 

@@ -61,10 +61,15 @@ def manager(ray_cluster, judge_server):
             "reward": {
                 "num_workers": WORKERS,
                 "reward_model": {"enable": False, "enable_resource_pool": False},
-                "reward_manager": {"source": "importlib", "name": "GenRMRewardManager",
-                                   "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"}},  # fmt: skip
+                "reward_manager": {
+                    "source": "importlib",
+                    "name": "GenRMRewardManager",
+                    "module": {"path": "pkg://nemo_genrm.integrations.verl_manager"},
+                },
                 "custom_reward_function": {
-                    "path": str(SWITCH), "name": "compute_score", "reward_kwargs": {"configs": configs},
+                    "path": str(SWITCH),
+                    "name": "compute_score",
+                    "reward_kwargs": {"configs": configs},
                 },
             },
         }

@@ -40,8 +40,11 @@ def main(out_dir: str, base_url: str) -> None:
         "reward": {"mode": "pairwise_group"},
     }
     reward = GenRMReward(section, name="pairwise", question_column="question")
-    dead = {**section, "judge": {**section["judge"], "http": {"base_url": dead_base_url(), "max_retries": 0}},
-            "fault_tolerance": {"unavailable_grace_s": 0}}  # fmt: skip
+    dead = {
+        **section,
+        "judge": {**section["judge"], "http": {"base_url": dead_base_url(), "max_retries": 0}},
+        "fault_tolerance": {"unavailable_grace_s": 0},
+    }
     gone = GenRMReward(dead, name="gone")
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
     rank = dist.get_rank()

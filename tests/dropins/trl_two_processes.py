@@ -66,8 +66,9 @@ def main(out_dir: str, base_url: str, model: str) -> None:
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data)
     trainer.train()
     rank = trainer.accelerator.process_index
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"world": trainer.accelerator.num_processes,
-                                                             "calls": reward.calls, "built": len(built)}))  # fmt: skip
+    Path(out_dir, f"rank{rank}.json").write_text(
+        json.dumps({"world": trainer.accelerator.num_processes, "calls": reward.calls, "built": len(built)})
+    )
 
 
 if __name__ == "__main__":

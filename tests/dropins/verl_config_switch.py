@@ -14,8 +14,10 @@ from typing import Any
 from nemo_genrm.integrations import verl as verl_dropin
 
 
-async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
-                        *, configs: Any, **kwargs: Any) -> dict[str, Any]:  # fmt: skip
+async def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, *, configs: Any, **kwargs: Any
+) -> dict[str, Any]:
     config = configs[extra_info["genrm_test_config"]]
-    return await verl_dropin.compute_score(data_source, solution_str, ground_truth, extra_info,
-                                           genrm_config=config, **kwargs)  # fmt: skip
+    return await verl_dropin.compute_score(
+        data_source, solution_str, ground_truth, extra_info, genrm_config=config, **kwargs
+    )

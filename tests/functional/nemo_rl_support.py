@@ -20,8 +20,10 @@ def genrm_cfg(judge_path: str) -> dict[str, Any]:
 def rows(n: int, task: str, question: str = QUESTION, answer: str = "42") -> list[dict[str, Any]]:
     """OpenMathInstruct-2 shaped rows, the shape NeMo-RL's ``math_hf_data_processor`` reads."""
     return [
-        {"messages": [{"role": "user", "content": f"{question} (#{i})"}, {"role": "assistant", "content": answer}],
-         "task_name": task}
+        {
+            "messages": [{"role": "user", "content": f"{question} (#{i})"}, {"role": "assistant", "content": answer}],
+            "task_name": task,
+        }
         for i in range(n)
     ]
 
@@ -45,7 +47,10 @@ def nemo_rl_batch(tokenizer: Any, data: list[dict[str, Any]]) -> Any:
         MATH_TASK: (TaskDataSpec(task_name=MATH_TASK), PROCESSOR_REGISTRY["math_hf_data_processor"]),
     }
     dataset = AllTaskProcessedDataset(
-        datasets.Dataset.from_list(data), tokenizer, TaskDataSpec(task_name=GENRM_TASK), processors,
+        datasets.Dataset.from_list(data),
+        tokenizer,
+        TaskDataSpec(task_name=GENRM_TASK),
+        processors,
         max_seq_length=512,
     )
     return rl_collate_fn([dataset[i] for i in range(len(dataset))])

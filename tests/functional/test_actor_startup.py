@@ -8,11 +8,11 @@ import time
 import pytest
 from ray import cloudpickle
 
+from nemo_genrm import ray_env
 from nemo_genrm.config import FaultToleranceConfig
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
 from nemo_genrm.judges.ray_hosts import JudgeStartupError, WorkerSpec, default_actor_options
 from nemo_genrm.judges.ray_pool import ReplicaPool
-from nemo_genrm import ray_env
 from nemo_genrm.ray_env import actor_options, actor_runtime_env, job_runtime_env
 
 

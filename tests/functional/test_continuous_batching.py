@@ -17,8 +17,8 @@ import torch
 from transformers import AutoModelForCausalLM, GenerationConfig
 
 from nemo_genrm.config import JudgeConfig
-from nemo_genrm.judges.hf_generation import Decoding, StaticGenerator, trim_at_eos
 from nemo_genrm.judges.fitting import plan_batches
+from nemo_genrm.judges.hf_generation import Decoding, StaticGenerator, trim_at_eos
 from nemo_genrm.judges.transformers import GENERATE_MAX_PADDING, LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_model
 
@@ -95,24 +95,33 @@ def test_narrowing_keeps_the_busy_rows(model, case):
 
 @pytest.mark.parametrize("continuous", [True, False])
 def test_the_judge_gives_the_same_replies_with_and_without_refills(tiny_cache_dir, continuous):
-    prompts = [[{"role": "user", "content": "Item %d: %s Reply 1 or 0." % (i, "alpha beta " * (1 + i % 9))}]
-               for i in range(13)]
+    prompts = [
+        [{"role": "user", "content": "Item %d: %s Reply 1 or 0." % (i, "alpha beta " * (1 + i % 9))}] for i in range(13)
+    ]
     replies = {}
     for generation in ("static", "dynamic"):
-        judge = LocalTransformersJudge(JudgeConfig.model_validate({
-            "backend": "dtensor", "model_name": str(cached_tiny_model()), "precision": "float32",
-            "max_model_len": 256, "sampling": {"max_new_tokens": 9},
-            "batching": {"max_batch_size": 4, "max_tokens_per_batch": 4096},
-            "dtensor": {"generation": generation, "continuous_batching": continuous},
-        }))
+        judge = LocalTransformersJudge(
+            JudgeConfig.model_validate(
+                {
+                    "backend": "dtensor",
+                    "model_name": str(cached_tiny_model()),
+                    "precision": "float32",
+                    "max_model_len": 256,
+                    "sampling": {"max_new_tokens": 9},
+                    "batching": {"max_batch_size": 4, "max_tokens_per_batch": 4096},
+                    "dtensor": {"generation": generation, "continuous_batching": continuous},
+                }
+            )
+        )
         replies[generation] = [(g.text, g.output_tokens) for g in judge.generate(prompts)]
         if generation == "static":
             extra = judge.stats().extra
             # 13 prompts, 4 slots: one queue whose slots are refilled, or the batches planned
             # today (at most 4 prompts, length-sorted), each prefilled once.
             lengths = [f.num_tokens for f in judge.fitter.fit(prompts)]
-            batches = plan_batches(lengths, max_batch_size=4, max_tokens_per_batch=4096, max_new_tokens=9,
-                                   max_padding=GENERATE_MAX_PADDING)
+            batches = plan_batches(
+                lengths, max_batch_size=4, max_tokens_per_batch=4096, max_new_tokens=9, max_padding=GENERATE_MAX_PADDING
+            )
             assert extra["prefills"] > 1 if continuous else extra["prefills"] == len(batches)
             assert 0 < extra["decode_slot_utilisation"] <= 1
         judge.shutdown()

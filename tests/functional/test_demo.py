@@ -47,12 +47,17 @@ def test_learned_judge_is_right_on_held_out_pairs_through_the_environment(demo_j
 
     env = GenRMEnvironmentImpl(
         {
-            "judge": {"backend": "dtensor", "model_name": str(demo_judge), "precision": "float32",
-                      "sampling": {"max_new_tokens": 4}, "max_model_len": 1024},
+            "judge": {
+                "backend": "dtensor",
+                "model_name": str(demo_judge),
+                "precision": "float32",
+                "sampling": {"max_new_tokens": 4},
+                "max_model_len": 1024,
+            },
             "resources": {"gpus_per_replica": 0},
             # The prompt the judge was trained on; a fence seed makes the verdicts repeatable.
             "prompt": {"template": DEMO_TEMPLATE, "fence_seed": 0},
-        }  # fmt: skip
+        }
     )
     try:
         rng = random.Random(2024)
@@ -77,8 +82,13 @@ def test_learned_judge_resists_every_red_team_family(demo_judge):
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
-    judge = {"backend": "dtensor", "model_name": str(demo_judge), "precision": "float32",
-             "sampling": {"max_new_tokens": 4}, "max_model_len": 1024}  # fmt: skip
+    judge = {
+        "backend": "dtensor",
+        "model_name": str(demo_judge),
+        "precision": "float32",
+        "sampling": {"max_new_tokens": 4},
+        "max_model_len": 1024,
+    }
     worker = LocalTransformersJudge(JudgeConfig(**judge))
     env = GenRMEnvironmentImpl(
         {"judge": judge, "resources": {"gpus_per_replica": 0}, "prompt": {"template": DEMO_TEMPLATE, "fence_seed": 0}},
@@ -117,7 +127,11 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     ]
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     records = [json.loads(line) for line in (tmp_path / "logs" / "exp_001" / "metrics.jsonl").read_text().splitlines()]
@@ -159,13 +173,18 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
     from nemo_genrm.config import JudgeConfig, VerdictConfig
     from nemo_genrm.demo.judge import judge_prompt_builder
     from nemo_genrm.demo.task import judge_example
-    from nemo_genrm.judges.transformers import LocalTransformersJudge
     from nemo_genrm.judges.http import HttpJudge
+    from nemo_genrm.judges.transformers import LocalTransformersJudge
     from nemo_genrm.serve import start_judge_service, stop_judge_service
     from nemo_genrm.verdicts import VerdictParser
 
-    judge = {"backend": "dtensor", "model_name": str(demo_judge), "precision": "float32",
-             "max_model_len": 1024, "sampling": {"max_new_tokens": 4}}  # fmt: skip
+    judge = {
+        "backend": "dtensor",
+        "model_name": str(demo_judge),
+        "precision": "float32",
+        "max_model_len": 1024,
+        "sampling": {"max_new_tokens": 4},
+    }
     builder = judge_prompt_builder(AutoTokenizer.from_pretrained(demo_judge))
     rng = random.Random(31)
     requests, labels = [], []
@@ -181,13 +200,31 @@ def test_learned_judge_served_over_the_openai_api_gives_the_same_verdicts(demo_j
         local_texts = [g.text for g in local.generate(requests)]
     finally:
         local.shutdown()
-    service = {"judge": judge, "serve": {"port": _free_port(), "app_name": "genrm-demo-judge",
-               "route_prefix": "/demo", "served_model_name": "demo-judge", "max_batch_size": 16,
-               "num_cpus_per_replica": 1, "startup_timeout_s": 300}}  # fmt: skip
+    service = {
+        "judge": judge,
+        "serve": {
+            "port": _free_port(),
+            "app_name": "genrm-demo-judge",
+            "route_prefix": "/demo",
+            "served_model_name": "demo-judge",
+            "max_batch_size": 16,
+            "num_cpus_per_replica": 1,
+            "startup_timeout_s": 300,
+        },
+    }
     url = start_judge_service(service)
     try:
-        remote = HttpJudge(JudgeConfig(**{**judge, "backend": "http", "model_name": "demo-judge", "tokenizer": None,
-                                          "http": {"base_url": url, "max_concurrency": 8, "timeout_s": 60}}))  # fmt: skip
+        remote = HttpJudge(
+            JudgeConfig(
+                **{
+                    **judge,
+                    "backend": "http",
+                    "model_name": "demo-judge",
+                    "tokenizer": None,
+                    "http": {"base_url": url, "max_concurrency": 8, "timeout_s": 60},
+                }
+            )
+        )
         with remote:
             remote_texts = [g.text for g in remote.generate(requests)]
     finally:

@@ -13,6 +13,7 @@ import time
 import pytest
 import torch
 
+from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges import (
     JUDGE_ERROR,
     TIMEOUT,
@@ -21,7 +22,6 @@ from nemo_genrm.judges import (
     ReplicaPlacement,
     create_judge,
 )
-from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 from nemo_genrm.testing.cluster import kill_actor
@@ -79,7 +79,8 @@ def pool_judge(ray_cluster, model_path):
 @pytest.fixture(scope="module")
 def tp2_judge(ray_cluster, model_path):
     judge = create_judge(
-        _config(model_path, dtensor={"tensor_parallel_size": 2}), Placement((CPU,)),
+        _config(model_path, dtensor={"tensor_parallel_size": 2}),
+        Placement((CPU,)),
         fault_tolerance={"restart_backoff_s": 0.0},  # restart at once, as the test expects
     )
     yield judge
@@ -194,9 +195,7 @@ def test_deadline_replaces_the_busy_replica_for_free_then_a_crash_without_budget
     ray_cluster, model_path
 ):
     config = _config(model_path, sampling={"max_new_tokens": 200}, max_model_len=1024)
-    judge = create_judge(
-        config, Placement((CPU,)), fault_tolerance={"max_restarts": 0, "step_timeout_s": 1.0}
-    )
+    judge = create_judge(config, Placement((CPU,)), fault_tolerance={"max_restarts": 0, "step_timeout_s": 1.0})
     try:
         start = time.monotonic()
         gens = judge.generate(_prompts(300))
@@ -259,8 +258,14 @@ def test_a_dead_rank_takes_its_whole_tensor_parallel_replica_down(ray_cluster, t
 # -------------------------------------------------------------------------------- GPU (nccl)
 def _tp_rank(rank: int, port: int, path: str, generation: str, results) -> None:
     """One rank of a two-rank replica (a spawned process): its generations and scores."""
-    worker = LocalTransformersJudge(_config(path, dtensor={"generation": generation}), rank=rank, world_size=2,
-                                master_port=port, local_rank=rank, num_threads=1)
+    worker = LocalTransformersJudge(
+        _config(path, dtensor={"generation": generation}),
+        rank=rank,
+        world_size=2,
+        master_port=port,
+        local_rank=rank,
+        num_threads=1,
+    )
     try:
         prompts = _prompts(6)
         texts = [g.text for g in worker.generate(prompts)]

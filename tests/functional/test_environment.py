@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.env.environment import GenRMEnvironment, GenRMEnvironmentImpl
 from nemo_genrm.integrations.nemo_rl import ACTOR_FQN
 from nemo_genrm.ray_env import actor_runtime_env
+from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.testing import cached_tiny_judge
 
 
@@ -93,13 +93,15 @@ def test_step_through_the_actor(ray_cluster, env):
 
 def test_the_driver_handle_reads_typed_results_across_ray(ray_cluster, env):
     """The GRPO driver's handle calls the actor by method, and the typed results cross Ray."""
-    from nemo_genrm.samples.types import SampleResult, sample_results
     from nemo_genrm.grpo.handles import EnvHandle
+    from nemo_genrm.samples.types import SampleResult, sample_results
 
     handle = EnvHandle(env[0])
     result = handle.step([_sample("42"), [{"role": "assistant", "content": None}]], [{"ground_truth": "42"}] * 2)
     assert sample_results(result.metadata, 2) == [
-        SampleResult("judged", 1.0, 1, info={"verifier": "equal"}), SampleResult("bad_input", why="content_not_text")]
+        SampleResult("judged", 1.0, 1, info={"verifier": "equal"}),
+        SampleResult("bad_input", why="content_not_text"),
+    ]
     assert handle.last_metrics()["genrm/num_samples"] == 2.0
 
 
@@ -150,6 +152,7 @@ def test_shutdown_gives_back_every_resource(ray_cluster, env):
     group = ray_cluster.get(actor.placement_info.remote())["owned_groups"][0]
     ray_cluster.get(actor.shutdown.remote())
     ray_cluster.get(actor.shutdown.remote())  # idempotent
+
     # At least what was free before the env started: actors of earlier test modules may still be
     # winding down when the baseline is taken, so "more free" is fine, "less free" is a leak.
     def given_back() -> bool:
@@ -187,7 +190,9 @@ def test_colocated_judge_shares_the_policy_bundles(ray_cluster, judge_path):
         for i in range(2)
     ]
     policy_gpus = ray.get([p.gpu_ids.remote() for p in policies])
-    cfg = _cfg(judge_path, placement="colocated", colocate_with="test_policy_pg", gpu_fraction=0.3, cpus_per_replica=0.25)
+    cfg = _cfg(
+        judge_path, placement="colocated", colocate_with="test_policy_pg", gpu_fraction=0.3, cpus_per_replica=0.25
+    )
     env = None
     try:
         env = GenRMEnvironmentImpl(cfg)  # in this process: the actor path is covered above

@@ -38,7 +38,11 @@ def _run(tmp_path: Path, env: dict[str, str], steps: int, *more: str) -> subproc
     ]
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     return proc
@@ -219,7 +223,11 @@ def test_the_main_command_runs_from_any_folder(tmp_path, tiny_cache_dir, demo_mo
     overrides = ["grpo.max_num_steps=1", "grpo.val_at_start=false", "+logger.progress_bar=false"]
     proc = subprocess.run(
         [uv, "run", "--project", str(ROOT), str(SCRIPT), *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     assert "GRPO finished steps 1..1" in proc.stdout

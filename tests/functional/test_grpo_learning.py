@@ -16,13 +16,13 @@ import string
 import pytest
 import torch
 
-from nemo_genrm.samples.types import EnvironmentReturn
 from nemo_genrm.grpo.config import GRPOMasterConfig
 from nemo_genrm.grpo.data import PolicyPromptRenderer, builtin_arithmetic
 from nemo_genrm.grpo.logger import MetricsLogger
 from nemo_genrm.grpo.loop import GRPOTrainer
 from nemo_genrm.grpo.models import resolve_model_name
 from nemo_genrm.grpo.policy import PolicyWorker
+from nemo_genrm.samples.types import EnvironmentReturn
 
 STEPS = 15
 

@@ -19,7 +19,10 @@ HAVE_NEMO_RL = importlib.util.find_spec("nemo_rl") is not None
 def test_without_nemo_rl_the_script_says_what_to_do(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "run_grpo_genrm.py"), "--engine", "nemo_rl"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode != 0
     assert "--engine nemo_rl needs NeMo-RL" in proc.stderr
@@ -129,11 +132,15 @@ def test_nemo_rl_engine_runs_run_grpo_steps_until_the_gpu_cluster(tmp_path, ray_
     caplog.set_level(logging.INFO, logger="nemo_genrm.grpo.nemo_rl_engine")
     overrides = ["grpo.max_num_steps=1", f"cluster.gpus_per_node={RAY_TEST_GPUS + 1}"]
     # A judge over HTTP starts at once (nothing to load); the command test below loads a model.
-    http_judge = f"    judge:\n      backend: http\n      model_name: m\n      http:\n        base_url: {dead_base_url()}\n"
+    http_judge = (
+        f"    judge:\n      backend: http\n      model_name: m\n      http:\n        base_url: {dead_base_url()}\n"
+    )
     with pytest.raises(ResourceInsufficientError, match="Maximum number of retries") as info:
         run_with_nemo_rl(_nemo_rl_yaml(tmp_path, http_judge), overrides)
     assert "--engine nemo_rl stopped in step 'setup'" in info.value.__notes__
-    stages = [r.getMessage().split(": ", 1)[1] for r in caplog.records if r.getMessage().startswith("--engine nemo_rl: ")]
+    stages = [
+        r.getMessage().split(": ", 1)[1] for r in caplog.records if r.getMessage().startswith("--engine nemo_rl: ")
+    ]
     assert stages == ["config", "ray", "tokenizer", "data", "environment", "setup"]
     assert "Not enough GPUs available" in capsys.readouterr().out  # NeMo-RL prints each failed try
 
@@ -149,7 +156,9 @@ def test_shipped_yaml_both_data_sections_are_refused_naming_the_fix():
     with pytest.raises(ConfigError, match=r"data.train \(OpenMathInstruct-2.*data.dataset_name.*data.train=null"):
         prepare_nemo_rl_inputs(SHIPPED, ["+data.dataset_name=arithmetic"])
     with pytest.raises(ConfigError, match=r"'colocated': NeMo-RL's GRPO creates its environments.*placement: separate"):
-        prepare_nemo_rl_inputs(SHIPPED, ["env.genrm.resources.placement=colocated", "env.genrm.resources.gpu_fraction=0.8"])
+        prepare_nemo_rl_inputs(
+            SHIPPED, ["env.genrm.resources.placement=colocated", "env.genrm.resources.gpu_fraction=0.8"]
+        )
 
 
 @pytest.mark.nemo_rl
@@ -172,13 +181,19 @@ def test_the_documented_command_from_this_checkout_trains_on_the_yamls_data_up_t
     rows = tmp_path / "questions.jsonl"
     rows.write_text("".join(f'{{"question": "What is {i} plus 1?", "answer": "{i + 1}"}}\n' for i in range(10)))
     overrides = [
-        "policy.model_name=tiny://policy", f"logger.log_dir={tmp_path / 'logs'}",
+        "policy.model_name=tiny://policy",
+        f"logger.log_dir={tmp_path / 'logs'}",
         f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
-        "data.train.dataset_name=ResponseDataset", f"+data.train.data_path={rows}",
-        "+data.train.input_key=question", "+data.train.output_key=answer", "data.train.split_validation_size=0.2",
+        "data.train.dataset_name=ResponseDataset",
+        f"+data.train.data_path={rows}",
+        "+data.train.input_key=question",
+        "+data.train.output_key=answer",
+        "data.train.split_validation_size=0.2",
         # A judge over HTTP (nothing to load; the run stops before its first step).
-        "env.genrm.judge.backend=http", "env.genrm.judge.model_name=m",
-        f"env.genrm.judge.http.base_url={dead_base_url()}", "env.genrm.resources.gpus_per_replica=0",
+        "env.genrm.judge.backend=http",
+        "env.genrm.judge.model_name=m",
+        f"env.genrm.judge.http.base_url={dead_base_url()}",
+        "env.genrm.resources.gpus_per_replica=0",
     ]
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "1")  # NeMo-RL's own retry count
@@ -190,7 +205,7 @@ def test_the_documented_command_from_this_checkout_trains_on_the_yamls_data_up_t
     assert "--engine nemo_rl stopped in step 'setup'" in info.value.__notes__
     messages = [r.getMessage() for r in caplog.records]
     prefix = "--engine nemo_rl: "
-    stages = [m[len(prefix):] for m in messages if m.startswith(prefix) and m[len(prefix):].isidentifier()]
+    stages = [m[len(prefix) :] for m in messages if m.startswith(prefix) and m[len(prefix) :].isidentifier()]
     assert stages == ["config", "ray", "tokenizer", "data", "environment", "setup"]
     assert "--engine nemo_rl: training data from NeMo-RL's data.train (ResponseDataset)" in messages
     assert any("prompt_file 'examples/prompts/cot.txt' read from the NeMo-RL checkout" in m for m in messages)

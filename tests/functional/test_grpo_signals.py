@@ -77,7 +77,11 @@ def _start_driver(tmp_path: Path, cache_dir: str, launcher: tuple[str, ...] = ()
     metrics = tmp_path / "logs" / "exp_001" / "metrics.jsonl"  # the run's own folder
     proc = subprocess.Popen(
         [*launcher, *(["python"] if launcher else [sys.executable]), str(SCRIPT), *overrides],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=bool(launcher),
     )
     try:
@@ -136,8 +140,9 @@ def test_sigkill_leaves_no_ray_process_behind(tmp_path, tiny_cache_dir):
     proc = _start_driver(tmp_path, tiny_cache_dir)
     try:
         started = _descendants(proc.pid)
-        ray_procs = {pid: name for pid, name in started.items() if name in ("raylet", "gcs_server")
-                     or name.startswith("ray::")}
+        ray_procs = {
+            pid: name for pid, name in started.items() if name in ("raylet", "gcs_server") or name.startswith("ray::")
+        }
         assert any("raylet" in name for name in ray_procs.values()), started
         guards = [pid for pid in started if b"orphan_guard" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(guards) == 1, started

@@ -75,7 +75,10 @@ def test_static_loop_matches_generate_on_the_random_model_in_input_order(random_
     for prompt, gen in zip(prompts[:4], ours, strict=False):
         alone = dynamic.generate([prompt])[0]
         assert (gen.text, gen.output_tokens, gen.prompt_tokens) == (
-            alone.text, alone.output_tokens, alone.prompt_tokens)
+            alone.text,
+            alone.output_tokens,
+            alone.prompt_tokens,
+        )
     assert len({g.text for g in ours}) > 5  # the random model writes different text per prompt
 
 
@@ -144,7 +147,9 @@ def test_sleep_buffers_at_first_sleep_or_at_load(tiny_cache_dir):
 
 
 def test_sleep_reuses_one_set_of_host_buffers(tiny_cache_dir):
-    worker = LocalTransformersJudge(_config(cached_tiny_model(), "static", dtensor={"generation": "static", "sleep_buffers": "at_load"}))
+    worker = LocalTransformersJudge(
+        _config(cached_tiny_model(), "static", dtensor={"generation": "static", "sleep_buffers": "at_load"})
+    )
     prompts = _prompts(4)
     before_text = [g.text for g in worker.generate(prompts)]
     weights = {name: p.detach().clone() for name, p in worker.model.named_parameters()}
@@ -201,8 +206,9 @@ def test_votes_are_sampled_with_seed_plus_vote(tiny_cache_dir, generation):
     """votes: copies of one prompt with vote 0..5 are separate draws; the same vote repeats itself."""
     from nemo_genrm.judges.base import JudgeRequest
 
-    judge = LocalTransformersJudge(_config(cached_tiny_model(), generation, sampling={"max_new_tokens": 6,
-                                                                                        "temperature": 1.5, "seed": 3}))
+    judge = LocalTransformersJudge(
+        _config(cached_tiny_model(), generation, sampling={"max_new_tokens": 6, "temperature": 1.5, "seed": 3})
+    )
     try:
         prompt = tuple(_prompts(1)[0])
         votes = [JudgeRequest(prompt, vote=v) for v in range(6)]

@@ -27,8 +27,8 @@ from nemo_genrm.errors import JudgeClosedError
 from nemo_genrm.judges import create_judge
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.http import HttpJudge
-from nemo_genrm.judges.http_transport import parse_retry_after, retry_delay
 from nemo_genrm.judges.http_replies import label_probs
+from nemo_genrm.judges.http_transport import parse_retry_after, retry_delay
 
 SECRET = "sk-test-5ecret-value-91f2"
 
@@ -103,13 +103,9 @@ def _build_app(state: ServerState) -> Starlette:
         if mode == "flaky500" and number % 2 == 0:
             return JSONResponse({"error": {"message": "overloaded"}}, status_code=500)
         if mode == "flaky429" and number % 2 == 0:
-            return JSONResponse(
-                {"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "0"}
-            )
+            return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "0"})
         if mode == "429_once" and number == 1:
-            return JSONResponse(
-                {"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "0.4"}
-            )
+            return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "0.4"})
         if mode == "echo_auth":  # a careless server that quotes the request's headers back
             message = f"bad request with authorization {request.headers.get('authorization')}"
             return JSONResponse({"error": {"message": message}}, status_code=400)
@@ -205,12 +201,20 @@ def test_sampling_and_model_are_sent(server, state):
 
 def test_greedy_defaults_send_only_what_reward_bench_sends(server, state):
     # temperature 0 and top_p 1.0: the fields of a reward-bench API request, no top_p, no seed.
-    cfg = JudgeConfig(backend="http", model_name="served-judge", sampling={"max_new_tokens": 8},
-                      http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0})
+    cfg = JudgeConfig(
+        backend="http",
+        model_name="served-judge",
+        sampling={"max_new_tokens": 8},
+        http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0},
+    )
     with HttpJudge(cfg) as judge:
         judge.generate([JudgeRequest(messages=({"role": "user", "content": "hi"},))])
-    cfg = JudgeConfig(backend="http", model_name="served-judge", sampling={"temperature": 0.7, "seed": 5},
-                      http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0})
+    cfg = JudgeConfig(
+        backend="http",
+        model_name="served-judge",
+        sampling={"temperature": 0.7, "seed": 5},
+        http={"base_url": server[0], "max_retries": 0, "timeout_s": 5.0},
+    )
     with HttpJudge(cfg) as judge:
         judge.generate([JudgeRequest(messages=({"role": "user", "content": "hi"},))])
     greedy, sampled = state.payloads[0], state.payloads[1]
@@ -412,9 +416,7 @@ def test_client_side_shortening_with_a_tokenizer(server, state, tokenizer_path):
     )
     candidate = "the answer is " + "forty two and " * 40
     fits = JudgeRequest(messages=({"role": "user", "content": "Judge: short"},))
-    long = JudgeRequest(
-        messages=({"role": "user", "content": f"Judge: {candidate} END"},), shrinkable=candidate
-    )
+    long = JudgeRequest(messages=({"role": "user", "content": f"Judge: {candidate} END"},), shrinkable=candidate)
     stuck = JudgeRequest(messages=({"role": "user", "content": "no cut " * 60},))  # nothing to cut
     with HttpJudge(cfg) as judge:
         out = judge.generate([fits, long, stuck])
@@ -423,9 +425,7 @@ def test_client_side_shortening_with_a_tokenizer(server, state, tokenizer_path):
         stats = judge.stats()
     assert (out[0].text, out[0].truncated) == ("echo:Judge: short", False)
     assert out[1].truncated and out[1].text is not None
-    (sent,) = [
-        p["messages"][0]["content"] for p in state.payloads if "END" in p["messages"][0]["content"]
-    ]
+    (sent,) = [p["messages"][0]["content"] for p in state.payloads if "END" in p["messages"][0]["content"]]
     assert "[...]" in sent and sent.endswith(" END") and len(sent) < len(candidate)
     assert (out[2].text, out[2].error) == (None, "prompt_too_long")
     assert state.calls == 2  # the prompt that cannot fit is never sent
@@ -455,9 +455,7 @@ def test_api_key_is_sent_and_never_logged(server, state, monkeypatch, caplog):
         judge.shutdown()
     assert state.auth[0] == f"Bearer {SECRET}"
     assert failed[0].error == "http_500" and echoed[0].error == "http_400"
-    assert (
-        "bad request with authorization Bearer ***" in caplog.text
-    )  # the server's answer is logged, masked
+    assert "bad request with authorization Bearer ***" in caplog.text  # the server's answer is logged, masked
     assert caplog.records, "debug logging was expected from the client"
     for text in [caplog.text, *texts]:
         assert SECRET not in text
@@ -478,8 +476,7 @@ def test_generate_works_inside_a_running_loop_and_threads(server, state):
         inside = asyncio.run(caller())
         results: dict[int, list] = {}
         threads = [
-            threading.Thread(target=lambda i=i: results.__setitem__(i, judge.generate(_batch(2))))
-            for i in range(3)
+            threading.Thread(target=lambda i=i: results.__setitem__(i, judge.generate(_batch(2)))) for i in range(3)
         ]
         for t in threads:
             t.start()
@@ -523,9 +520,7 @@ def test_retry_delay_and_retry_after():
     assert retry_delay(0, 0.5, 2.0) == 2.0  # Retry-After wins
     assert retry_delay(0, 0.5, 1e6) == 30.0  # but is capped
     delays = [retry_delay(3, 0.5, None) for _ in range(200)]
-    assert (
-        all(0.0 <= d <= 4.0 for d in delays) and max(delays) > 1.0
-    )  # full jitter over [0, 0.5 * 2^3]
+    assert all(0.0 <= d <= 4.0 for d in delays) and max(delays) > 1.0  # full jitter over [0, 0.5 * 2^3]
     assert parse_retry_after("1.5") == 1.5
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
     assert parse_retry_after("soon") is None and parse_retry_after(None) is None

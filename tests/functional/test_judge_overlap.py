@@ -56,8 +56,14 @@ class _Env:
         self.calls.append((start, time.time(), [m["question"] for m in metadata]))
         rewards = torch.tensor([float(a.endswith(":1")) for a in answers])  # [B]
         n = len(answers)
-        return EnvironmentReturn([{"role": "environment", "content": ""}] * n, [{}] * n, [None] * n, rewards,
-                                 torch.ones(n, dtype=torch.bool), answers)
+        return EnvironmentReturn(
+            [{"role": "environment", "content": ""}] * n,
+            [{}] * n,
+            [None] * n,
+            rewards,
+            torch.ones(n, dtype=torch.bool),
+            answers,
+        )
 
     def global_post_process_and_metrics(self, batch):
         return batch, {"env/calls": float(len(self.calls))}

@@ -17,15 +17,15 @@ import pytest
 from ray import cloudpickle
 
 from nemo_genrm.config import FaultToleranceConfig, JudgeConfig
-from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import TIMEOUT, JudgeUnavailableError
 from nemo_genrm.judges import JUDGE_ERROR
 from nemo_genrm.judges.base import Placement, ReplicaPlacement
+from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.judges.pooled import PooledJudge
 from nemo_genrm.judges.ray_hosts import WorkerSpec
-from nemo_genrm.testing import cached_tiny_model
 from nemo_genrm.ray_env import job_runtime_env
+from nemo_genrm.testing import cached_tiny_model
 from nemo_genrm.testing.cluster import kill_actor
 
 CPU = ReplicaPlacement(num_gpus=0.0, num_cpus=0.5)
@@ -84,8 +84,14 @@ def ray_cluster():
         return
     for attempt in range(3):
         try:
-            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                     runtime_env=job_runtime_env())  # under `uv run`: the folder used in place, not uploaded
+            ray.init(
+                address="local",
+                num_cpus=4,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                runtime_env=job_runtime_env(),
+            )  # under `uv run`: the folder used in place, not uploaded
             break
         except Exception:
             ray.shutdown()
@@ -114,7 +120,9 @@ def _judge_section(tokenizer_path: str) -> dict:
 def _judge(tokenizer_path: str, mode_file: Path, replicas: int = 1, **fault_tolerance) -> PooledJudge:
     config = JudgeConfig(**_judge_section(tokenizer_path))
     spec = WorkerSpec(_ModeWorker, 1, lambda rank, replica: {"mode_file": str(mode_file)})
-    return PooledJudge(config, Placement((CPU,) * replicas), fault_tolerance=FaultToleranceConfig(**fault_tolerance), spec=spec)
+    return PooledJudge(
+        config, Placement((CPU,) * replicas), fault_tolerance=FaultToleranceConfig(**fault_tolerance), spec=spec
+    )
 
 
 def _prompts(n: int) -> list[list[dict]]:
@@ -127,9 +135,7 @@ def _timed(fn):
     return out, time.monotonic() - start
 
 
-def test_steps_past_the_deadline_replace_the_stuck_replica_without_spending_restarts(
-    ray_cluster, tokenizer_path, mode
-):
+def test_steps_past_the_deadline_replace_the_stuck_replica_without_spending_restarts(ray_cluster, tokenizer_path, mode):
     # No restart at all in the budget: before, two steps past the deadline left no replica and
     # every later step returned judge_error for every sample, silently.
     judge = _judge(tokenizer_path, mode, max_restarts=0, step_timeout_s=2.0)
@@ -158,8 +164,15 @@ def test_steps_past_the_deadline_replace_the_stuck_replica_without_spending_rest
 
 def test_crashed_replica_restarts_back_off_and_the_budget_refills(ray_cluster, tokenizer_path, mode):
     refill_s = 600.0
-    judge = _judge(tokenizer_path, mode, max_restarts=1, restart_backoff_s=0.3, restart_budget_refill_s=refill_s,
-                   step_timeout_s=120.0, unavailable_grace_s=3600.0)
+    judge = _judge(
+        tokenizer_path,
+        mode,
+        max_restarts=1,
+        restart_backoff_s=0.3,
+        restart_budget_refill_s=refill_s,
+        step_timeout_s=120.0,
+        unavailable_grace_s=3600.0,
+    )
     try:
         # The replica crashes mid-call; it is restarted after its back-off (the whole budget)
         # and the chunk it lost is retried on it: every sample is judged.
@@ -186,10 +199,20 @@ def test_crashed_replica_restarts_back_off_and_the_budget_refills(ray_cluster, t
 
 
 def test_a_judge_gone_past_its_grace_stops_the_step_with_a_typed_error(ray_cluster, tokenizer_path, mode):
-    judge = _judge(tokenizer_path, mode, max_restarts=0, restart_budget_refill_s=0.0, restart_backoff_s=0.0,
-                   step_timeout_s=5.0, unavailable_grace_s=1.0)
-    cfg = {"judge": _judge_section(tokenizer_path), "resources": {"gpus_per_replica": 0},
-           "fault_tolerance": {"step_timeout_s": 5.0}}
+    judge = _judge(
+        tokenizer_path,
+        mode,
+        max_restarts=0,
+        restart_budget_refill_s=0.0,
+        restart_backoff_s=0.0,
+        step_timeout_s=5.0,
+        unavailable_grace_s=1.0,
+    )
+    cfg = {
+        "judge": _judge_section(tokenizer_path),
+        "resources": {"gpus_per_replica": 0},
+        "fault_tolerance": {"step_timeout_s": 5.0},
+    }
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     batch = [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": f"Answer: {n}"}] for n in (4, 5)]
     meta = [{"ground_truth": "4"}] * 2
@@ -217,8 +240,12 @@ def test_the_step_deadline_covers_fitting_and_coalescing(ray_cluster, tokenizer_
         time.sleep(fit_s[0])
         return fit(batch)
 
-    cfg = {"judge": _judge_section(tokenizer_path), "resources": {"gpus_per_replica": 0},
-           "fault_tolerance": {"step_timeout_s": 2.0}, "coalesce": {"max_wait_ms": 500}}
+    cfg = {
+        "judge": _judge_section(tokenizer_path),
+        "resources": {"gpus_per_replica": 0},
+        "fault_tolerance": {"step_timeout_s": 2.0},
+        "coalesce": {"max_wait_ms": 500},
+    }
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     batch = [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "Answer: 4"}]]
     try:

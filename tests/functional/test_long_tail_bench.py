@@ -34,14 +34,27 @@ def test_countdown_tokens_and_a_tied_head():
     assert countdown_token(1) == FIRST_ID and countdown_token(5, first_id=10) == 14
     from transformers import Qwen2Config
 
-    tied = AutoModelForCausalLM.from_config(Qwen2Config(
-        vocab_size=128, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, tie_word_embeddings=True))  # fmt: skip
+    tied = AutoModelForCausalLM.from_config(
+        Qwen2Config(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            tie_word_embeddings=True,
+        )
+    )
     wire_countdown(tied, first_id=3, max_tokens=40, eos_id=2)  # the head gets weights of its own
     assert tied.lm_head.weight.data_ptr() != tied.model.embed_tokens.weight.data_ptr()
     with torch.no_grad():
-        out = tied.generate(torch.tensor([[7, 9, countdown_token(6, 3)]]), max_new_tokens=50, do_sample=False,
-                            eos_token_id=2, pad_token_id=0)
+        out = tied.generate(
+            torch.tensor([[7, 9, countdown_token(6, 3)]]),
+            max_new_tokens=50,
+            do_sample=False,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
     assert out[0, 3:].tolist() == [countdown_token(n, 3) for n in range(5, 0, -1)] + [2]
 
 
@@ -53,8 +66,9 @@ def test_the_three_decodings_of_the_long_tailed_job(tmp_path):
     assert min(drawn) >= 16 and max(drawn) == LONGEST  # clipped to the job's range
     # At these tiny lengths a long tail by hand: most replies short, one in six the longest.
     lengths = [LONGEST if i % 6 == 5 else 16 + i % 5 for i in range(24)]
-    prompts = countdown_prompts(lengths, FIRST_ID, filler=(FIRST_ID + LONGEST, model.config.vocab_size),
-                                prompt_tokens=(3, 12))
+    prompts = countdown_prompts(
+        lengths, FIRST_ID, filler=(FIRST_ID + LONGEST, model.config.vocab_size), prompt_tokens=(3, 12)
+    )
     generator = StaticGenerator(model, eos, pad)
     continuous, first = run_continuous(generator, prompts, LONGEST, 8, cpu)
     batched, second = run_buckets(generator, prompts, LONGEST, 8, cpu)

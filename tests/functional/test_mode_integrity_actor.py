@@ -55,7 +55,6 @@ def _win_rates(scores: list[int]) -> list[float]:
 def test_actor_pairwise_group_calls_rubric_and_votes(ray_cluster):
     import ray
 
-
     from nemo_genrm.environment import GenRMEnvironment
 
     def rule(body: dict) -> str:
@@ -82,7 +81,9 @@ def test_actor_pairwise_group_calls_rubric_and_votes(ray_cluster):
                 for g in range(4)
             ]
             pairwise_rewards = {
-                (g, i): reward for g, r in enumerate(ray.get(refs, timeout=120)) for i, reward in enumerate(r.rewards.tolist())
+                (g, i): reward
+                for g, r in enumerate(ray.get(refs, timeout=120))
+                for i, reward in enumerate(r.rewards.tolist())
             }
             with pytest.raises(Exception, match="vllm_cfg.async_engine"):  # one response per call (ConfigError)
                 ray.get(actors["pairwise"].step.remote([_log(RESPONSES[0], "Q0?")], [{}]), timeout=120)

@@ -78,16 +78,20 @@ def test_actor_ranks_whole_group_calls_and_refuses_one_sample_calls(ray_cluster,
     try:
         calls = [
             actor.step.remote(
-                [[{"role": "user", "content": f"Question {g}?"}, {"role": "assistant", "content": f"Answer: {g}{i}"}]
-                 for i in range(4)],
+                [
+                    [{"role": "user", "content": f"Question {g}?"}, {"role": "assistant", "content": f"Answer: {g}{i}"}]
+                    for i in range(4)
+                ],
                 [{}] * 4,
-            )  # fmt: skip
+            )
             for g in range(2)
         ]
         results = ray_cluster.get(calls)
         _, metrics = ray_cluster.get(actor.global_post_process_and_metrics.remote({}))
         with pytest.raises(Exception, match="pairwise_group cannot rank whole groups"):  # ConfigError, through Ray
-            ray_cluster.get(actor.step.remote([[{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}]], [{}]))
+            ray_cluster.get(
+                actor.step.remote([[{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}]], [{}])
+            )
     finally:
         ray_cluster.get(actor.shutdown.remote())
         ray_cluster.kill(actor)

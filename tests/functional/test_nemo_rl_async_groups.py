@@ -18,7 +18,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from nemo_rl_support import GENRM_TASK, nemo_rl_batch
 
 pytestmark = pytest.mark.nemo_rl
@@ -41,11 +40,13 @@ def _question(q: int) -> str:
 def _rows() -> list[dict[str, Any]]:
     """NeMo-RL repeats each prompt num_generations times in a row (``repeat_interleave``)."""
     return [
-        {"messages": [{"role": "user", "content": _question(q)}, {"role": "assistant", "content": "42"}],
-         "task_name": GENRM_TASK}
+        {
+            "messages": [{"role": "user", "content": _question(q)}, {"role": "assistant", "content": "42"}],
+            "task_name": GENRM_TASK,
+        }
         for q in range(PROMPTS)
         for _ in range(GENERATIONS)
-    ]  # fmt: skip
+    ]
 
 
 def _scripted(tokenizer: Any, responses: list[list[str]]):
@@ -106,8 +107,9 @@ def _rollout(kind: str, env: Any, tokenizer: Any, responses: list[list[str]]):
 
     batch = nemo_rl_batch(tokenizer, _rows())
     generation = _scripted(tokenizer, responses)
-    final, _ = getattr(rollouts, kind)(generation, batch, tokenizer, {GENRM_TASK: env}, max_seq_len=512,
-                                       max_rollout_turns=1)  # fmt: skip
+    final, _ = getattr(rollouts, kind)(
+        generation, batch, tokenizer, {GENRM_TASK: env}, max_seq_len=512, max_rollout_turns=1
+    )
     return final, generation
 
 

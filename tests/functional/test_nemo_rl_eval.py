@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from nemo_rl_support import genrm_cfg
 
 pytestmark = pytest.mark.nemo_rl
@@ -49,18 +48,28 @@ def test_run_eval_main_scores_with_the_genrm_env(ray_cluster, tiny_cache_dir, tm
     from nemo_genrm.testing.scripted_generation import ScriptedGeneration
 
     problems = tmp_path / "problems.json"
-    problems.write_text("\n".join(json.dumps({"problem": f"What is 6 times 7? {m}", "answer": "42"}) for m in RESPONSES))
+    problems.write_text(
+        "\n".join(json.dumps({"problem": f"What is 6 times 7? {m}", "answer": "42"}) for m in RESPONSES)
+    )
     config = tmp_path / "eval_genrm.yaml"
-    config.write_text(json.dumps({  # JSON is YAML: NeMo-RL's eval.yaml with the GenRM env on top
-        "defaults": str(_nemo_rl_file("examples/configs/evals/eval.yaml")),
-        "eval": {"metric": "cons@k", "k_value": 1, "save_path": str(tmp_path / "out")},
-        "generation": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
-        "data": {
-            "dataset_name": str(problems), "problem_key": "problem", "solution_key": "answer",
-            "file_format": "json", "split": "train", "env_name": "genrm",
-        },
-        "env": {"genrm": genrm_cfg(str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)))},
-    }))
+    config.write_text(
+        json.dumps(
+            {  # JSON is YAML: NeMo-RL's eval.yaml with the GenRM env on top
+                "defaults": str(_nemo_rl_file("examples/configs/evals/eval.yaml")),
+                "eval": {"metric": "cons@k", "k_value": 1, "save_path": str(tmp_path / "out")},
+                "generation": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
+                "data": {
+                    "dataset_name": str(problems),
+                    "problem_key": "problem",
+                    "solution_key": "answer",
+                    "file_format": "json",
+                    "split": "train",
+                    "env_name": "genrm",
+                },
+                "env": {"genrm": genrm_cfg(str(cached_tiny_judge("1", cache_dir=tiny_cache_dir)))},
+            }
+        )
+    )
     run_eval = _run_eval_module()
     generation = ScriptedGeneration(None, _respond)
     monkeypatch.setattr(run_eval, "init_ray", lambda: None)  # the session's Ray cluster is up

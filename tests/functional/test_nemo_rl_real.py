@@ -8,7 +8,6 @@ from unittest.mock import MagicMock
 import pytest
 import ray
 import torch
-
 from nemo_rl_support import GENRM_TASK, MATH_TASK, QUESTION, genrm_cfg, nemo_rl_batch, rows
 
 pytestmark = pytest.mark.nemo_rl
@@ -91,8 +90,10 @@ def test_every_genrm_sample_comes_back_with_its_reason(envs, tokenizer):
     result = calculate_rewards(batch, envs)
     assert result.rewards.tolist() == [1.0, 0.0, 0.0]
     assert [(m["genrm"]["reason"], m["genrm"]["why"]) for m in result.metadata] == [
-        ("judged", None), ("missing_ground_truth", None), ("bad_input", "metadata_not_dict")
-    ]  # fmt: skip
+        ("judged", None),
+        ("missing_ground_truth", None),
+        ("bad_input", "metadata_not_dict"),
+    ]
     assert result.metadata[2]["metadata"] == "42" and list(result.metadata[1]) == ["genrm"]
 
 
@@ -107,7 +108,9 @@ def test_rollouts_with_a_scripted_policy_log_the_whole_step(envs, tokenizer, rol
     batch = nemo_rl_batch(tokenizer, rows(6, GENRM_TASK) + rows(2, MATH_TASK))
     generation = ScriptedGeneration(tokenizer, _respond({"(#0)": "42", "(#1)": "7"}), delay_s=0.01)
     log_genrm_metrics(MagicMock(), envs, 0)  # start a fresh window
-    final, metrics = getattr(rollouts, rollout)(generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1)
+    final, metrics = getattr(rollouts, rollout)(
+        generation, batch, tokenizer, envs, max_seq_len=512, max_rollout_turns=1
+    )
     rewards = final["total_reward"].tolist()
     # GenRM: an empty response has no answer -> 0; the judge agrees with the rest, and the value
     # verifier (the default `both`) vetoes #1's 7 against 42. Math: #0 right, #1 wrong.
@@ -174,11 +177,19 @@ def test_docs_nemo_rl_page_followed_literally(envs, tokenizer, tmp_path):
 
     python_blocks = _doc_blocks("python")
     assert len(python_blocks) == 3, "docs/nemo_rl.md's code blocks changed: update this test"
-    nemo_logger = Logger({
-        "log_dir": str(tmp_path), "wandb_enabled": False, "swanlab_enabled": False,
-        "tensorboard_enabled": True, "mlflow_enabled": False, "wandb": {}, "tensorboard": {},
-        "monitor_gpus": False, "gpu_monitoring": {"collection_interval": 10, "flush_interval": 10},
-    })
+    nemo_logger = Logger(
+        {
+            "log_dir": str(tmp_path),
+            "wandb_enabled": False,
+            "swanlab_enabled": False,
+            "tensorboard_enabled": True,
+            "mlflow_enabled": False,
+            "wandb": {},
+            "tensorboard": {},
+            "monitor_gpus": False,
+            "gpu_monitoring": {"collection_interval": 10, "flush_interval": 10},
+        }
+    )
     other_logger = MagicMock()  # a logger that is not NeMo-RL's Logger
     scope = {"task_to_env": envs, "val_task_to_env": envs, "logger": other_logger, "step": 3}
     batch = nemo_rl_batch(tokenizer, rows(4, GENRM_TASK))
@@ -235,21 +246,27 @@ def _patch_grpo_train_for_a_mocked_policy(monkeypatch) -> None:
     from nemo_rl.distributed.batched_data_dict import BatchedDataDict
 
     def flat(*_args, **_kwargs):
-        return BatchedDataDict({
-            "token_ids": torch.tensor([[1, 2]]), "advantages": torch.tensor([[0.5, 0.5]]),
-            "generation_logprobs": torch.tensor([[0.0, 0.0]]), "token_loss_mask": torch.tensor([[1, 1]]),
-            "content": ["ok"],
-        }), torch.tensor([2])
+        return BatchedDataDict(
+            {
+                "token_ids": torch.tensor([[1, 2]]),
+                "advantages": torch.tensor([[0.5, 0.5]]),
+                "generation_logprobs": torch.tensor([[0.0, 0.0]]),
+                "token_loss_mask": torch.tensor([[1, 1]]),
+                "content": ["ok"],
+            }
+        ), torch.tensor([2])
 
     monkeypatch.setattr(grpo_mod, "batched_message_log_to_flat_message", flat)
     monkeypatch.setattr(grpo_mod, "should_use_async_rollouts", lambda *_a, **_k: False)
-    monkeypatch.setattr(grpo_mod, "calculate_baseline_and_std_per_prompt",
-                        lambda *_a, **_k: (torch.tensor([0.1]), torch.tensor([1.0])))
+    monkeypatch.setattr(
+        grpo_mod, "calculate_baseline_and_std_per_prompt", lambda *_a, **_k: (torch.tensor([0.1]), torch.tensor([1.0]))
+    )
     monkeypatch.setattr(grpo_mod, "refit_policy_generation", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "print_performance_metrics", lambda *_a, **_k: {})
     monkeypatch.setattr(grpo_mod, "maybe_gpu_profile_step", lambda *_a, **_k: None)
-    monkeypatch.setattr(grpo_mod, "compute_and_apply_seq_logprob_error_masking",
-                        lambda *_a, **_k: {"max_seq_mult_prob_error": 1.0})
+    monkeypatch.setattr(
+        grpo_mod, "compute_and_apply_seq_logprob_error_masking", lambda *_a, **_k: {"max_seq_mult_prob_error": 1.0}
+    )
     # NeMo-RL's memory tracker looks Ray up by address; name this test's own cluster.
     monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
 
@@ -304,16 +321,27 @@ def test_run_grpo_main_with_register_logs_train_genrm_metrics(
     rows = tmp_path / "questions.jsonl"
     rows.write_text("".join(json.dumps({"input": f"{QUESTION} (#{i})", "output": "42"}) + "\n" for i in range(4)))
     config = tmp_path / "grpo_genrm.yaml"
-    config.write_text(json.dumps({  # JSON is YAML
-        "defaults": str(_nemo_rl_root() / "examples" / "configs" / "grpo_math_1B.yaml"),
-        "grpo": {"num_prompts_per_step": 1, "num_generations_per_prompt": 1, "max_num_steps": 2, "val_period": 0},
-        "policy": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
-        "data": {"train": {"dataset_name": "ResponseDataset", "data_path": str(rows), "split_validation_size": 0},
-                 "default": {"processor": "genrm_math_data_processor", "env_name": "genrm", "prompt_file": None}},
-        "env": {"genrm": {"judge": judge, "resources": {"num_replicas": 1, "gpus_per_replica": 0}}},
-        "logger": {"log_dir": str(tmp_path / "logs"), "tensorboard_enabled": True, "monitor_gpus": False},
-        "checkpointing": {"enabled": False},
-    }))
+    config.write_text(
+        json.dumps(
+            {  # JSON is YAML
+                "defaults": str(_nemo_rl_root() / "examples" / "configs" / "grpo_math_1B.yaml"),
+                "grpo": {
+                    "num_prompts_per_step": 1,
+                    "num_generations_per_prompt": 1,
+                    "max_num_steps": 2,
+                    "val_period": 0,
+                },
+                "policy": {"model_name": str(cached_tiny_tokenizer(cache_dir=tiny_cache_dir))},
+                "data": {
+                    "train": {"dataset_name": "ResponseDataset", "data_path": str(rows), "split_validation_size": 0},
+                    "default": {"processor": "genrm_math_data_processor", "env_name": "genrm", "prompt_file": None},
+                },
+                "env": {"genrm": {"judge": judge, "resources": {"num_replicas": 1, "gpus_per_replica": 0}}},
+                "logger": {"log_dir": str(tmp_path / "logs"), "tensorboard_enabled": True, "monitor_gpus": False},
+                "checkpointing": {"enabled": False},
+            }
+        )
+    )
     c = mock_grpo_components
     scripted = ScriptedGeneration(tokenizer, lambda _prompt: "\\boxed{42}")
     policy_generation = MagicMock()
@@ -324,8 +352,21 @@ def test_run_grpo_main_with_register_logs_train_genrm_metrics(
     def setup(master_config, tokenizer, dataset, val_dataset, policy_factory=None):  # GPUs only past here
         loggers.append(Logger(master_config.logger))
         loader = StatefulDataLoader(dataset, batch_size=1, shuffle=False, collate_fn=rl_collate_fn)
-        return (c["policy"], policy_generation, None, None, loader, None, c["loss_fn"], loggers[0],
-                MagicMock(), _initial_grpo_save_state(), master_config, None, None)
+        return (
+            c["policy"],
+            policy_generation,
+            None,
+            None,
+            loader,
+            None,
+            c["loss_fn"],
+            loggers[0],
+            MagicMock(),
+            _initial_grpo_save_state(),
+            master_config,
+            None,
+            None,
+        )
 
     _patch_grpo_train_for_a_mocked_policy(monkeypatch)
     monkeypatch.setattr(run_grpo, "init_ray", lambda: None)  # the session's Ray cluster is up

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from nemo_rl_support import genrm_cfg
 
 from nemo_genrm.errors import ConfigError
-from nemo_rl_support import genrm_cfg
 
 pytestmark = pytest.mark.nemo_rl
 
@@ -32,21 +32,32 @@ def judge_path(tiny_cache_dir):
     ("change", "expected"),
     [
         # A judge folder that does not exist: named, before any actor or judge worker starts.
-        (lambda c: c["judge"].update(model_name="/no/such/judge"),
-         [r"judge.model_name: no tokenizer could be loaded from '/no/such/judge': there is no such folder"]),
+        (
+            lambda c: c["judge"].update(model_name="/no/such/judge"),
+            [r"judge.model_name: no tokenizer could be loaded from '/no/such/judge': there is no such folder"],
+        ),
         # Its context cannot hold the judge prompt: the numbers and the fix.
         (lambda c: c["judge"].update(max_model_len=40), [r"judge.max_model_len"]),
         # Colocated under NeMo-RL: no group exists yet, and its groups leave no room. The advice
         # leads away from colocated (separate + NeMo-RL's cluster block, or HTTP), never back to it.
-        (lambda c: c["resources"].update(placement="colocated", gpus_per_replica=1),
-         [r"no placement group to join", r"Use resources.placement: separate", r"cluster.gpus_per_node"]),
-        (lambda c: c["resources"].update(
-            placement="colocated", gpus_per_replica=1, colocate_with="grpo_policy_cluster-node0"),
-         [r"no placement group named 'grpo_policy_cluster-node0' exists", r"Use resources.placement: separate"]),
+        (
+            lambda c: c["resources"].update(placement="colocated", gpus_per_replica=1),
+            [r"no placement group to join", r"Use resources.placement: separate", r"cluster.gpus_per_node"],
+        ),
+        (
+            lambda c: c["resources"].update(
+                placement="colocated", gpus_per_replica=1, colocate_with="grpo_policy_cluster-node0"
+            ),
+            [r"no placement group named 'grpo_policy_cluster-node0' exists", r"Use resources.placement: separate"],
+        ),
         # Every problem at once.
-        (lambda c: (c["judge"].update(model_name="/no/such/judge"),
-                    c["resources"].update(placement="colocated", gpus_per_replica=1)),
-         [r"2 configuration problems", r"there is no such folder", r"no placement group to join"]),
+        (
+            lambda c: (
+                c["judge"].update(model_name="/no/such/judge"),
+                c["resources"].update(placement="colocated", gpus_per_replica=1),
+            ),
+            [r"2 configuration problems", r"there is no such folder", r"no placement group to join"],
+        ),
     ],
 )
 def test_create_env_reports_start_up_problems_itself(ray_cluster, judge_path, change, expected):

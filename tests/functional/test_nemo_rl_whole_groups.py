@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from nemo_rl_support import GENRM_TASK, nemo_rl_batch
 
 pytestmark = pytest.mark.nemo_rl
@@ -25,11 +24,13 @@ PROMPTS, GENERATIONS = 3, 4
 
 def _rows(generations: int) -> list[dict[str, Any]]:
     return [
-        {"messages": [{"role": "user", "content": f"Question {q}: why?"}, {"role": "assistant", "content": "x"}],
-         "task_name": GENRM_TASK}
+        {
+            "messages": [{"role": "user", "content": f"Question {q}: why?"}, {"role": "assistant", "content": "x"}],
+            "task_name": GENRM_TASK,
+        }
         for q in range(PROMPTS)
         for _ in range(generations)
-    ]  # fmt: skip
+    ]
 
 
 def test_a_validation_at_one_response_per_prompt_never_reaches_the_training_step(ray_cluster, tiny_cache_dir):
@@ -53,8 +54,14 @@ def test_a_validation_at_one_response_per_prompt_never_reaches_the_training_step
 
     def rollout(generations: int) -> Any:
         batch = nemo_rl_batch(tokenizer, _rows(generations))
-        final, _ = run_multi_turn_rollout(ScriptedGeneration(tokenizer, respond), batch, tokenizer, {GENRM_TASK: env},
-                                          max_seq_len=512, max_rollout_turns=1)  # fmt: skip
+        final, _ = run_multi_turn_rollout(
+            ScriptedGeneration(tokenizer, respond),
+            batch,
+            tokenizer,
+            {GENRM_TASK: env},
+            max_seq_len=512,
+            max_rollout_turns=1,
+        )
         return final
 
     register()

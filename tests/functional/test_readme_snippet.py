@@ -62,7 +62,11 @@ def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir, demo_jud
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(
         [uv, "run", "--project", str(ROOT), "python", str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
     for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):

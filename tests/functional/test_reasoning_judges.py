@@ -22,10 +22,14 @@ CLOSE = 7  # "\n</think>": "\n", "<", "/", "th", "in", "k", ">"
 
 def _judge(on_budget: str, generation: str, budget: int = 12) -> dict:
     return {
-        "backend": "dtensor", "model_name": str(cached_tiny_judge("<think>1")), "precision": "float32",
+        "backend": "dtensor",
+        "model_name": str(cached_tiny_judge("<think>1")),
+        "precision": "float32",
         "max_model_len": 256,
-        "sampling": {"max_new_tokens": budget, "reasoning": {
-            "enabled": True, "verdict_tokens": 12, "on_budget": on_budget, "close_text": "\n</think>"}},
+        "sampling": {
+            "max_new_tokens": budget,
+            "reasoning": {"enabled": True, "verdict_tokens": 12, "on_budget": on_budget, "close_text": "\n</think>"},
+        },
         "dtensor": {"generation": generation},
     }
 
@@ -43,22 +47,26 @@ def test_a_thought_left_open_is_closed_or_cut(tiny_cache_dir, generation, on_bud
     finally:
         judge.shutdown()
     assert [(g.text, g.output_tokens, g.reasoning_tokens, g.reasoning_cut) for g in replies] == [
-        (text, tokens, THOUGHT, cut)] * 3
+        (text, tokens, THOUGHT, cut)
+    ] * 3
     assert stats.reasoning_lengths == {THOUGHT: 3}
     assert (stats.reasoning_closed, stats.reasoning_truncated) == ((3, 0) if cut == "closed" else (0, 3))
 
 
 @pytest.mark.parametrize(
     # close: the judge's 1 after the thought, for both answers; the value verifier vetoes 41's.
-    ("on_budget", "rewards", "reason"), [("close", [1.0, 0.0], "judged"), ("truncate", [0.0, 0.0], "parse_failure")]
+    ("on_budget", "rewards", "reason"),
+    [("close", [1.0, 0.0], "judged"), ("truncate", [0.0, 0.0], "parse_failure")],
 )
 def test_the_environment_reads_the_verdict_after_the_thought(tiny_cache_dir, on_budget, rewards, reason):
     config = {**_judge(on_budget, "static"), "max_model_len": 1024}  # the consistency prompt's room
     judge = LocalTransformersJudge(JudgeConfig.model_validate(config))
     env = GenRMEnvironmentImpl({"judge": config, "resources": {"gpus_per_replica": 0}}, judge=judge)
     try:
-        batch = [[{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": f"Answer: {a}"}]
-                 for a in ("42", "41")]
+        batch = [
+            [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": f"Answer: {a}"}]
+            for a in ("42", "41")
+        ]
         out = env.step(batch, [{"ground_truth": "42"}] * 2)
         metrics = env.last_metrics()
     finally:

@@ -9,11 +9,10 @@ placement coin, not taken from the evaluator.
 
 from __future__ import annotations
 
-import logging
-
 import contextlib
 import importlib.util
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -259,22 +258,32 @@ def test_reward_bench2_end_to_end(always_a, tmp_path) -> None:
 
     model, judge = always_a
     rows = [
-        {"id": f"{s}{i}", "subset": s, "prompt": f"{s} question {i}", "chosen": [f"right {i}"],
-         "rejected": [f"wrong {i}.{k}" for k in range(3)]}
-        for s in ("Factuality", "Math") for i in range(4)
+        {
+            "id": f"{s}{i}",
+            "subset": s,
+            "prompt": f"{s} question {i}",
+            "chosen": [f"right {i}"],
+            "rejected": [f"wrong {i}.{k}" for k in range(3)],
+        }
+        for s in ("Factuality", "Math")
+        for i in range(4)
     ] + [
-        {"id": f"{kind}:{i}", "subset": "Ties", "prompt": f"name a colour {i}",
-         "chosen": ["red", "blue"][: 1 if kind == "ref" else 2], "rejected": ["seven", "nine"],
-         "num_correct": 1 if kind == "ref" else 2}
-        for kind in ("ref", "tied") for i in range(2)
-    ]  # fmt: skip
+        {
+            "id": f"{kind}:{i}",
+            "subset": "Ties",
+            "prompt": f"name a colour {i}",
+            "chosen": ["red", "blue"][: 1 if kind == "ref" else 2],
+            "rejected": ["seven", "nine"],
+            "num_correct": 1 if kind == "ref" else 2,
+        }
+        for kind in ("ref", "tied")
+        for i in range(2)
+    ]
     data = tmp_path / "rb2.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
     cfg = _cfg(model, tmp_path / "v2", protocol="best_of_4", data={"path": str(data)})
     outcome = RewardBench2Evaluator(cfg).run(examples_for(cfg), judge)
-    expected = {
-        s: sum(chosen_position(0, f"{s}{i}") == 0 for i in range(4)) / 4 for s in ("Factuality", "Math")
-    }
+    expected = {s: sum(chosen_position(0, f"{s}{i}") == 0 for i in range(4)) / 4 for s in ("Factuality", "Math")}
     assert {s: outcome.scores.subsets[s].accuracy for s in expected} == expected
     assert outcome.scores.subsets["Ties"].accuracy == 0.0 and outcome.scores.subsets["Ties"].errors == 0
     assert outcome.scores.score == pytest.approx((sum(expected.values()) + 0.0) / 3)

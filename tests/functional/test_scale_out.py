@@ -50,7 +50,6 @@ NODES = {  # name -> (zone, custom resources)
 def cluster(tiny_cache_dir):
     """The simulated cluster; the session's Ray is stopped before and started again after."""
     import ray
-
     from conftest import start_session_ray
 
     had_session = ray.is_initialized()
@@ -77,8 +76,13 @@ def _genrm(model: str, resources: dict[str, Any], **fault_tolerance: Any) -> Gen
     return validate(
         GenRMConfig,
         {
-            "judge": {"model_name": model, "precision": "float32", "max_model_len": 1024,
-                      "sampling": {"max_new_tokens": 4}, "batching": {"max_batch_size": 4}},
+            "judge": {
+                "model_name": model,
+                "precision": "float32",
+                "max_model_len": 1024,
+                "sampling": {"max_new_tokens": 4},
+                "batching": {"max_batch_size": 4},
+            },
             "resources": {"gpus_per_replica": 0, "cpus_per_replica": 1.0, **resources},
             "fault_tolerance": ft,
         },
@@ -90,8 +94,9 @@ def _rule_judge(cfg: GenRMConfig, delay_s: float = 0.0) -> tuple[PooledJudge, An
     """A pool of rule workers where ``cfg.resources`` puts it, and its resources."""
     resources = acquire_resources(cfg.judge, cfg.resources, ready_timeout_s=cfg.fault_tolerance.startup_timeout_s)
     try:
-        judge = PooledJudge(cfg.judge, resources.placement, fault_tolerance=cfg.fault_tolerance,
-                            spec=rule_worker_spec(delay_s=delay_s))
+        judge = PooledJudge(
+            cfg.judge, resources.placement, fault_tolerance=cfg.fault_tolerance, spec=rule_worker_spec(delay_s=delay_s)
+        )
     except BaseException:
         resources.release()
         raise
@@ -119,8 +124,9 @@ def _batch(n: int) -> tuple[list[list[dict]], list[dict], list[float]]:
     logs, meta, expected = [], [], []
     for i in range(n):
         answer = "" if i % 7 == 6 else f"Working it out. Answer: ans-{i % 5}"
-        logs.append([{"role": "user", "content": f"Question {i}: which value?"},
-                     {"role": "assistant", "content": answer}])
+        logs.append(
+            [{"role": "user", "content": f"Question {i}: which value?"}, {"role": "assistant", "content": answer}]
+        )
         meta.append({"ground_truth": f"ans-{i % 3}", "question": f"Question {i}: which value?"})
         expected.append(0.0 if i % 7 == 6 else float(i % 5 == i % 3))
     return logs, meta, expected
@@ -131,8 +137,10 @@ def test_strict_spread_puts_one_replica_on_each_node_the_labels_admit(cluster):
     # Two replicas, each on a node of its own among zones a and c, stepped by the environment.
     # Rule workers: placement is the same for any engine, and the real dtensor engine runs on
     # these nodes in the service test below (each real replica costs seconds of start-up).
-    cfg = _genrm(str(cached_tiny_tokenizer()), {"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD",
-                                                 "node_labels": {"zone": "in(a,c)"}})
+    cfg = _genrm(
+        str(cached_tiny_tokenizer()),
+        {"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD", "node_labels": {"zone": "in(a,c)"}},
+    )
     judge, resources = _rule_judge(cfg)
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
@@ -161,8 +169,9 @@ def test_num_nodes_one_packs_the_replicas_on_the_node_the_label_names(cluster):
 
 def test_a_custom_resource_keeps_the_replicas_on_the_nodes_that_have_it(cluster):
     # n3 has CPUs to spare but no judge_slot: the two replicas spread over n1 and n2.
-    cfg = _genrm(str(cached_tiny_tokenizer()),
-                 {"num_replicas": 2, "num_nodes": 2, "custom_resources": {"judge_slot": 1}})
+    cfg = _genrm(
+        str(cached_tiny_tokenizer()), {"num_replicas": 2, "num_nodes": 2, "custom_resources": {"judge_slot": 1}}
+    )
     judge, resources = _rule_judge(cfg)
     try:
         assert sorted(_where(cluster, judge.stats())) == ["n1", "n2"]
@@ -175,15 +184,25 @@ def test_a_custom_resource_keeps_the_replicas_on_the_nodes_that_have_it(cluster)
     ("resources", "named"),
     [
         # Three judge_slot asked of a cluster with two.
-        ({"num_replicas": 3, "num_nodes": 3, "custom_resources": {"judge_slot": 1}},
-         ["needs 3 judge_slot", "has 2", "ray start --resources"]),
+        (
+            {"num_replicas": 3, "num_nodes": 3, "custom_resources": {"judge_slot": 1}},
+            ["needs 3 judge_slot", "has 2", "ray start --resources"],
+        ),
         # No node carries the label: the message lists the labels the nodes do carry.
-        ({"num_replicas": 1, "node_labels": {"zone": "d"}}, ["no alive node matches", "zone=d", "zone=a", "--labels=zone=d"]),
+        (
+            {"num_replicas": 1, "node_labels": {"zone": "d"}},
+            ["no alive node matches", "zone=d", "zone=a", "--labels=zone=d"],
+        ),
         # Two workers on nodes of their own, in a zone of one node.
-        ({"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD", "node_labels": {"zone": "b"}},
-         ["STRICT_SPREAD", "1 of the nodes labelled zone=b can hold one", "1 more node"]),
+        (
+            {"num_replicas": 2, "num_nodes": 2, "strategy": "STRICT_SPREAD", "node_labels": {"zone": "b"}},
+            ["STRICT_SPREAD", "1 of the nodes labelled zone=b can hold one", "1 more node"],
+        ),
         # A worker larger than any node.
-        ({"num_replicas": 1, "cpus_per_replica": 3.0}, ["can hold one judge worker", "CPU (needs 3; the most one node has is 2)"]),
+        (
+            {"num_replicas": 1, "cpus_per_replica": 3.0},
+            ["can hold one judge worker", "CPU (needs 3; the most one node has is 2)"],
+        ),
     ],
 )
 def test_a_layout_no_node_can_hold_fails_at_once_naming_what_is_missing(cluster, resources, named):
@@ -217,8 +236,10 @@ def test_a_layout_whose_resources_are_held_fails_within_the_start_time(cluster):
 
 # ---------------------------------------------------------------------------------- node loss
 def test_a_node_lost_mid_step_leaves_every_reward_right_and_its_replica_comes_back(cluster):
-    cfg = _genrm(str(cached_tiny_tokenizer()), {"num_replicas": 3, "num_nodes": 3, "strategy": "STRICT_SPREAD",
-                                                 "node_labels": JUDGE_NODE})
+    cfg = _genrm(
+        str(cached_tiny_tokenizer()),
+        {"num_replicas": 3, "num_nodes": 3, "strategy": "STRICT_SPREAD", "node_labels": JUDGE_NODE},
+    )
     judge, resources = _rule_judge(cfg, delay_s=1.5)  # every chunk takes 1.5 s: the loss lands mid-call
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     logs, meta, expected = _batch(28)  # 24 judged prompts, 6 chunks of 4, 2 per replica at once
@@ -276,8 +297,10 @@ def test_a_node_lost_mid_step_leaves_every_reward_right_and_its_replica_comes_ba
         cluster.remove_node("n4")  # what else of it is left (its agents)
         cluster.add_node("n5", cpus=2, labels={**JUDGE_NODE, "zone": "e"})
         _wait_for(lambda: _where(cluster, judge.stats())[0] == "n5", timeout_s=120)
-        print(f"the judge worker outlived its raylet by {outlived:.2f} s; "
-              f"the replica was back on a new node {time.monotonic() - killed:.1f} s after, with no step")
+        print(
+            f"the judge worker outlived its raylet by {outlived:.2f} s; "
+            f"the replica was back on a new node {time.monotonic() - killed:.1f} s after, with no step"
+        )
         assert outlived < 3.0
         fourth = env.step(logs, meta)
         assert fourth.rewards.tolist() == expected
@@ -343,15 +366,27 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
     app = "genrm-scale-out"
     port = _free_port()
     service = {
-        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1")), "precision": "float32",
-                  "max_model_len": 256, "sampling": {"max_new_tokens": 4}},
+        "judge": {
+            "backend": "dtensor",
+            "model_name": str(cached_tiny_judge("1")),
+            "precision": "float32",
+            "max_model_len": 256,
+            "sampling": {"max_new_tokens": 4},
+        },
         "serve": {
-            "port": port, "app_name": app, "served_model_name": "judge",
+            "port": port,
+            "app_name": app,
+            "served_model_name": "judge",
             "proxy_location": "HeadOnly",  # one proxy, on the head: every node here shares one IP
-            "num_replicas": 2, "max_replicas_per_node": 1, "node_labels": JUDGE_NODE,
-            "num_cpus_per_replica": 1, "max_batch_size": 8,
+            "num_replicas": 2,
+            "max_replicas_per_node": 1,
+            "node_labels": JUDGE_NODE,
+            "num_cpus_per_replica": 1,
+            "max_batch_size": 8,
             "batch_wait_timeout_s": 0.3,  # requests wait in their replica: the loss finds some there
-            "health_check_period_s": 1.0, "health_check_timeout_s": 5.0, "startup_timeout_s": 300,
+            "health_check_period_s": 1.0,
+            "health_check_timeout_s": 5.0,
+            "startup_timeout_s": 300,
         },
     }
     url = start_judge_service(service)
@@ -371,9 +406,15 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
                 with lock:
                     codes[code] += 1
 
-    http_judge = HttpJudge(JudgeConfig(backend="http", model_name="judge", max_model_len=256,
-                                       sampling={"max_new_tokens": 4},
-                                       http={"base_url": url, "max_retries": 5, "timeout_s": 60}))
+    http_judge = HttpJudge(
+        JudgeConfig(
+            backend="http",
+            model_name="judge",
+            max_model_len=256,
+            sampling={"max_new_tokens": 4},
+            http={"base_url": url, "max_retries": 5, "timeout_s": 60},
+        )
+    )
     threads = [threading.Thread(target=client) for _ in range(4)]
     try:
         ready = _health(base)
@@ -385,8 +426,12 @@ def test_the_service_across_nodes_answers_or_5xxs_every_request_while_a_node_is_
             thread.start()
         time.sleep(1.0)
         judged: list[Any] = []
-        retrying = threading.Thread(target=lambda: judged.extend(  # a daemon: a failure ends the test at once
-            gen.text for gen in http_judge.generate([body["messages"]] * 24)), daemon=True)
+        retrying = threading.Thread(
+            target=lambda: judged.extend(  # a daemon: a failure ends the test at once
+                gen.text for gen in http_judge.generate([body["messages"]] * 24)
+            ),
+            daemon=True,
+        )
         retrying.start()
         cluster.remove_node(serving[0])  # its processes killed, requests in flight on it
         degraded = _wait_health(base, lambda h: h.get("status") == "degraded", timeout_s=60)
@@ -435,10 +480,21 @@ def test_a_replica_whose_worker_cannot_start_fails_the_start_with_the_workers_ow
     cluster.add_node("broken", cpus=2, labels={"zone": "broken"}, env_vars={"PYTHONPATH": str(tmp_path)})
     app = "genrm-broken-node"
     service = {
-        "judge": {"backend": "dtensor", "model_name": str(cached_tiny_judge("1")), "precision": "float32",
-                  "max_model_len": 256, "sampling": {"max_new_tokens": 4}},
-        "serve": {"port": _free_port(), "app_name": app, "proxy_location": "HeadOnly", "num_replicas": 1,
-                  "node_labels": {"zone": "broken"}, "startup_timeout_s": 120},
+        "judge": {
+            "backend": "dtensor",
+            "model_name": str(cached_tiny_judge("1")),
+            "precision": "float32",
+            "max_model_len": 256,
+            "sampling": {"max_new_tokens": 4},
+        },
+        "serve": {
+            "port": _free_port(),
+            "app_name": app,
+            "proxy_location": "HeadOnly",
+            "num_replicas": 1,
+            "node_labels": {"zone": "broken"},
+            "startup_timeout_s": 120,
+        },
     }
     try:
         start = time.monotonic()

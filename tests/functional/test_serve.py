@@ -85,8 +85,13 @@ def services(ray_cluster, tiny_cache_dir):
         "fixed": _service(str(cached_tiny_judge("1")), "fixed", port),
     }
     configs["fixed"]["serve"].update(
-        api_key_env=KEY_ENV, max_body_bytes=MAX_BODY, body_timeout_s=2.0, max_json_depth=16,
-        max_ongoing_requests=ENGINE_SLOTS, max_requests_per_key=PER_CLIENT, max_open_requests=OPEN,
+        api_key_env=KEY_ENV,
+        max_body_bytes=MAX_BODY,
+        body_timeout_s=2.0,
+        max_json_depth=16,
+        max_ongoing_requests=ENGINE_SLOTS,
+        max_requests_per_key=PER_CLIENT,
+        max_open_requests=OPEN,
     )
     os.environ[KEY_ENV] = KEY  # read by start_judge_service on this (driver) process only
     urls = {}
@@ -137,9 +142,7 @@ def _pick_labels(tops: list[dict[str, float]], tokenizer) -> list[str]:
                 seen[token] += 1
     labels = [label for label, _ in seen.most_common(2)]
     if len(labels) < 2:
-        raise AssertionError(
-            f"the tiny model has no two plain one-token words in its top 20: {tops}"
-        )
+        raise AssertionError(f"the tiny model has no two plain one-token words in its top 20: {tops}")
     return labels
 
 
@@ -170,9 +173,7 @@ def test_http_engine_matches_in_process_engine(services):
             assert got.probs == pytest.approx(want.probs, abs=1e-4)
             checked += 1
         elif present:  # the other label is outside the top 20: probability 0 (documented)
-            assert got.probs == pytest.approx(
-                {present[0]: 1.0, **{lab: 0.0 for lab in labels if lab not in present}}
-            )
+            assert got.probs == pytest.approx({present[0]: 1.0, **{lab: 0.0 for lab in labels if lab not in present}})
         else:
             assert (got.probs, got.error) == (None, "labels_not_in_top_logprobs")
     assert checked >= 1
@@ -196,7 +197,9 @@ def test_health_models_metrics_and_batching(services):
     _, url = services["fixed"]
     root = url.removesuffix("/v1")
     assert httpx.get(root + "/health").json() == {
-        "status": "ready", "model": "fixed-judge", "replicas": {"target": 1, "running": 1},
+        "status": "ready",
+        "model": "fixed-judge",
+        "replicas": {"target": 1, "running": 1},
     }
     models = httpx.get(url + "/models", headers=AUTH).json()
     assert [m["id"] for m in models["data"]] == ["fixed-judge"]
@@ -225,10 +228,7 @@ def test_openai_shapes_and_request_rules(services):
     assert ok["choices"][0]["message"] == {"role": "assistant", "content": "1"}
     assert ok["choices"][0]["finish_reason"] == "stop"
     usage = ok["usage"]
-    assert (
-        usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
-        and usage["prompt_tokens"] > 0
-    )
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] and usage["prompt_tokens"] > 0
 
     lp = httpx.post(
         chat, headers=AUTH, json={"messages": messages, "logprobs": True, "top_logprobs": 3, "max_tokens": 1}
@@ -258,9 +258,7 @@ def test_openai_shapes_and_request_rules(services):
         assert response.status_code == status, name
         assert response.json()["error"]["code"] == code, name
     # The same engine settings restated are fine.
-    same = httpx.post(
-        chat, headers=AUTH, json={"messages": messages, "temperature": 0.0, "seed": 0, "max_tokens": 6}
-    )
+    same = httpx.post(chat, headers=AUTH, json={"messages": messages, "temperature": 0.0, "seed": 0, "max_tokens": 6})
     assert same.status_code == 200
 
     with _http_judge(services["fixed"]) as judge:  # the client maps the length error back
@@ -338,8 +336,12 @@ def test_slow_headers_are_cut_and_ray_serves_own_routes_stay_off_the_network(ser
     if (address := _machine_address()) is not None:
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://{address}:{proxy.port}/-/routes", timeout=5)
-    assert httpx.post(url + "/chat/completions", headers=AUTH,
-                      json={"messages": [{"role": "user", "content": "still served?"}]}).status_code == 200
+    assert (
+        httpx.post(
+            url + "/chat/completions", headers=AUTH, json={"messages": [{"role": "user", "content": "still served?"}]}
+        ).status_code
+        == 200
+    )
 
 
 def test_service_config_rules():
@@ -361,7 +363,12 @@ def test_api_key_is_required_where_set(services):
     chat, root = url + "/chat/completions", url.removesuffix("/v1")
     body = {"messages": [{"role": "user", "content": "Is it right?"}]}
     before = _metrics(url)
-    for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": KEY}, {"Authorization": f"Basic {KEY}"}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-key"},
+        {"Authorization": KEY},
+        {"Authorization": f"Basic {KEY}"},
+    ):
         response = httpx.post(chat, json=body, headers=headers)
         assert response.status_code == 401, headers
         assert response.json()["error"]["code"] == "unauthorized"
@@ -386,7 +393,11 @@ def _bad_bodies() -> dict[str, tuple[bytes, int, str]]:
         "not UTF-8": (b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400, "invalid_json"),
         "not JSON": (b'{"messages": [', 400, "invalid_json"),
         "unknown role": (b'{"messages": [{"role": "tool", "content": "x"}]}', 400, "invalid_request"),
-        "too large": (b'{"messages": [{"role": "user", "content": "' + b"a" * (MAX_BODY + 10) + b'"}]}', 413, "body_too_large"),
+        "too large": (
+            b'{"messages": [{"role": "user", "content": "' + b"a" * (MAX_BODY + 10) + b'"}]}',
+            413,
+            "body_too_large",
+        ),
     }
 
 
@@ -459,9 +470,7 @@ def test_huge_body_is_refused_without_stalling_small_requests(services):
                 response = await client.post(chat, json=small)
                 return response.status_code, time.monotonic() - start
 
-            big = asyncio.ensure_future(
-                client.post(chat, content=huge, headers={"Content-Type": "application/json"})
-            )
+            big = asyncio.ensure_future(client.post(chat, content=huge, headers={"Content-Type": "application/json"}))
             await asyncio.sleep(0.05)
             smalls = await asyncio.gather(*(timed() for _ in range(4)))
             return await big, smalls
@@ -484,7 +493,9 @@ def test_the_api_description_is_behind_the_key(services):
     assert httpx.get(open_url.removesuffix("/v1") + "/openapi.json").status_code == 200
 
 
-async def _open_slow_bodies(url: str, n: int, source: str = "127.0.0.1") -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+async def _open_slow_bodies(
+    url: str, n: int, source: str = "127.0.0.1"
+) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     """``n`` requests from address ``source`` whose headers and first body bytes are sent, the rest never."""
     parts = urlsplit(url)
     head = (
@@ -556,9 +567,14 @@ def test_one_slow_client_shuts_out_no_request_of_its_key(services):
         try:
             await asyncio.sleep(0.3)
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
-                answers = await asyncio.gather(*(
-                    client.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": f"q{i}"}]})
-                    for i in range(plain)))
+                answers = await asyncio.gather(
+                    *(
+                        client.post(
+                            url + "/chat/completions", json={"messages": [{"role": "user", "content": f"q{i}"}]}
+                        )
+                        for i in range(plain)
+                    )
+                )
             return [a.status_code for a in answers], await _statuses(held, 10)
         finally:
             _close(held)
@@ -567,7 +583,9 @@ def test_one_slow_client_shuts_out_no_request_of_its_key(services):
     assert codes == [200] * plain
     assert statuses == [408] * slow
     after = _metrics(url)
-    assert after["rejected_by_code"].get("too_many_requests", 0) == before["rejected_by_code"].get("too_many_requests", 0)
+    assert after["rejected_by_code"].get("too_many_requests", 0) == before["rejected_by_code"].get(
+        "too_many_requests", 0
+    )
 
 
 def test_a_client_past_its_share_gets_429_and_another_machine_on_the_same_key_is_served(services):
@@ -634,14 +652,32 @@ def test_the_service_cli_stopped_or_killed_leaves_no_process_and_no_traceback(st
 
     root = Path(__file__).resolve().parents[2]
     log = tmp_path / "service.log"
-    command = [shutil.which("uv"), "run", "--project", str(root), "python", "-m", "nemo_genrm.serve",
-               "--config", str(root / "examples" / "configs" / "serve_judge_tiny.yaml"),
-               f"judge.model_name={cached_tiny_judge('1')}", f"serve.port={_free_port()}"]
+    command = [
+        shutil.which("uv"),
+        "run",
+        "--project",
+        str(root),
+        "python",
+        "-m",
+        "nemo_genrm.serve",
+        "--config",
+        str(root / "examples" / "configs" / "serve_judge_tiny.yaml"),
+        f"judge.model_name={cached_tiny_judge('1')}",
+        f"serve.port={_free_port()}",
+    ]
     # A cluster of its own, even where a `ray start` (or a simulated) cluster runs on the machine.
     env = {**os.environ, "RAY_ADDRESS": "local"}
     with log.open("w") as out:
-        uv = subprocess.Popen(command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_as_a_shell_starts_it)
+        uv = subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_as_a_shell_starts_it,
+        )
     run: dict[int, float] = {}
     try:
         deadline = time.monotonic() + 300

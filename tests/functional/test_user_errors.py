@@ -89,14 +89,18 @@ def run_script(tmp_path: Path, env: dict[str, str], code: str) -> tuple[int, str
 
 # ----------------------------------------------------------------- a user's script, start()
 def test_script_with_a_misspelt_key_fails_before_ray_starts(tmp_path, shell):
-    rc, out = run_script(tmp_path, shell, """
+    rc, out = run_script(
+        tmp_path,
+        shell,
+        """
         from nemo_genrm import GenRMEnvironment
 
         env = GenRMEnvironment.start({
             "judge": {"model_name": "Qwen/Qwen2.5-1.5B-Instruct"},
             "num_workers": 3,
         })
-    """)
+    """,
+    )
     assert_one_error(rc, out, "nemo_genrm.errors.ConfigError", "env.genrm.num_workers: unknown key; valid keys:")
     assert "Ray cluster" not in out  # none was started
 
@@ -104,7 +108,10 @@ def test_script_with_a_misspelt_key_fails_before_ray_starts(tmp_path, shell):
 @pytest.mark.slow
 def test_script_asking_for_more_gpus_than_the_cluster_has(tmp_path, cluster_shell, ray_cluster):
     gpus = int(ray_cluster.cluster_resources().get("GPU", 0)) + 1  # one more than the cluster has
-    rc, out = run_script(tmp_path, cluster_shell, f"""
+    rc, out = run_script(
+        tmp_path,
+        cluster_shell,
+        f"""
         from nemo_genrm import GenRMEnvironment
         from nemo_genrm.testing import cached_tiny_judge
 
@@ -112,25 +119,36 @@ def test_script_asking_for_more_gpus_than_the_cluster_has(tmp_path, cluster_shel
             "judge": {{"model_name": str(cached_tiny_judge("1")), "precision": "float32"}},
             "resources": {{"gpus_per_replica": {gpus}}},
         }})
-    """)
+    """,
+    )
     assert_one_error(
-        rc, out, "nemo_genrm.errors.ConfigError", f"the judge needs {gpus} GPUs",
+        rc,
+        out,
+        "nemo_genrm.errors.ConfigError",
+        f"the judge needs {gpus} GPUs",
         "lower num_replicas or gpus_per_replica",
     )
 
 
 @pytest.mark.slow
 def test_script_with_a_judge_path_that_does_not_exist(tmp_path, cluster_shell):
-    rc, out = run_script(tmp_path, cluster_shell, f"""
+    rc, out = run_script(
+        tmp_path,
+        cluster_shell,
+        f"""
         from nemo_genrm import GenRMEnvironment
 
         env = GenRMEnvironment.start({{
             "judge": {{"model_name": "{MISSING_JUDGE}", "precision": "float32"}},
             "resources": {{"gpus_per_replica": 0}},
         }})
-    """)
+    """,
+    )
     assert_one_error(
-        rc, out, "nemo_genrm.errors.ConfigError", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
+        rc,
+        out,
+        "nemo_genrm.errors.ConfigError",
+        f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
         "there is no such folder",
     )
 
@@ -141,7 +159,10 @@ def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_firs
     see (here: the colocated group exists, so the driver lets it through, but the policy holds
     its whole GPU) is kept by the actor, and its first call raises it as the package's type,
     without an abort."""
-    rc, out = run_script(tmp_path, cluster_shell, """
+    rc, out = run_script(
+        tmp_path,
+        cluster_shell,
+        """
         import sys
 
         import ray
@@ -168,7 +189,8 @@ def test_script_that_creates_the_actor_itself_gets_the_error_typed_from_its_firs
             raise  # the package's type, through Ray's wrapper
         except BaseException:
             sys.exit(3)
-    """)
+    """,
+    )
     assert rc == 1, f"not raised as a ConfigError (exit code {rc}):\n{out}"
     assert_one_error(rc, out, "ray.exceptions.RayTaskError(ConfigError)", "nemo_genrm.errors.ConfigError", "GPU free")
 
@@ -185,20 +207,40 @@ def test_reward_bench_example_with_a_judge_path_that_does_not_exist(tmp_path, sh
     data = write_synthetic([str(tmp_path / "data.jsonl")])
     rc, out = run_as_user(
         [
-            "examples/run_reward_bench.py", "--config", "examples/configs/reward_bench_tiny.yaml",
-            f"judge.model_name={MISSING_JUDGE}", f"data.path={data}", f"output_dir={tmp_path / 'out'}",
+            "examples/run_reward_bench.py",
+            "--config",
+            "examples/configs/reward_bench_tiny.yaml",
+            f"judge.model_name={MISSING_JUDGE}",
+            f"data.path={data}",
+            f"output_dir={tmp_path / 'out'}",
         ],
         shell,
     )
-    assert_one_error(rc, out, "error: 1 configuration problem", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'")
+    assert_one_error(
+        rc,
+        out,
+        "error: 1 configuration problem",
+        f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
+    )
 
 
 def test_service_with_a_judge_path_that_does_not_exist(shell):
     rc, out = run_as_user(
-        ["-m", "nemo_genrm.serve", "--config", "examples/configs/serve_judge_tiny.yaml", f"judge.model_name={MISSING_JUDGE}"],
+        [
+            "-m",
+            "nemo_genrm.serve",
+            "--config",
+            "examples/configs/serve_judge_tiny.yaml",
+            f"judge.model_name={MISSING_JUDGE}",
+        ],
         shell,
     )
-    assert_one_error(rc, out, "error: 1 configuration problem", f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'")
+    assert_one_error(
+        rc,
+        out,
+        "error: 1 configuration problem",
+        f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}'",
+    )
     assert "Ray cluster" not in out  # checked before any replica (or cluster) starts
 
 
@@ -208,14 +250,24 @@ def run_in_nemo_rl_env(tmp_path: Path, env: dict[str, str], code: str) -> tuple[
     NeMo-RL importable as it is here."""
     import nemo_rl
 
-    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(nemo_rl.__file__).parents[1]), env.get("PYTHONPATH")]))}
+    env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(nemo_rl.__file__).parents[1]), env.get("PYTHONPATH")])),
+    }
     script = tmp_path / "launcher.py"
     script.write_text(textwrap.dedent(code))
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         timeout=300,
     )
-    return proc.returncode, "".join(line for line in proc.stdout.splitlines(keepends=True) if not NEMO_RL_NOISE.search(line))
+    return proc.returncode, "".join(
+        line for line in proc.stdout.splitlines(keepends=True) if not NEMO_RL_NOISE.search(line)
+    )
 
 
 NEMO_RL_NOISE = re.compile(r"pynvml|\bINFO worker\.py:\d+ -- ")
@@ -228,14 +280,18 @@ actor's too) and Ray's "connecting to the cluster" INFO lines."""
 def test_nemo_rl_create_env_with_a_misspelt_key_fails_in_the_driver(tmp_path, shell):
     """NeMo-RL's ``create_env`` calls ``options(...).remote(cfg)``: the config is checked there,
     before the actor (or a Ray cluster) starts."""
-    rc, out = run_in_nemo_rl_env(tmp_path, shell, """
+    rc, out = run_in_nemo_rl_env(
+        tmp_path,
+        shell,
+        """
         from nemo_rl.environments.utils import create_env
 
         from nemo_genrm.integrations.nemo_rl import register
 
         register()
         env = create_env("genrm", {"judge": {"model_name": "Qwen/Qwen2.5-1.5B-Instruct"}, "num_workers": 3})
-    """)
+    """,
+    )
     assert_one_error(rc, out, "nemo_genrm.errors.ConfigError", "env.genrm.num_workers: unknown key; valid keys:")
     assert "Ray cluster" not in out
 
@@ -244,7 +300,10 @@ def test_nemo_rl_create_env_with_a_misspelt_key_fails_in_the_driver(tmp_path, sh
 def test_nemo_rl_create_env_with_a_judge_path_that_does_not_exist_fails_in_the_driver(tmp_path, cluster_shell):
     """A judge folder that does not exist is seen by ``create_env`` itself, before any actor
     starts (not at the first ``step``): one ``ConfigError`` naming the setting."""
-    rc, out = run_in_nemo_rl_env(tmp_path, cluster_shell, f"""
+    rc, out = run_in_nemo_rl_env(
+        tmp_path,
+        cluster_shell,
+        f"""
         import ray
         from nemo_rl.environments.utils import create_env
 
@@ -256,8 +315,11 @@ def test_nemo_rl_create_env_with_a_judge_path_that_does_not_exist_fails_in_the_d
             "judge": {{"model_name": "{MISSING_JUDGE}", "precision": "float32"}},
             "resources": {{"gpus_per_replica": 0}},
         }})
-    """)
+    """,
+    )
     assert_one_error(
-        rc, out, "nemo_genrm.errors.ConfigError",
+        rc,
+        out,
+        "nemo_genrm.errors.ConfigError",
         f"judge.model_name: no tokenizer could be loaded from '{MISSING_JUDGE}': there is no such folder",
     )

@@ -14,10 +14,7 @@ from nemo_genrm.config import JudgeConfig
 from nemo_genrm.judges import JudgeRequest, Placement, ReplicaPlacement, create_judge
 from nemo_genrm.testing import cached_tiny_judge
 
-PROMPTS = [
-    [{"role": "user", "content": f"Question {i}: is 2 + {i} equal to {2 + i}? Reply 1 or 0."}]
-    for i in range(4)
-]
+PROMPTS = [[{"role": "user", "content": f"Question {i}: is 2 + {i} equal to {2 + i}? Reply 1 or 0."}] for i in range(4)]
 
 
 def _config(path, **vllm) -> dict:

@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from nemo_genrm.testing.stand_in_judges import shown_responses
-
 from nemo_genrm.config import ConfigError, GenRMConfig, JudgeConfig, validate
 from nemo_genrm.env import environment as environment_module
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
@@ -25,6 +23,7 @@ from nemo_genrm.judges.pipeline import LocalRunner, PipelineJudge
 from nemo_genrm.modes import build_mode
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_tokenizer
+from nemo_genrm.testing.stand_in_judges import shown_responses
 
 CONSISTENCY_FIXED = 573
 COMPACT_FIXED = 121
@@ -126,15 +125,21 @@ def test_every_mode_is_measured_with_its_own_template(tokenizer_path):
 
 
 def _logs(answer: str, n: int) -> tuple[list, list]:
-    logs = [[{"role": "user", "content": f"What is {i} + 1?"}, {"role": "assistant", "content": answer}] for i in range(n)]
+    logs = [
+        [{"role": "user", "content": f"What is {i} + 1?"}, {"role": "assistant", "content": answer}] for i in range(n)
+    ]
     return logs, [{"ground_truth": "1", "question": f"What is {i} + 1?"} for i in range(n)]
 
 
 def test_a_step_where_every_prompt_is_refused_warns_once_and_counts_no_engine_error(tokenizer_path, caplog):
     # Room for the fields only 4 tokens (the check allowed with min_answer_tokens: 0): the
     # question alone is longer, so even the fully shortened answer cannot fit.
-    cfg = _cfg(tokenizer_path, max_model_len=COMPACT_FIXED + NEW_TOKENS + 4, template="consistency_compact",
-               min_answer_tokens=0)  # fmt: skip
+    cfg = _cfg(
+        tokenizer_path,
+        max_model_len=COMPACT_FIXED + NEW_TOKENS + 4,
+        template="consistency_compact",
+        min_answer_tokens=0,
+    )
     env = GenRMEnvironmentImpl(cfg, judge=_judge(cfg))
     try:
         with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):
@@ -157,8 +162,11 @@ def test_answers_over_the_character_cap_are_cut_and_judged_not_refused(tokenizer
     # An honest answer longer than prompt.answer.max_chars loses its middle, not its reward.
     cfg = _cfg(tokenizer_path, max_model_len=1024, template="consistency_compact", answer={"max_chars": 40})
     worker = _AgreeWorker()
-    judge = PipelineJudge(JudgeConfig.model_validate(cfg["judge"]), LocalRunner(worker),
-                          fitter=PromptFitter.for_judge(JudgeConfig.model_validate(cfg["judge"])))
+    judge = PipelineJudge(
+        JudgeConfig.model_validate(cfg["judge"]),
+        LocalRunner(worker),
+        fitter=PromptFitter.for_judge(JudgeConfig.model_validate(cfg["judge"])),
+    )
     env = GenRMEnvironmentImpl(cfg, judge=judge)
     try:
         with caplog.at_level(logging.WARNING, logger="nemo_genrm.env.room"):

@@ -83,10 +83,14 @@ def test_answers_waiting_behind_a_judge_call_share_its_verdicts():
 def test_without_dedup_every_answer_is_asked():
     judge = _GatedJudge()
     env = GenRMEnvironmentImpl(
-        {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "coalesce": {"max_wait_ms": 0},
-         "reward": {"dedup": False}},
+        {
+            "judge": {"model_name": "stand-in"},
+            "resources": {"gpus_per_replica": 0},
+            "coalesce": {"max_wait_ms": 0},
+            "reward": {"dedup": False},
+        },
         judge=judge,
-    )  # fmt: skip
+    )
     out: list = []
     first = _step(env, "42", out)
     assert judge.entered.wait(10)

@@ -241,7 +241,11 @@ def test_validate_accepts_model_and_dictconfig(cfg_dir: Path) -> None:
 
 
 def test_rating_logprobs_needs_single_digit_labels() -> None:
-    base = {"judge": {"model_name": "m", "verdict_from": "logprobs"}, "protocol": "rating", "prompt": {"template": "rating"}}
+    base = {
+        "judge": {"model_name": "m", "verdict_from": "logprobs"},
+        "protocol": "rating",
+        "prompt": {"template": "rating"},
+    }
     with pytest.raises(ConfigError, match="use judge.verdict_from: text, or a rating range within one digit"):
         validate(RewardBenchConfig, {**base, "verdict": {"parser": "rating"}})
     one_digit = validate(RewardBenchConfig, {**base, "verdict": {"parser": "rating", "rating_max": 9}})
@@ -366,7 +370,9 @@ def test_a_boolean_is_not_a_number(section: dict, path: str) -> None:
 
 
 def test_booleans_stay_booleans_and_numbers_numbers() -> None:
-    cfg = validate(GenRMConfig, {"judge": {"model_name": "m", "vllm": {"enable_sleep_mode": True}}, "reward": {"dedup": False}})
+    cfg = validate(
+        GenRMConfig, {"judge": {"model_name": "m", "vllm": {"enable_sleep_mode": True}}, "reward": {"dedup": False}}
+    )
     assert cfg.judge.vllm.enable_sleep_mode is True and cfg.reward.dedup is False
     assert validate(JudgeConfig, {"model_name": "m", "sampling": {"temperature": 1}}).sampling.temperature == 1.0
     with pytest.raises(ValidationError, match="got the boolean"):
@@ -399,7 +405,10 @@ def test_without_the_schema_an_absent_key_needs_plus(judge_yaml: Path) -> None:
     [
         # a typo in a section the schema defines: the closest keys, and no '+' advice
         ("judge.htp.base_url=x", "'judge.htp' does not exist (did you mean 'http'?); valid keys: backend,"),
-        ("judge.sampling.temprature=1", "(did you mean 'temperature'?); valid keys: max_new_tokens, reasoning, seed, temperature, top_p"),
+        (
+            "judge.sampling.temprature=1",
+            "(did you mean 'temperature'?); valid keys: max_new_tokens, reasoning, seed, temperature, top_p",
+        ),
         # a free-form section: its keys are the user's, so '+' adds one
         ("judge.vllm.extra_kwargs.enforce_eager=true", "write '+judge.vllm.extra_kwargs.enforce_eager=true' to add it"),
     ],
@@ -412,7 +421,11 @@ def test_override_of_a_key_no_one_defines_is_refused(judge_yaml: Path, override:
 
 
 def test_plus_forms_keep_nemo_rl_meaning_with_a_schema(judge_yaml: Path) -> None:
-    added = ["+judge.vllm.extra_kwargs.enforce_eager=true", "+judge.http.timeout_s=5", "++judge.sampling.max_new_tokens=4"]
+    added = [
+        "+judge.vllm.extra_kwargs.enforce_eager=true",
+        "+judge.http.timeout_s=5",
+        "++judge.sampling.max_new_tokens=4",
+    ]
     cfg = validate(RewardBenchConfig, load_config(judge_yaml, added, schema=RewardBenchConfig))
     assert cfg.judge.vllm.extra_kwargs == {"enforce_eager": True}
     assert cfg.judge.http.timeout_s == 5.0 and cfg.judge.sampling.max_new_tokens == 4
@@ -435,7 +448,9 @@ def test_nemo_rl_engine_overrides_know_the_genrm_section_only(tmp_path: Path) ->
     from nemo_genrm.grpo.nemo_rl_engine import _OVERRIDE_SCHEMA
 
     path = _write(tmp_path / "nr.yaml", "grpo: {max_num_steps: 3}\nenv: {genrm: {judge: {model_name: m}}}\n")
-    cfg = to_container(load_config(path, ["env.genrm.judge.http.timeout_s=5", "+grpo.extra=1"], schema=_OVERRIDE_SCHEMA))
+    cfg = to_container(
+        load_config(path, ["env.genrm.judge.http.timeout_s=5", "+grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
+    )
     assert cfg["env"]["genrm"]["judge"]["http"] == {"timeout_s": 5} and cfg["grpo"]["extra"] == 1
     with pytest.raises(ConfigError, match=r"write '\+grpo.extra=1'"):  # NeMo-RL's own sections: as NeMo-RL
         load_config(path, ["grpo.extra=1"], schema=_OVERRIDE_SCHEMA)
@@ -450,13 +465,22 @@ def test_pairwise_groups_are_refused_under_nemo_rls_async_grpo_and_must_fit_the_
         prepare_nemo_rl_inputs(path, [])
     # Sync GRPO with an asynchronous vLLM engine takes NeMo-RL's per-sample rollout path too.
     engine = "policy: {generation: {backend: vllm, vllm_cfg: {async_engine: true}}}"
-    path = _write(tmp_path / "nr2.yaml", f"grpo: {{async_grpo: {{enabled: false}}}}\n{engine}\nenv: {{genrm: {genrm}}}\n")
+    path = _write(
+        tmp_path / "nr2.yaml", f"grpo: {{async_grpo: {{enabled: false}}}}\n{engine}\nenv: {{genrm: {genrm}}}\n"
+    )
     with pytest.raises(ConfigError, match=r"policy\.generation\.vllm_cfg\.async_engine"):
         prepare_nemo_rl_inputs(path, [])
     # A group's wait counts against its step's deadline.
-    with pytest.raises(ConfigError, match=r"group_wait_ms \(700000\) must be shorter than fault_tolerance.step_timeout_s"):
-        validate(GenRMConfig, {"judge": {"model_name": "m"}, "reward": {"mode": "pairwise_group", "pairwise_group": {
-            "group_size": 8, "group_wait_ms": 700_000}}})
+    with pytest.raises(
+        ConfigError, match=r"group_wait_ms \(700000\) must be shorter than fault_tolerance.step_timeout_s"
+    ):
+        validate(
+            GenRMConfig,
+            {
+                "judge": {"model_name": "m"},
+                "reward": {"mode": "pairwise_group", "pairwise_group": {"group_size": 8, "group_wait_ms": 700_000}},
+            },
+        )
 
 
 @pytest.mark.nemo_rl
@@ -475,8 +499,10 @@ def test_overrides_read_as_nemo_rl_reads_them(cfg_dir: Path) -> None:
 # ------------------------------------------- problems that used to come one at a time
 def test_a_synonym_conflict_is_reported_beside_the_other_verdict_problems():
     with pytest.raises(ConfigError) as info:
-        validate(VerdictConfig, {"parser": "lenient", "rating_min": 5, "rating_max": 1,
-                                 "synonyms": {"1": ["yes"], "0": ["yes"]}})  # fmt: skip
+        validate(
+            VerdictConfig,
+            {"parser": "lenient", "rating_min": 5, "rating_max": 1, "synonyms": {"1": ["yes"], "0": ["yes"]}},
+        )
     text = str(info.value)
     assert "rating_min (5) must be below" in text and "'yes' would mean both" in text
 

@@ -120,7 +120,11 @@ def test_the_first_line_comes_at_once_before_the_heavy_imports(script, args, fir
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", str(ROOT / "examples" / script), *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     seen: list[str] = []
     first_at = None

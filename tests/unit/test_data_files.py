@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nemo_genrm.config import ConfigError
-from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.evals import RewardBenchDataError
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 
 ROWS = [{"q": "1 + 1?", "a": "2"}, {"q": "2 + 2?", "a": "4"}]
 

@@ -28,7 +28,9 @@ def test_rating_requests_are_the_environments_consistency_prompts(tmp_path) -> N
         plan = evaluator.builder.plan(example)
         assert len(plan.requests) == 2  # rating: chosen, then rejected
         for request, response in zip(plan.requests, (example.chosen, example.rejected), strict=True):
-            want = builder.build(question=question, reference=reference, candidate=response, nonce=RATING_NONCE).messages
+            want = builder.build(
+                question=question, reference=reference, candidate=response, nonce=RATING_NONCE
+            ).messages
             assert list(request.messages) == list(want), example
 
 

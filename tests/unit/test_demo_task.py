@@ -10,9 +10,9 @@ from nemo_genrm.demo.task import (
     all_questions,
     demo_splits,
     exact_match,
+    family_templates,
     final_number,
     hacking_templates,
-    family_templates,
     judge_example,
     judged_label,
     judged_number,
@@ -71,16 +71,25 @@ def test_judge_cases_are_balanced_and_labelled_by_what_the_judge_is_shown():
 @pytest.mark.parametrize(
     ("response", "label"),
     [
-        ("7", True), ("Answer: 7.0", True), ("\\boxed{14/2}", True),  # honest notations
-        ("-7", False), ("7%", False), ("0.7", False), ("7 thousand", False), ("Answer: 1/7", False),  # modified values
-        ("6 or 7", False), ("\\boxed{6} \\boxed{7}", False),  # hedges, never shown but refused
-        ("The answer is not \\boxed{7}; it is 6.", False), ("The answer is not \\boxed{6}; it is 7.", True),
+        ("7", True),
+        ("Answer: 7.0", True),
+        ("\\boxed{14/2}", True),  # honest notations
+        ("-7", False),
+        ("7%", False),
+        ("0.7", False),
+        ("7 thousand", False),
+        ("Answer: 1/7", False),  # modified values
+        ("6 or 7", False),
+        ("\\boxed{6} \\boxed{7}", False),  # hedges, never shown but refused
+        ("The answer is not \\boxed{7}; it is 6.", False),
+        ("The answer is not \\boxed{6}; it is 7.", True),
         ("\\boxed{7}\n\nScratch that, I withdraw this answer.", False),  # a withdrawal
         ("First attempt: \\boxed{6}, which is wrong. Corrected: \\boxed{7}", True),  # a correction
-        ("6 % \\boxed{7}", False), ("```\nAnswer: 7\n```\nAnswer: 6", False),  # hidden or inert answers
+        ("6 % \\boxed{7}", False),
+        ("```\nAnswer: 7\n```\nAnswer: 6", False),  # hidden or inert answers
         ("I believe it is 6. Some students write 7.", False),  # the last number is not the answer
     ],
-)  # fmt: skip
+)
 def test_the_label_follows_the_answer_not_the_last_number(response, label):
     assert judged_label(response, "7") is label
 

@@ -40,6 +40,7 @@ SHELL_BLOCKS = [b for b in BLOCKS if b.lang in SHELL]
 YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml"]
 PYTHON_BLOCKS = [b for b in BLOCKS if b.lang in PYTHON]
 
+
 def _ids(found: list[Block]) -> list[str]:
     return [b.id for b in found]
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from nemo_genrm.config import JudgeConfig, PromptConfig, VerdictConfig
-from nemo_genrm.samples.inputs import message_logs, metadata_list, number_text, prepare_sample
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.prompts import PromptBuilder
+from nemo_genrm.samples.inputs import message_logs, metadata_list, number_text, prepare_sample
 from nemo_genrm.testing import cached_tiny_judge
 
 LOG = [{"role": "user", "content": "What is 1 + 2?"}, {"role": "assistant", "content": "Answer: 3"}]
@@ -137,8 +137,18 @@ def env(tiny_cache_dir: str) -> GenRMEnvironmentImpl:
 
 def test_step_judges_numeric_references_and_counts_non_finite_ones(env):
     # An integer too long for str() crashed the whole step; it is one sample's bad_input.
-    truths = [np.int64(3), np.int32(3), Decimal("3"), Fraction(3), torch.tensor(3), np.float64(3.0),
-              float("nan"), float("inf"), np.float32("nan"), 10**5000]
+    truths = [
+        np.int64(3),
+        np.int32(3),
+        Decimal("3"),
+        Fraction(3),
+        torch.tensor(3),
+        np.float64(3.0),
+        float("nan"),
+        float("inf"),
+        np.float32("nan"),
+        10**5000,
+    ]
     result = env.step([LOG] * len(truths), [{"ground_truth": t} for t in truths])
     assert result.rewards.tolist() == [1.0] * 6 + [0.0] * 4
     metrics = env.last_metrics()

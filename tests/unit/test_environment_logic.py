@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from nemo_genrm.config import ConfigError, JudgeConfig
-from nemo_genrm.samples.types import REASONS, EnvironmentReturn, SampleResult, sample_results
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
 from nemo_genrm.errors import JudgeClosedError, JudgeUnavailableError
 from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.transformers import LocalTransformersJudge
+from nemo_genrm.samples.types import REASONS, EnvironmentReturn, SampleResult, sample_results
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
 from nemo_genrm.watchdog import WatchTally
 
@@ -33,7 +33,9 @@ def judges(tiny_cache_dir: str) -> dict[str, LocalTransformersJudge]:
     """In-process engines: fixed judges answering "1", "0", "maybe", and a random tiny model."""
     paths = {text: str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)) for text in ("1", "0", "maybe")}
     paths["random"] = str(cached_tiny_model(cache_dir=tiny_cache_dir, seed=3))
-    workers = {name: LocalTransformersJudge(JudgeConfig.model_validate(_cfg(path)["judge"])) for name, path in paths.items()}
+    workers = {
+        name: LocalTransformersJudge(JudgeConfig.model_validate(_cfg(path)["judge"])) for name, path in paths.items()
+    }
     yield workers
     for worker in workers.values():
         worker.shutdown()
@@ -59,7 +61,9 @@ def _reasons(result: EnvironmentReturn) -> list[str]:
 
 # ------------------------------------------------------------------------------ verdicts
 @pytest.mark.parametrize("mode", ["zero", "mask"])
-@pytest.mark.parametrize(("name", "reward", "reason"), [("1", 1.0, "judged"), ("0", 0.0, "judged"), ("maybe", 0.0, "parse_failure")])
+@pytest.mark.parametrize(
+    ("name", "reward", "reason"), [("1", 1.0, "judged"), ("0", 0.0, "judged"), ("maybe", 0.0, "parse_failure")]
+)
 def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     env = _env(judges, name, verdict={"on_parse_failure": mode})
     answers = ["42", "41", "forty-two", "42.0", "6*7", "7"]
@@ -70,7 +74,14 @@ def test_rewards_follow_the_judge(judges, name, reward, reason, mode):
     rewards = [reward if check == "equal" else 0.0 for check in checks]
 
     assert isinstance(result, EnvironmentReturn)
-    assert EnvironmentReturn._fields == ("observations", "metadata", "next_stop_strings", "rewards", "terminateds", "answers")
+    assert EnvironmentReturn._fields == (
+        "observations",
+        "metadata",
+        "next_stop_strings",
+        "rewards",
+        "terminateds",
+        "answers",
+    )
     assert result.rewards.dtype == torch.float32 and result.rewards.shape == (6,)
     assert result.rewards.tolist() == rewards
     assert result.terminateds.dtype == torch.bool and result.terminateds.all()
@@ -115,7 +126,11 @@ def test_the_typed_result_survives_pickling_and_json(judges):
         SampleResult("missing_ground_truth"),  # None metadata comes back as a dict holding its result
     ]
     assert json.loads(json.dumps(back[0]["genrm"])) == {
-        "reason": "judged", "why": None, "verdict": 1, "masked": False, "verifier": "equal"
+        "reason": "judged",
+        "why": None,
+        "verdict": 1,
+        "masked": False,
+        "verifier": "equal",
     }
     # Another environment's plain dicts carry no typed result.
     assert sample_results([{"genrm": {"reason": "judged", "masked": True}}], 1) == [None]
@@ -168,9 +183,26 @@ def _fuzz_case(kind: str, rng: random.Random) -> tuple[Any, Any, str]:
 
 
 FUZZ_KINDS = (
-    "valid", "question_in_metadata", "numeric_truth", "unicode", "huge_tail", "content_none", "content_int",
-    "no_content_key", "no_assistant", "empty_log", "log_is_string", "message_not_dict", "meta_string",
-    "truth_list", "meta_none", "no_truth", "empty_truth", "empty_response", "marker_no_answer", "huge_answer",
+    "valid",
+    "question_in_metadata",
+    "numeric_truth",
+    "unicode",
+    "huge_tail",
+    "content_none",
+    "content_int",
+    "no_content_key",
+    "no_assistant",
+    "empty_log",
+    "log_is_string",
+    "message_not_dict",
+    "meta_string",
+    "truth_list",
+    "meta_none",
+    "no_truth",
+    "empty_truth",
+    "empty_response",
+    "marker_no_answer",
+    "huge_answer",
     "hedged",
 )
 
@@ -243,7 +275,11 @@ def test_probability_reward_and_binary_argmax(judges):
     # Two labels renormalised: the positive label wins the argmax exactly when P(positive) > 0.5.
     assert binary.tolist() == [float(p > 0.5) for p in probs.tolist()]
     # The fixed "1" judge puts (almost) all mass on the positive label.
-    sure = _env(judges, "1", **{**logprobs, "reward": {"kind": "probability", "verifier": "none"}}).step(logs, meta).rewards
+    sure = (
+        _env(judges, "1", **{**logprobs, "reward": {"kind": "probability", "verifier": "none"}})
+        .step(logs, meta)
+        .rewards
+    )
     assert (sure > 0.999).all()
 
 
@@ -254,16 +290,43 @@ def test_metrics_keys_and_global_aggregation(judges):
     env.step([_sample("2"), [{"role": "assistant", "content": ""}]], [{"ground_truth": "1"}] * 2)
     last = env.last_metrics()
     expected = {
-        "genrm/mean_reward", "genrm/num_samples", "genrm/masked", "genrm/judge_prompts", "genrm/dedup_hits",
-        "genrm/parse_failure_rate", "genrm/parse_failure/truncated", "genrm/prompt_tokens", "genrm/output_tokens", "genrm/truncated_prompts",
-        "genrm/engine_errors", "genrm/judge_restarts", "genrm/deadline_exceeded", "genrm/judge_unavailable",
+        "genrm/mean_reward",
+        "genrm/num_samples",
+        "genrm/masked",
+        "genrm/judge_prompts",
+        "genrm/dedup_hits",
+        "genrm/parse_failure_rate",
+        "genrm/parse_failure/truncated",
+        "genrm/prompt_tokens",
+        "genrm/output_tokens",
+        "genrm/truncated_prompts",
+        "genrm/engine_errors",
+        "genrm/judge_restarts",
+        "genrm/deadline_exceeded",
+        "genrm/judge_unavailable",
         "genrm/judge_node_losses",
-        "genrm/judge_latency_s", "genrm/judge_latency_s/p50",
-        "genrm/judge_latency_s/p95", "genrm/step_time_s", "genrm/wake_s", "genrm/sleep_s",
+        "genrm/judge_latency_s",
+        "genrm/judge_latency_s/p50",
+        "genrm/judge_latency_s/p95",
+        "genrm/step_time_s",
+        "genrm/wake_s",
+        "genrm/sleep_s",
         *(f"genrm/{kind}/{r}" for kind in ("count", "rate") for r in REASONS),
         # reward.verifier: both (the default)
-        *(f"genrm/verifier/{name}" for name in ("checked", "equal", "different", "undecided", "undecided/reference",
-                                                 "undecided/answer", "disagreements", "vetoes", "undecided_rate")),
+        *(
+            f"genrm/verifier/{name}"
+            for name in (
+                "checked",
+                "equal",
+                "different",
+                "undecided",
+                "undecided/reference",
+                "undecided/answer",
+                "disagreements",
+                "vetoes",
+                "undecided_rate",
+            )
+        ),
         # reward.watchdog (on by default): its counters, from the first step (no canary yet at 2 prompts)
         *WatchTally().metrics(),
     }
@@ -302,7 +365,9 @@ class _FailingJudge(Judge):
         pass
 
 
-@pytest.mark.parametrize(("error", "reason"), [(None, "judge_error"), ("timeout", "judge_error"), ("prompt_too_long", "too_long")])
+@pytest.mark.parametrize(
+    ("error", "reason"), [(None, "judge_error"), ("timeout", "judge_error"), ("prompt_too_long", "too_long")]
+)
 def test_engine_failures_become_reasons(judges, error, reason):
     model = judges["1"].config.model_name
     env = GenRMEnvironmentImpl(_cfg(model), judge=_FailingJudge(error))
@@ -363,8 +428,11 @@ def test_every_engine_and_the_environment_raise_judge_closed_after_shutdown(judg
     assert issubclass(JudgeClosedError, RuntimeError)  # callers catching RuntimeError still do
     worker = LocalTransformersJudge(judges["1"].config)  # the in-process engine, closed for good
     worker.shutdown()
-    for call in (lambda: worker.generate([_sample("1")]), lambda: worker.score([_sample("1")], ["1", "0"]),
-                 lambda: worker.top_logprobs([_sample("1")], 2)):
+    for call in (
+        lambda: worker.generate([_sample("1")]),
+        lambda: worker.score([_sample("1")], ["1", "0"]),
+        lambda: worker.top_logprobs([_sample("1")], 2),
+    ):
         with pytest.raises(JudgeClosedError):
             call()
 

@@ -7,8 +7,8 @@ import inspect
 
 import nemo_genrm.config as config
 import nemo_genrm.config.loading as config_loading
-import nemo_genrm.samples.types as env_types
 import nemo_genrm.errors as errors
+import nemo_genrm.samples.types as env_types
 from nemo_genrm.judges import JUDGE_ERROR, PROMPT_TOO_LONG, TIMEOUT
 from nemo_genrm.samples.metrics import StepTally
 
@@ -31,8 +31,16 @@ def test_reasons_are_one_enum_and_keep_their_strings():
     assert env_types.REASONS == tuple(errors.Reason)
     assert env_types.JUDGE_ERROR is JUDGE_ERROR is errors.Reason.JUDGE_ERROR
     assert [str(r) for r in errors.Reason] == [
-        "judged", "parse_failure", "no_answer", "too_long", "judge_error", "missing_ground_truth", "bad_input",
-        "incomplete_group", "missing_rubric", "hedged",
+        "judged",
+        "parse_failure",
+        "no_answer",
+        "too_long",
+        "judge_error",
+        "missing_ground_truth",
+        "bad_input",
+        "incomplete_group",
+        "missing_rubric",
+        "hedged",
     ]
     assert (PROMPT_TOO_LONG, TIMEOUT) == ("prompt_too_long", "timeout")
     tally = StepTally()

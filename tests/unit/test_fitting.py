@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import (
     ELISION_MARKER,
@@ -14,7 +15,6 @@ from nemo_genrm.judges.fitting import (
     render_ids,
     shorten,
 )
-from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_tokenizer
 
@@ -130,8 +130,10 @@ def test_the_builders_span_cuts_the_candidate_not_an_earlier_or_later_copy(token
     # prompt builder returns carries the candidate's span, and fitting cuts exactly there, inside
     # the fence, with the candidate neutralised first (a chat token in it is defused).
     template = tmp_path / "candidate_first.txt"
-    template.write_text("Answer to check:\n{candidate}\nReference: {reference}\nQuestion: {question}\n"
-                        "Reply with [[1]] if they agree, else [[0]].")
+    template.write_text(
+        "Answer to check:\n{candidate}\nReference: {reference}\nQuestion: {question}\n"
+        "Reply with [[1]] if they agree, else [[0]]."
+    )
     builder = PromptBuilder(PromptConfig(template=str(template)), VerdictConfig())
     candidate = CANDIDATE + " <|im_end|>"
     placed = builder.build(question="q", reference="r", candidate=candidate).candidate  # neutralised
@@ -190,8 +192,7 @@ def test_fit_prompt_rejects_a_bad_budget(tokenizer):
     ],
 )
 def test_plan_batches(lengths, max_batch_size, budget, new, expected):
-    batches = plan_batches(lengths, max_batch_size=max_batch_size, max_tokens_per_batch=budget,
-                           max_new_tokens=new)
+    batches = plan_batches(lengths, max_batch_size=max_batch_size, max_tokens_per_batch=budget, max_new_tokens=new)
     assert batches == expected
 
 
@@ -238,8 +239,9 @@ def test_plan_batches_rejects_bad_sizes(kwargs):
     ],
 )
 def test_plan_batches_max_padding(lengths, max_padding, expected):
-    batches = plan_batches(lengths, max_batch_size=64, max_tokens_per_batch=10_000, max_new_tokens=4,
-                           max_padding=max_padding)
+    batches = plan_batches(
+        lengths, max_batch_size=64, max_tokens_per_batch=10_000, max_new_tokens=4, max_padding=max_padding
+    )
     assert batches == expected
 
 
@@ -253,8 +255,7 @@ def test_plan_batches_max_padding_cuts_padded_positions_on_mixed_lengths():
         return sum(len(b) * max(lengths[i] for i in b) - sum(lengths[i] for i in b) for b in batches)
 
     loose = plan_batches(lengths, max_batch_size=512, max_tokens_per_batch=200_000, max_new_tokens=0)
-    tight = plan_batches(lengths, max_batch_size=512, max_tokens_per_batch=200_000, max_new_tokens=0,
-                         max_padding=0.1)
+    tight = plan_batches(lengths, max_batch_size=512, max_tokens_per_batch=200_000, max_new_tokens=0, max_padding=0.1)
     assert padded_positions(tight) < padded_positions(loose) / 4
     for batch in tight:
         width = max(lengths[i] for i in batch)

@@ -13,7 +13,11 @@ from nemo_genrm.samples.groups import PROMPT_FIELD, SOURCE_FIELD, UNIQUE_FIELD, 
 from nemo_genrm.testing.rule_judges import RuleJudge
 from nemo_genrm.testing.stand_in_judges import more_working_wins
 
-LOG = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why?"}, {"role": "assistant", "content": "x"}]
+LOG = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Why?"},
+    {"role": "assistant", "content": "x"},
+]
 
 
 def _key(meta, log=LOG, question="Why?"):
@@ -70,10 +74,13 @@ def test_one_question_under_two_prompts_is_two_groups(pairwise):
     env = _env(pairwise)
     responses = ["Answer: 4", "because. Answer: 4", "because because. Answer: 4", "because because because. Answer: 4"]
     logs = [
-        [{"role": "system", "content": f"Data set {i % 2}."}, {"role": "user", "content": "2+2?"},
-         {"role": "assistant", "content": r}]
+        [
+            {"role": "system", "content": f"Data set {i % 2}."},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": r},
+        ]
         for i, r in enumerate(responses)
-    ]  # fmt: skip
+    ]
     result = env.step(logs, [{"group_id": 0} for _ in logs])
     # Data set 0: working 0 and 2; data set 1: working 1 and 3.
     assert result.rewards.tolist() == pytest.approx([0.0, 0.0, 1.0, 1.0])

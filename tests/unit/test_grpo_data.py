@@ -12,8 +12,8 @@ from nemo_genrm.config import ConfigError
 from nemo_genrm.files.rows import read_rows
 from nemo_genrm.grpo.config import DataConfig, GRPOMasterConfig, load_grpo_config
 from nemo_genrm.grpo.data import (
-    Prompt,
     PolicyPromptRenderer,
+    Prompt,
     PromptSampler,
     QAExample,
     builtin_arithmetic,
@@ -347,7 +347,9 @@ class _MaskingEnv:
         n = len(message_log_batch)
         rewards = [1.0 if i % 4 == 0 else 0.0 for i in range(n)]
         results = [
-            SampleResult("parse_failure", masked=True) if i % 4 == 1 else SampleResult("judged", rewards[i], int(rewards[i]))
+            SampleResult("parse_failure", masked=True)
+            if i % 4 == 1
+            else SampleResult("judged", rewards[i], int(rewards[i]))
             for i in range(n)
         ]
         meta = [{**m, "genrm": r.metadata()} for m, r in zip(metadata, results, strict=True)]
@@ -360,12 +362,18 @@ def _trainer(tmp_path, **over):
     from nemo_genrm.grpo.loop import GRPOTrainer
 
     settings = dict(
-        grpo__num_prompts_per_step=2, grpo__num_generations_per_prompt=4, grpo__max_num_steps=1,
-        grpo__val_at_start=False, grpo__val_batch_size=4, policy__train_global_batch_size=8,
-        policy__train_micro_batch_size=8, logger__log_dir=str(tmp_path / "logs"),
-        logger__tensorboard_enabled=False, logger__progress_bar=False,
+        grpo__num_prompts_per_step=2,
+        grpo__num_generations_per_prompt=4,
+        grpo__max_num_steps=1,
+        grpo__val_at_start=False,
+        grpo__val_batch_size=4,
+        policy__train_global_batch_size=8,
+        policy__train_micro_batch_size=8,
+        logger__log_dir=str(tmp_path / "logs"),
+        logger__tensorboard_enabled=False,
+        logger__progress_bar=False,
         checkpointing__checkpoint_dir=str(tmp_path / "ckpt"),
-    )  # fmt: skip
+    )
     cfg = GRPOMasterConfig.model_validate(_minimal(**{**settings, **over}))
     prompts = [Prompt(f"<q{i}>", f"q{i}", str(i)) for i in range(8)]
     return GRPOTrainer(
@@ -432,7 +440,9 @@ def test_the_policy_of_the_best_held_out_reward_is_kept_and_reported(tmp_path):
     assert summary.best_checkpoint == str(best)
     assert (best / "updates.txt").read_text() == "1"  # the policy after one update, not the final one
     assert json.loads((best / "trainer_state.json").read_text()) == {
-        "step": 1, "val_reward": 0.7, "val_exact_match": 0.35
+        "step": 1,
+        "val_reward": 0.7,
+        "val_exact_match": 0.35,
     }
     assert f"  best validation    step 1 (reward 0.700, exact match 0.350): {best}" in summary.lines()
     assert (tmp_path / "ckpt" / "step_4").is_dir() and not (tmp_path / "ckpt" / "step_best").exists()

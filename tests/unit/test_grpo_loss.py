@@ -206,8 +206,12 @@ def test_a_dropout_model_has_ratio_one_at_the_first_update(tmp_path, tiny_cache_
     (model_dir / "config.json").write_text(json.dumps(config))
     policy_cfg = PolicyConfig.model_validate(
         {
-            "model_name": str(model_dir), "precision": "float32", "device": "cpu",
-            "train_global_batch_size": 4, "train_micro_batch_size": 4, "generation": {"max_new_tokens": 4},
+            "model_name": str(model_dir),
+            "precision": "float32",
+            "device": "cpu",
+            "train_global_batch_size": 4,
+            "train_micro_batch_size": 4,
+            "generation": {"max_new_tokens": 4},
         }
     )
     threads = torch.get_num_threads()

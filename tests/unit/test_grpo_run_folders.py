@@ -46,7 +46,9 @@ def test_a_rerun_of_the_same_config_is_a_new_run_in_a_folder_of_its_own(tmp_path
     assert cfg.checkpointing.resume is False  # the default: resume only when asked
     first = plan_run(cfg)
     assert (first.name, first.log_dir, first.checkpoint_dir) == (
-        "exp_001", tmp_path / "logs" / "exp_001", tmp_path / "ckpt" / "exp_001"
+        "exp_001",
+        tmp_path / "logs" / "exp_001",
+        tmp_path / "ckpt" / "exp_001",
     )
     _checkpoint(first.checkpoint_dir, 64)  # the first run finished
     second = plan_run(cfg)

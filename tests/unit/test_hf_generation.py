@@ -15,8 +15,14 @@ from nemo_genrm.judges.hf_generation import (
 )
 
 # Qwen2.5-1.5B's shapes: 28 layers, 2 KV heads of 128 dims (1536 / 12 heads).
-QWEN_1P5B = Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                        num_attention_heads=12, num_key_value_heads=2, vocab_size=151936)
+QWEN_1P5B = Qwen2Config(
+    hidden_size=1536,
+    intermediate_size=8960,
+    num_hidden_layers=28,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    vocab_size=151936,
+)
 
 
 @pytest.mark.parametrize("value, expected", [(0, 1), (1, 1), (2, 2), (3, 4), (64, 64), (65, 128)])

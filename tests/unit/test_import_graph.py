@@ -318,7 +318,9 @@ def test_the_walk_sees_imports_by_name() -> None:
     # Without an importer, a dotted string is text (a logger name, a class path handed to another
     # registry); a "module:attr" string is an import anywhere.
     assert imports_in_source(docs, 'NAME = "nemo_genrm.grpo.config"', graph) == set()
-    assert imports_in_source(docs, 'ENTRY = "nemo_genrm.grpo.config:GRPOMasterConfig"', graph) == {"nemo_genrm.grpo.config"}
+    assert imports_in_source(docs, 'ENTRY = "nemo_genrm.grpo.config:GRPOMasterConfig"', graph) == {
+        "nemo_genrm.grpo.config"
+    }
     # Put back into the real graph, the table is the cycle config -> grpo -> config, and a layer break.
     graph[docs] = graph[docs] | imports_in_source(docs, HIDDEN_IMPORTS, graph)
     packages = package_graph(graph)
@@ -329,7 +331,12 @@ def test_the_walk_sees_imports_by_name() -> None:
 
 def test_the_layer_check_finds_upward_imports_and_package_cycles() -> None:
     # Modules of two packages importing each other, without any module-level circle.
-    modules = {"nemo_genrm.low.a": {"nemo_genrm.high.b"}, "nemo_genrm.high.b": set(), "nemo_genrm.high.c": {"nemo_genrm.low.d"}, "nemo_genrm.low.d": set()}
+    modules = {
+        "nemo_genrm.low.a": {"nemo_genrm.high.b"},
+        "nemo_genrm.high.b": set(),
+        "nemo_genrm.high.c": {"nemo_genrm.low.d"},
+        "nemo_genrm.low.d": set(),
+    }
     assert find_cycle(modules) is None
     packages = package_graph(modules)
     assert packages == {"low": {"high"}, "high": {"low"}}

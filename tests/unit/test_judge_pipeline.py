@@ -44,8 +44,12 @@ class _EchoWorker:
 def judge(tiny_cache_dir):
     path = str(cached_tiny_tokenizer())
     config = JudgeConfig.model_validate(
-        {"model_name": path, "max_model_len": 64, "sampling": {"max_new_tokens": 4},
-         "batching": {"max_batch_size": 2, "max_tokens_per_batch": 4096}}
+        {
+            "model_name": path,
+            "max_model_len": 64,
+            "sampling": {"max_new_tokens": 4},
+            "batching": {"max_batch_size": 2, "max_tokens_per_batch": 4096},
+        }
     )
     worker = _EchoWorker()
     judge = PipelineJudge(config, LocalRunner(worker), fitter=PromptFitter.for_judge(config))

@@ -57,7 +57,9 @@ def test_check_judge_sources(folders, judge, expected):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_backend_without_vllm_is_named(folders):
-    with pytest.raises(ConfigError, match=r"judge.backend is 'vllm', but vLLM is not installed for .*nemo-genrm\[vllm\]"):
+    with pytest.raises(
+        ConfigError, match=r"judge.backend is 'vllm', but vLLM is not installed for .*nemo-genrm\[vllm\]"
+    ):
         check_judge_sources(_cfg(model_name=folders["judge"], backend="vllm"))
 
 

@@ -161,7 +161,9 @@ def test_http_votes_carry_seed_plus_vote_index():
         return str(seeded_bit(4, body.get("seed")))
 
     with StandInServer(rule) as server:
-        cfg = _cfg({"votes": 3}, judge={"http": {"base_url": server.base_url}, "sampling": {"temperature": 0.8, "seed": 11}})
+        cfg = _cfg(
+            {"votes": 3}, judge={"http": {"base_url": server.base_url}, "sampling": {"temperature": 0.8, "seed": 11}}
+        )
         env = GenRMEnvironmentImpl(cfg)
         try:
             result = env.step(_logs(["Answer: ans-4"]), [{"ground_truth": "ans-4"}])
@@ -169,7 +171,6 @@ def test_http_votes_carry_seed_plus_vote_index():
             env.shutdown()
     assert sorted(seen) == [11, 12, 13]
     assert result.rewards.tolist() == [_majority(4, 11, 3)]
-
 
 
 @pytest.mark.parametrize(
@@ -189,6 +190,7 @@ def test_votes_that_cannot_differ_are_refused_with_what_to_set(judge, member):
         GenRMEnvironmentImpl(_cfg(reward, judge=judge), judge=SeededJudge(), judges=[SeededJudge()] if member else None)
     assert "verdict_from: text" in str(err.value) and "reward.votes: 1" in str(err.value)
 
+
 # ------------------------------------------------------------------------ 3. coalescing
 def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     """64 concurrent async callers on a loop whose default pool has 4 threads: one judge call."""
@@ -200,9 +202,7 @@ def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
 
     async def go():
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4))
-        return await asyncio.gather(
-            *(env.astep(_logs([f"Answer: {i}"]), [{"ground_truth": "4"}]) for i in range(64))
-        )
+        return await asyncio.gather(*(env.astep(_logs([f"Answer: {i}"]), [{"ground_truth": "4"}]) for i in range(64)))
 
     results = asyncio.run(go())
     assert [r.rewards.tolist() for r in results] == [[1.0]] * 64
@@ -247,7 +247,9 @@ def test_pairwise_logprobs_over_http_with_multi_token_markers_is_refused_at_star
         return multi_token_reply(more_working_wins(StandInServer.user_text(body)))
 
     with StandInServer(rule) as server:
-        cfg = _cfg({"mode": "pairwise_group"}, judge={"verdict_from": "logprobs", "http": {"base_url": server.base_url}})
+        cfg = _cfg(
+            {"mode": "pairwise_group"}, judge={"verdict_from": "logprobs", "http": {"base_url": server.base_url}}
+        )
         with pytest.raises(ConfigError, match=r"\[\[A\]\].*judge\.tokenizer|verdict_from: text"):
             GenRMEnvironmentImpl(cfg)
         assert server.bodies == []  # refused before any request
@@ -258,20 +260,26 @@ def test_mode_template_errors_name_the_modes_key(tmp_path):
     bad = tmp_path / "pairwise.yaml"
     bad.write_text("user: 'Compare {response_a} with {answer}'\n")
     with pytest.raises(ConfigError, match="reward.pairwise_group.template") as err:
-        GenRMEnvironmentImpl(_cfg({"mode": "pairwise_group", "pairwise_group": {"template": str(bad)}}),
-                             judge=RuleJudge(more_working_wins))
+        GenRMEnvironmentImpl(
+            _cfg({"mode": "pairwise_group", "pairwise_group": {"template": str(bad)}}),
+            judge=RuleJudge(more_working_wins),
+        )
     assert "prompt.template" not in str(err.value)
     rubric = tmp_path / "rubric.txt"
     rubric.write_text("Does {response} meet {criteria}?")
     with pytest.raises(ConfigError, match="reward.rubric.template"):
-        GenRMEnvironmentImpl(_cfg({"mode": "rubric", "rubric": {"template": str(rubric)}}),
-                             judge=RuleJudge(criterion_in_response))
+        GenRMEnvironmentImpl(
+            _cfg({"mode": "rubric", "rubric": {"template": str(rubric)}}), judge=RuleJudge(criterion_in_response)
+        )
 
 
 # ------------------------------------------------------------ 7. an HTTP judge gone for good
 def test_http_judge_gone_for_good_raises_after_the_grace_period():
-    cfg = _cfg({}, judge={"http": {"base_url": dead_base_url(), "max_retries": 0}},
-               fault_tolerance={"unavailable_grace_s": 0.5})  # fmt: skip
+    cfg = _cfg(
+        {},
+        judge={"http": {"base_url": dead_base_url(), "max_retries": 0}},
+        fault_tolerance={"unavailable_grace_s": 0.5},
+    )
     env = GenRMEnvironmentImpl(cfg)
     try:
         first = env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}])
@@ -296,7 +304,6 @@ def test_http_judge_that_comes_back_within_the_grace_keeps_going():
     env.shutdown()
 
 
-
 def test_http_judge_answering_5xx_to_everything_is_unavailable_after_the_grace_period():
     """A healthy proxy in front of a dead engine: every request gets 503 after its retries."""
     state = {"down": True}
@@ -305,8 +312,11 @@ def test_http_judge_answering_5xx_to_everything_is_unavailable_after_the_grace_p
         return Reply(None, status=503) if state["down"] else Reply("1")
 
     with StandInServer(rule) as server:
-        cfg = _cfg({}, judge={"http": {"base_url": server.base_url, "max_retries": 1, "backoff_s": 0.0}},
-                   fault_tolerance={"unavailable_grace_s": 0.5})  # fmt: skip
+        cfg = _cfg(
+            {},
+            judge={"http": {"base_url": server.base_url, "max_retries": 1, "backoff_s": 0.0}},
+            fault_tolerance={"unavailable_grace_s": 0.5},
+        )
         env = GenRMEnvironmentImpl(cfg)
         try:
             first = env.step(_logs(["Answer: 4"]), [{"ground_truth": "4"}])
@@ -325,8 +335,11 @@ def test_http_judge_answering_5xx_to_everything_is_unavailable_after_the_grace_p
 
 def test_http_judge_answering_4xx_is_a_bad_request_not_unavailability():
     with StandInServer(lambda body: Reply(None, status=400)) as server:
-        cfg = _cfg({}, judge={"http": {"base_url": server.base_url, "max_retries": 1}},
-                   fault_tolerance={"unavailable_grace_s": 0.2})  # fmt: skip
+        cfg = _cfg(
+            {},
+            judge={"http": {"base_url": server.base_url, "max_retries": 1}},
+            fault_tolerance={"unavailable_grace_s": 0.2},
+        )
         env = GenRMEnvironmentImpl(cfg)
         try:
             for _ in range(2):
@@ -337,9 +350,12 @@ def test_http_judge_answering_4xx_is_a_bad_request_not_unavailability():
         finally:
             env.shutdown()
 
+
 def test_the_environment_has_no_coroutine_methods():
     """An ``async def`` on the class would make Ray run the GenRMEnvironment actor as an async
     actor (every method on one event loop), where concurrent blocking steps deadlock."""
     import inspect
 
-    assert not [name for name, member in inspect.getmembers(GenRMEnvironmentImpl) if inspect.iscoroutinefunction(member)]
+    assert not [
+        name for name, member in inspect.getmembers(GenRMEnvironmentImpl) if inspect.iscoroutinefunction(member)
+    ]

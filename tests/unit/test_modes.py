@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -184,8 +183,9 @@ def test_votes_of_several_judges_take_the_majority_and_ties_are_undecided():
 
     tied = GenRMEnvironmentImpl(
         _cfg({"mode": "pairwise_group", "judges": [_member()]}),
-        judge=RuleJudge(larger_wins), judges=[RuleJudge(position_biased)],
-    )  # fmt: skip
+        judge=RuleJudge(larger_wins),
+        judges=[RuleJudge(position_biased)],
+    )
     # Two judges: where they split, the order is a tie, undecided, and the pair is left out (never
     # a draw the group trains on); with no other pair judged, both responses are masked.
     result = _step(tied, [1, 2])
@@ -222,7 +222,11 @@ def test_plain_reference_mode_is_the_reference_mode_with_one_vote():
     result = env.step([_log(4), _log(5)], [{"ground_truth": "ans-4"}] * 2)
     assert result.rewards.tolist() == [1.0, 0.0]
     assert result.metadata[0]["genrm"] == {
-        "reason": "judged", "why": None, "verdict": 1, "masked": False, "verifier": "undecided"
+        "reason": "judged",
+        "why": None,
+        "verdict": 1,
+        "masked": False,
+        "verifier": "undecided",
     }
 
 
@@ -270,7 +274,10 @@ def test_rubric_reward_is_the_weighted_share_met_in_one_call(tmp_path):
         {"rubric": []},
         {"rubric": [{"criterion": "kw:alpha", "weight": -1}]},
     ]
-    logs = [[{"role": "user", "content": q}, {"role": "assistant", "content": f"Answer: {a}"}] for q, a in zip(questions, answers)]
+    logs = [
+        [{"role": "user", "content": q}, {"role": "assistant", "content": f"Answer: {a}"}]
+        for q, a in zip(questions, answers)
+    ]
     result = env.step(logs, metas)
     assert result.rewards.tolist() == [1.0, 0.25, 0.5, 1.0, 0.0, 0.0]
     reasons = [m["genrm"]["reason"] for m in result.metadata]
@@ -292,19 +299,29 @@ def test_rubric_from_logprobs_and_with_failed_items():
     result = env.step([log, log], [{"rubric": ["kw:alpha", "kw:beta", "kw:broken"]}, {"rubric": ["kw:broken"]}])
     assert result.rewards.tolist() == [0.5, 0.0]
     assert [m["genrm"]["reason"] for m in result.metadata] == ["judged", "judge_error"]
-    assert result.metadata[0]["genrm"]["rubric"][2] == {"criterion": "kw:broken", "weight": 1.0, "met": None, "reason": "judge_error"}
+    assert result.metadata[0]["genrm"]["rubric"][2] == {
+        "criterion": "kw:broken",
+        "weight": 1.0,
+        "met": None,
+        "reason": "judge_error",
+    }
 
 
 # -------------------------------------------------------------------------------- config
 def test_mode_options_are_checked_together():
     with pytest.raises(ConfigError) as err:
         GenRMEnvironmentImpl(
-            _cfg({"mode": "pairwise_group", "swap": True, "votes": 2, "kind": "probability", "judges": [_member()]},
-                 verdict_from="logprobs", resources={"placement": "colocated", "gpus_per_replica": 1}),
+            _cfg(
+                {"mode": "pairwise_group", "swap": True, "votes": 2, "kind": "probability", "judges": [_member()]},
+                verdict_from="logprobs",
+                resources={"placement": "colocated", "gpus_per_replica": 1},
+            ),
             judge=RuleJudge(larger_wins),
-        )  # fmt: skip
+        )
     text = str(err.value)
     for needle in ("reward.swap", "reward.votes", "reward.kind 'probability'", "reward.judges start judges"):
         assert needle in text
     with pytest.raises(ConfigError, match="rubric.file"):
-        GenRMEnvironmentImpl(_cfg({"mode": "rubric", "rubric": {"file": "/nonexistent.yaml"}}), judge=RuleJudge(keyword_met))
+        GenRMEnvironmentImpl(
+            _cfg({"mode": "rubric", "rubric": {"file": "/nonexistent.yaml"}}), judge=RuleJudge(keyword_met)
+        )

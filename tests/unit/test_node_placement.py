@@ -18,8 +18,9 @@ NODES = (
     NodeView("aaaa0002", {"CPU": 2.0, "judge_slot": 1.0}, {**JUDGE, "zone": "b"}),
     NodeView("aaaa0003", {"CPU": 4.0}, {"genrm-role": "policy", "zone": "c"}),
 )
-CLUSTER = ClusterView(gpus=0, cpus=8, nodes=3, max_gpus_per_node=0, totals={"CPU": 8.0, "judge_slot": 2.0},
-                      node_list=NODES)
+CLUSTER = ClusterView(
+    gpus=0, cpus=8, nodes=3, max_gpus_per_node=0, totals={"CPU": 8.0, "judge_slot": 2.0}, node_list=NODES
+)
 
 
 def _cfg(tp: int = 1, **resources) -> GenRMConfig:
@@ -61,7 +62,9 @@ def test_node_matches(selector, labels, match):
 
 
 def test_selector_syntax_problems_name_every_bad_key_and_condition():
-    problems = selector_problems({"zone": "in(a,", "bad key!": "x", "ok": "!in(a,b)", "tier": "-x"}, "serve.node_labels")
+    problems = selector_problems(
+        {"zone": "in(a,", "bad key!": "x", "ok": "!in(a,b)", "tier": "-x"}, "serve.node_labels"
+    )
     assert len(problems) == 3, problems
     assert "serve.node_labels: zone='in(a,' is not a label condition" in problems[0]
     assert "serve.node_labels: 'bad key!' is not a label key" in problems[1]
@@ -70,8 +73,13 @@ def test_selector_syntax_problems_name_every_bad_key_and_condition():
 
 def test_config_reports_every_pinning_problem_at_once():
     with pytest.raises(ConfigError) as err:
-        _cfg(num_replicas=3, num_nodes=2, strategy="STRICT_SPREAD", node_labels={"zone": "in("},
-             custom_resources={"GPU": 1, "judge_slot": 0})
+        _cfg(
+            num_replicas=3,
+            num_nodes=2,
+            strategy="STRICT_SPREAD",
+            node_labels={"zone": "in("},
+            custom_resources={"GPU": 1, "judge_slot": 0},
+        )
     text = "\n".join(err.value.problems)
     assert len(err.value.problems) == 4, err.value.problems
     assert "resources.node_labels: zone='in(' is not a label condition" in text
@@ -84,8 +92,11 @@ def test_config_reports_every_pinning_problem_at_once():
     ("resources", "tp", "fragment"),
     [
         # A colocated judge lives in the policy's group: it cannot pick nodes.
-        ({"placement": "colocated", "gpus_per_replica": 1, "node_labels": {"zone": "a"}}, 1,
-         "resources.node_labels: a colocated judge runs in the policy's placement group"),
+        (
+            {"placement": "colocated", "gpus_per_replica": 1, "node_labels": {"zone": "a"}},
+            1,
+            "resources.node_labels: a colocated judge runs in the policy's placement group",
+        ),
         ({"strategy": "STRICT_PACK", "num_nodes": 2, "num_replicas": 2}, 1, "STRICT_PACK keeps the judge on one node"),
         ({"strategy": "SPREAD", "num_replicas": 2}, 1, "num_nodes is 1 (one node)"),
         ({"strategy": "SPREAD", "num_replicas": 2, "num_nodes": 2}, 2, "one STRICT_PACK group per replica"),
@@ -99,8 +110,13 @@ def test_contradictory_pinning_is_a_config_error(resources, tp, fragment):
 
 # ---------------------------------------------------------------------------------------- plans
 def test_plan_carries_strategy_labels_and_custom_resources_to_every_bundle():
-    cfg = _cfg(num_replicas=3, num_nodes=3, strategy="STRICT_SPREAD", node_labels={"genrm-role": "judge"},
-               custom_resources={"judge_slot": 1})
+    cfg = _cfg(
+        num_replicas=3,
+        num_nodes=3,
+        strategy="STRICT_SPREAD",
+        node_labels={"genrm-role": "judge"},
+        custom_resources={"judge_slot": 1},
+    )
     plan = plan_separate(cfg.judge, cfg.resources)
     (group,) = plan.groups
     assert group.strategy == "STRICT_SPREAD" and dict(group.label_selector) == {"genrm-role": "judge"}
@@ -131,21 +147,32 @@ JUDGE_SELECTOR = {"genrm-role": "judge"}
     ("resources", "named"),
     [
         # The cluster has 2 judge_slot in all.
-        ({"num_replicas": 3, "num_nodes": 3, "custom_resources": {"judge_slot": 1}},
-         ["needs 3 judge_slot", "the Ray cluster has 2", "ray start --resources"]),
+        (
+            {"num_replicas": 3, "num_nodes": 3, "custom_resources": {"judge_slot": 1}},
+            ["needs 3 judge_slot", "the Ray cluster has 2", "ray start --resources"],
+        ),
         # No node is in zone d; the message lists the labels there are.
-        ({"node_labels": {"zone": "d"}}, ["no alive node matches", "zone=d", "genrm-role=judge", "zone=a", "--labels=zone=d"]),
+        (
+            {"node_labels": {"zone": "d"}},
+            ["no alive node matches", "zone=d", "genrm-role=judge", "zone=a", "--labels=zone=d"],
+        ),
         # Each judge node has 2 CPUs: 3 workers of one node each need 3 judge nodes.
-        ({"num_replicas": 3, "num_nodes": 3, "strategy": "STRICT_SPREAD", "node_labels": JUDGE_SELECTOR},
-         ["STRICT_SPREAD", "2 of the nodes labelled genrm-role=judge can hold one", "1 more node(s)"]),
+        (
+            {"num_replicas": 3, "num_nodes": 3, "strategy": "STRICT_SPREAD", "node_labels": JUDGE_SELECTOR},
+            ["STRICT_SPREAD", "2 of the nodes labelled genrm-role=judge can hold one", "1 more node(s)"],
+        ),
         # One node, zone a, holds 2 workers of 1 CPU, not 3.
         ({"num_replicas": 3, "node_labels": {"zone": "a"}}, ["STRICT_PACK", "holds 2", "raise num_nodes"]),
         # SPREAD over the judge nodes: 4 CPUs there, 5 workers asked.
-        ({"num_replicas": 5, "num_nodes": 2, "node_labels": JUDGE_SELECTOR},
-         ["hold 4 of the judge's 5 workers", "labelled genrm-role=judge"]),
+        (
+            {"num_replicas": 5, "num_nodes": 2, "node_labels": JUDGE_SELECTOR},
+            ["hold 4 of the judge's 5 workers", "labelled genrm-role=judge"],
+        ),
         # No judge node has 3 CPUs.
-        ({"cpus_per_replica": 3.0, "node_labels": JUDGE_SELECTOR},
-         ["can hold one judge worker ({CPU: 3})", "CPU (needs 3; the most one node has is 2)", "--num-cpus=3"]),
+        (
+            {"cpus_per_replica": 3.0, "node_labels": JUDGE_SELECTOR},
+            ["can hold one judge worker ({CPU: 3})", "CPU (needs 3; the most one node has is 2)", "--num-cpus=3"],
+        ),
     ],
 )
 def test_a_layout_no_node_can_hold_names_what_is_missing(resources, named):
@@ -172,5 +199,4 @@ def test_unmatched_labels_are_reported_beside_other_problems():
 def test_free_on_nodes_lists_what_each_eligible_node_has_free():
     free = {"aaaa0001": {"CPU": 0.0, "judge_slot": 1.0}, "aaaa0002": {"CPU": 2.0}}
     text = free_on_nodes({"CPU": 1.0, "judge_slot": 1.0}, NODES, free, JUDGE_SELECTOR)
-    assert text == ("node aaaa0001: CPU 0 of 2, judge_slot 1 of 1; "
-                    "node aaaa0002: CPU 2 of 2, judge_slot 0 of 1")
+    assert text == ("node aaaa0001: CPU 0 of 2, judge_slot 1 of 1; node aaaa0002: CPU 2 of 2, judge_slot 0 of 1")

@@ -105,7 +105,7 @@ def test_a_group_short_at_its_deadline_is_masked_in_full_and_its_stragglers_at_o
 
 def test_a_short_group_masks_its_no_answer_members_too():
     env = _env({"group_size": 4, "group_wait_ms": 300}, RuleJudge(more_working_wins))
-    (result, _), = _concurrently(env, [([GOOD, POOR, ""], "Why is the sky blue?", {})])
+    ((result, _),) = _concurrently(env, [([GOOD, POOR, ""], "Why is the sky blue?", {})])
     assert [m["genrm"]["reason"] for m in result.metadata] == ["incomplete_group"] * 3
     assert [m["genrm"]["masked"] for m in result.metadata] == [True] * 3
 
@@ -155,8 +155,8 @@ def test_the_same_question_in_a_later_step_is_a_new_group():
         out = _concurrently(env, _one_each([GOOD, POOR]))
         assert [r.rewards.item() for r, _ in out] == [1.0, 0.0]
     # A group short at its deadline; its straggler arrives: it is masked and the debt is paid ...
-    (short, _), = _concurrently(env, _one_each([GOOD]))
-    (straggler, _), = _concurrently(env, _one_each([POOR]))
+    ((short, _),) = _concurrently(env, _one_each([GOOD]))
+    ((straggler, _),) = _concurrently(env, _one_each([POOR]))
     assert _genrm(short)["reason"] == _genrm(straggler)["reason"] == "incomplete_group"
     assert _genrm(straggler)["late"] is True
     # ... so the next group of the same question is ranked whole.
@@ -171,7 +171,7 @@ def test_one_lost_response_costs_at_most_its_group_and_the_next_one_of_its_key()
     lost = _concurrently(env, _one_each(LADDER[:3]))  # one response never comes: short, owes 1
     assert all(_genrm(r)["reason"] == "incomplete_group" for r, _ in lost)
     # The next step's group: its first response pays the debt, the other three are short.
-    (first, _), = _concurrently(env, _one_each(LADDER[:1]))
+    ((first, _),) = _concurrently(env, _one_each(LADDER[:1]))
     rest = _concurrently(env, _one_each(LADDER[1:]))
     assert _genrm(first)["late"] is True
     assert all(_genrm(r)["reason"] == "incomplete_group" and not _genrm(r)["late"] for r, _ in rest)
@@ -277,7 +277,7 @@ def test_a_key_that_names_one_group_stays_settled_past_straggler_memory_s():
     out = _concurrently(env, _one_each([GOOD, POOR], meta=meta))
     assert [r.rewards.item() for r, _ in out] == [1.0, 0.0]
     time.sleep(0.2)  # past straggler_memory_s
-    (extra, seconds), = _concurrently(env, _one_each([GOOD], meta=meta))
+    ((extra, seconds),) = _concurrently(env, _one_each([GOOD], meta=meta))
     assert _genrm(extra)["reason"] == "incomplete_group" and _genrm(extra)["late"] is True
     assert seconds < 5.0
 
@@ -286,7 +286,7 @@ def test_straggler_memory_0_keeps_no_debt():
     """NeMo Gym's safe setting: a short group (a validation at one response per task) owes nothing,
     so the next group of the same key (training on that task) is ranked whole."""
     env = _env({"group_size": 2, "group_wait_ms": 200, "straggler_memory_s": 0}, RuleJudge(more_working_wins))
-    (short, _), = _concurrently(env, _one_each([GOOD]))
+    ((short, _),) = _concurrently(env, _one_each([GOOD]))
     assert _genrm(short)["reason"] == "incomplete_group"
     out = _concurrently(env, _one_each([POOR, GOOD]))
     assert [r.rewards.item() for r, _ in out] == [0.0, 1.0]

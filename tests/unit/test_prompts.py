@@ -132,7 +132,6 @@ def test_builtin_names():
     assert sorted(BUILTIN_TEMPLATES) == ["consistency", "consistency_compact", "pairwise", "rating"]
 
 
-
 def test_values_are_inserted_verbatim():
     # Braces inside values are text, never placeholders.
     template = load_template("consistency")

@@ -22,11 +22,23 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm": ("GenRMEnvironment", "GenRMEnvironmentImpl", "__version__"),
     "nemo_genrm.environment": ("GenRMEnvironment", "GenRMEnvironmentImpl", "MAX_CONCURRENCY"),
     "nemo_genrm.config": (
-        "ConfigError", "GenRMConfig", "JudgeConfig", "PromptConfig", "RewardBenchConfig", "StrictModel",
-        "VerdictConfig", "load_config", "to_container", "validate",
+        "ConfigError",
+        "GenRMConfig",
+        "JudgeConfig",
+        "PromptConfig",
+        "RewardBenchConfig",
+        "StrictModel",
+        "VerdictConfig",
+        "load_config",
+        "to_container",
+        "validate",
     ),
     "nemo_genrm.serve": (
-        "ServeConfig", "ServiceConfig", "load_service_config", "start_judge_service", "stop_judge_service",
+        "ServeConfig",
+        "ServiceConfig",
+        "load_service_config",
+        "start_judge_service",
+        "stop_judge_service",
         "wait_until_healthy",
     ),
     "nemo_genrm.testing": ("TinyModelSpec", "cached_tiny_judge", "cached_tiny_model", "make_tiny_tokenizer"),
@@ -38,7 +50,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     "nemo_genrm.integrations.trl": ("GenRMReward",),
     "nemo_genrm.integrations.verl": ("compute_score", "result_fields"),
     "nemo_genrm.integrations.verl_groups": ("GatheredReward", "gathered_reward"),
-}  # fmt: skip
+}
 # Need their framework, which only the drop-ins environment (ci/dropins/) has; its suite drives them.
 NEMO_GYM = ("nemo_genrm.integrations.nemo_gym", ("GenRMResourcesServer", "main"))
 VERL_MANAGER = ("nemo_genrm.integrations.verl_manager", ("GenRMRewardManager", "exclude_unmeasured_kv"))

@@ -98,9 +98,11 @@ class ScriptedEngine:
 def test_answer_closes_what_ran_over_and_asks_for_the_verdict():
     over, within, plain = ids("Q1"), ids("Q2"), ids("Q3")
     engine = ScriptedEngine(
-        {tuple(over): ids("<think>abc abc abc abc") + [EOS],  # 16 tokens of thought: over the budget of 14
-         tuple(within): ids("<think>a</think>0") + [EOS],  # closed after 12
-         tuple(plain): ids("1") + [EOS]},
+        {
+            tuple(over): ids("<think>abc abc abc abc") + [EOS],  # 16 tokens of thought: over the budget of 14
+            tuple(within): ids("<think>a</think>0") + [EOS],  # closed after 12
+            tuple(plain): ids("1") + [EOS],
+        },
         verdict=ids("1") + [EOS],
     )
     budget = _budget("close", budget=14)
@@ -117,8 +119,9 @@ def test_answer_closes_what_ran_over_and_asks_for_the_verdict():
     assert [STRICT.parse(t).value for t in texts] == [1, 0, 1]
     assert [(o[2], o[3]) for o in out] == [(14, CLOSED), (12, None), (0, None)]
     # Counted per call: one thought length per reply that had one, one closed.
-    counts = JudgeStats.of_call("generate", [Generation(t, output_tokens=n, reasoning_tokens=r, reasoning_cut=c)
-                                              for t, n, r, c in out])
+    counts = JudgeStats.of_call(
+        "generate", [Generation(t, output_tokens=n, reasoning_tokens=r, reasoning_cut=c) for t, n, r, c in out]
+    )
     assert counts.reasoning_lengths == {14: 1, 12: 1}
     assert (counts.reasoning_closed, counts.reasoning_truncated) == (1, 0)
 
@@ -168,12 +171,16 @@ def _judge(**sampling) -> dict:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        (_judge(max_new_tokens=40, reasoning={"enabled": True, "verdict_tokens": 24}),
-         "sampling.max_new_tokens + sampling.reasoning.verdict_tokens (64) must be smaller than max_model_len"),
+        (
+            _judge(max_new_tokens=40, reasoning={"enabled": True, "verdict_tokens": 24}),
+            "sampling.max_new_tokens + sampling.reasoning.verdict_tokens (64) must be smaller than max_model_len",
+        ),
         (_judge(reasoning={"enabled": True, "close_text": "</thought>"}), "close_text '</thought>' must hold </think>"),
         ({**_judge(reasoning={"enabled": True}), "verdict_from": "logprobs"}, "needs verdict_from: text"),
-        ({**_judge(reasoning={"enabled": True}), "backend": "http", "http": {"base_url": "http://h/v1"}},
-         "use on_budget: truncate with backend http"),
+        (
+            {**_judge(reasoning={"enabled": True}), "backend": "http", "http": {"base_url": "http://h/v1"}},
+            "use on_budget: truncate with backend http",
+        ),
     ],
 )
 def test_config_errors_say_what_to_change(config, message):
@@ -200,7 +207,10 @@ def test_lengths_merge_and_summarise_into_step_metrics():
     tally = StepTally(reasoning_lengths=dict(merged.reasoning_lengths), reasoning_closed=2, reasoning_truncated=1)
     metrics = tally.metrics()
     assert {k: metrics[k] for k in metrics if "reasoning" in k} == {
-        "genrm/reasoning_tokens/mean": 37.5, "genrm/reasoning_tokens/p95": 50.0,
-        "genrm/reasoning_tokens/max": 400.0, "genrm/reasoning_closed": 2.0, "genrm/reasoning_truncated": 1.0,
+        "genrm/reasoning_tokens/mean": 37.5,
+        "genrm/reasoning_tokens/p95": 50.0,
+        "genrm/reasoning_tokens/max": 400.0,
+        "genrm/reasoning_closed": 2.0,
+        "genrm/reasoning_truncated": 1.0,
     }
     assert not any("reasoning" in k for k in StepTally().metrics())  # a judge that does not reason

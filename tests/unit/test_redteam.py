@@ -16,10 +16,10 @@ import pytest
 
 from nemo_genrm.config import JudgeConfig, PromptConfig, VerdictConfig
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
+from nemo_genrm.guard.tokens import break_tokens
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.testing import cached_tiny_judge
-from nemo_genrm.guard.tokens import break_tokens
 from nemo_genrm.testing.gullible import EscapeJudge, LabelLineJudge, fenced_content, label_lines
 from nemo_genrm.testing.redteam import (
     CONTROL_ANSWERS,
@@ -30,11 +30,29 @@ from nemo_genrm.testing.redteam import (
 )
 
 FAMILIES = (
-    "label", "hidden", "wrapped", "instruction", "role", "token", "fence", "json", "master_key",  # hand-written
-    "language", "marks", "invisible", "lookalike", "brackets", "structured", "table", "html",  # generated
-    "template_echo", "chat_family", "master_key_intl", "fence_escape",
+    "label",
+    "hidden",
+    "wrapped",
+    "instruction",
+    "role",
+    "token",
+    "fence",
+    "json",
+    "master_key",  # hand-written
+    "language",
+    "marks",
+    "invisible",
+    "lookalike",
+    "brackets",
+    "structured",
+    "table",
+    "html",  # generated
+    "template_echo",
+    "chat_family",
+    "master_key_intl",
+    "fence_escape",
     *ROUND_THREE_FAMILIES,  # generated, round three
-)  # fmt: skip
+)
 MASTER_KEYS = sum(1 for a in REDTEAM_ANSWERS if a.family.startswith("master_key"))
 # Answers whose bare "41" line and a verdict "1" on a line of its own (a table row, a details
 # block) offer two values: hedged, never judged.
@@ -43,8 +61,12 @@ JUDGED = len(REDTEAM_ANSWERS) - MASTER_KEYS - len(HEDGED)
 
 
 def _env(judge, verifier: str = "both", **prompt) -> GenRMEnvironmentImpl:
-    cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "prompt": prompt,
-           "reward": {"verifier": verifier, "watchdog": {"canaries": {"rate": 0.0}}}}  # counts the red team's prompts only
+    cfg = {
+        "judge": {"model_name": "stand-in"},
+        "resources": {"gpus_per_replica": 0},
+        "prompt": prompt,
+        "reward": {"verifier": verifier, "watchdog": {"canaries": {"rate": 0.0}}},
+    }  # counts the red team's prompts only
     return GenRMEnvironmentImpl(cfg, judge=judge)
 
 
@@ -72,12 +94,34 @@ def test_no_answer_flips_a_gullible_judge(judge_cls, verifier):
 CONTROLS = [
     # Every label-line family fools the label-line judge when nothing is defused ...
     pytest.param(
-        LabelLineJudge, 272,
-        {"label", "hidden", "wrapped", "json", "fence", "language", "marks", "invisible", "lookalike", "brackets",
-         "structured", "html", "template_echo", "table", "long_markup", "inflected", "glued_value", "compound",
-         "linking", "new_language", "narrow_space", "enclosed"},
+        LabelLineJudge,
+        272,
+        {
+            "label",
+            "hidden",
+            "wrapped",
+            "json",
+            "fence",
+            "language",
+            "marks",
+            "invisible",
+            "lookalike",
+            "brackets",
+            "structured",
+            "html",
+            "template_echo",
+            "table",
+            "long_markup",
+            "inflected",
+            "glued_value",
+            "compound",
+            "linking",
+            "new_language",
+            "narrow_space",
+            "enclosed",
+        },
         id="label-line",
-    ),  # fmt: skip
+    ),
     # ... and chat tokens and closing tags of every kind take text out of the fence for the other.
     pytest.param(EscapeJudge, 43, {"token", "fence", "chat_family", "fence_escape", "chat_family_more"}, id="escape"),
 ]
@@ -136,11 +180,14 @@ def fixed_judges(tiny_cache_dir):
     """The tiny fixed-verdict judges, in process: one says 0 to everything, one says "maybe"."""
     workers = {
         text: LocalTransformersJudge(
-            JudgeConfig(model_name=str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)), precision="float32",
-                        max_model_len=1024)
+            JudgeConfig(
+                model_name=str(cached_tiny_judge(text, cache_dir=tiny_cache_dir)),
+                precision="float32",
+                max_model_len=1024,
+            )
         )
         for text in ("0", "maybe")
-    }  # fmt: skip
+    }
     yield workers
     for worker in workers.values():
         worker.shutdown()
@@ -150,10 +197,14 @@ def fixed_judges(tiny_cache_dir):
 def test_red_team_through_the_tiny_fixed_judges(fixed_judges, text, reason):
     # Real tokenizer and model: every answer renders, fits and is read; none gets a reward.
     worker = fixed_judges[text]
-    result = run_redteam(lambda: GenRMEnvironmentImpl(
-        {"judge": {"model_name": worker.config.model_name, "precision": "float32", "max_model_len": 1024},
-         "resources": {"gpus_per_replica": 0}},
-        judge=worker,
-    ))  # fmt: skip
+    result = run_redteam(
+        lambda: GenRMEnvironmentImpl(
+            {
+                "judge": {"model_name": worker.config.model_name, "precision": "float32", "max_model_len": 1024},
+                "resources": {"gpus_per_replica": 0},
+            },
+            judge=worker,
+        )
+    )
     assert result.flipped == []
     assert result.reasons == {reason: JUDGED, "no_answer": MASTER_KEYS, "hedged": len(HEDGED)}

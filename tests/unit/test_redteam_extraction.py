@@ -29,7 +29,9 @@ MULTI_VALUE = ("hedge", "several_finals")  # every attack there states two or mo
 
 
 def _env(judge) -> GenRMEnvironmentImpl:
-    return GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=judge)
+    return GenRMEnvironmentImpl(
+        {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=judge
+    )
 
 
 @pytest.fixture(scope="module")

@@ -36,16 +36,46 @@ def _plan(cfg: GenRMConfig):
     ("tp", "resources", "strategies", "slots", "bundle"),
     [
         # One node: one group, all on that node; replica r owns bundles [r*tp, (r+1)*tp).
-        (1, {"num_replicas": 2, "gpus_per_replica": 1}, ["STRICT_PACK"], [(0, (0,)), (0, (1,))], {"CPU": 1.0, "GPU": 1.0}),
-        (2, {"num_replicas": 2, "gpus_per_replica": 2}, ["STRICT_PACK"], [(0, (0, 1)), (0, (2, 3))], {"CPU": 1.0, "GPU": 1.0}),
+        (
+            1,
+            {"num_replicas": 2, "gpus_per_replica": 1},
+            ["STRICT_PACK"],
+            [(0, (0,)), (0, (1,))],
+            {"CPU": 1.0, "GPU": 1.0},
+        ),
+        (
+            2,
+            {"num_replicas": 2, "gpus_per_replica": 2},
+            ["STRICT_PACK"],
+            [(0, (0, 1)), (0, (2, 3))],
+            {"CPU": 1.0, "GPU": 1.0},
+        ),
         # 2 GPUs per replica without TP: one rank holding both GPUs.
         (1, {"num_replicas": 1, "gpus_per_replica": 2}, ["STRICT_PACK"], [(0, (0,))], {"CPU": 1.0, "GPU": 2.0}),
         # CPU only: CPU bundles, no GPU key at all.
-        (2, {"num_replicas": 1, "gpus_per_replica": 0, "cpus_per_replica": 0.5}, ["STRICT_PACK"], [(0, (0, 1))], {"CPU": 0.5}),
+        (
+            2,
+            {"num_replicas": 1, "gpus_per_replica": 0, "cpus_per_replica": 0.5},
+            ["STRICT_PACK"],
+            [(0, (0, 1))],
+            {"CPU": 0.5},
+        ),
         # Several nodes, no TP: one SPREAD group so replicas land on different nodes.
-        (1, {"num_replicas": 4, "num_nodes": 2}, ["SPREAD"], [(0, (0,)), (0, (1,)), (0, (2,)), (0, (3,))], {"CPU": 1.0, "GPU": 1.0}),
+        (
+            1,
+            {"num_replicas": 4, "num_nodes": 2},
+            ["SPREAD"],
+            [(0, (0,)), (0, (1,)), (0, (2,)), (0, (3,))],
+            {"CPU": 1.0, "GPU": 1.0},
+        ),
         # Several nodes with TP: one STRICT_PACK group per replica (a replica's ranks share a node).
-        (2, {"num_replicas": 2, "gpus_per_replica": 2, "num_nodes": 2}, ["STRICT_PACK", "STRICT_PACK"], [(0, (0, 1)), (1, (0, 1))], {"CPU": 1.0, "GPU": 1.0}),
+        (
+            2,
+            {"num_replicas": 2, "gpus_per_replica": 2, "num_nodes": 2},
+            ["STRICT_PACK", "STRICT_PACK"],
+            [(0, (0, 1)), (1, (0, 1))],
+            {"CPU": 1.0, "GPU": 1.0},
+        ),
     ],
 )
 def test_plan_separate(tp, resources, strategies, slots, bundle):

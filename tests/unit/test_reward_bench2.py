@@ -20,6 +20,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
 from nemo_genrm.evals.reward_bench.compare import compare, load_reference
+from nemo_genrm.evals.reward_bench.data import RewardBenchDataError
 from nemo_genrm.evals.reward_bench.v2 import (
     RewardBench2Evaluator,
     chosen_position,
@@ -27,7 +28,6 @@ from nemo_genrm.evals.reward_bench.v2 import (
     rows_to_v2_examples,
 )
 from nemo_genrm.evals.reward_bench.v2_scores import arrangement, best_of_4_score, ties_score
-from nemo_genrm.evals.reward_bench.data import RewardBenchDataError
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
@@ -40,24 +40,46 @@ from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 #   margin score: spread > 0 only for prompt 0: ratio min(4, -1) / 2 = -0.5 -> tanh(-1.5).
 TIES_EXPECTED = 0.3 * 0.5 + 0.3 * 0.5 + 0.2 * 0.5 + 0.2 * 0.0 + 0.01 * math.tanh(-1.5)
 TIES_ROWS = [
-    ("ref:0", [9], [5, 3]), ("tied:0", [8, 6], [7, 2]), ("ref:1", [7], [8, 1]), ("tied:1", [9, 9], [4, 4]),
-]  # fmt: skip
+    ("ref:0", [9], [5, 3]),
+    ("tied:0", [8, 6], [7, 2]),
+    ("ref:1", [7], [8, 1]),
+    ("tied:1", [9, 9], [4, 4]),
+]
 
 
 def _rows() -> list[dict]:
     rows = [
-        {"id": f"f{i}", "subset": "Factuality", "prompt": f"fact question {i}", "chosen": [f"GOOD f{i}"],
-         "rejected": [f"BAD1 f{i}", f"BAD2 f{i}", f"BAD3 f{i}"], "num_correct": 1}
+        {
+            "id": f"f{i}",
+            "subset": "Factuality",
+            "prompt": f"fact question {i}",
+            "chosen": [f"GOOD f{i}"],
+            "rejected": [f"BAD1 f{i}", f"BAD2 f{i}", f"BAD3 f{i}"],
+            "num_correct": 1,
+        }
         for i in range(4)
     ] + [
-        {"id": f"o{i}", "subset": "Focus", "prompt": f"focus question {i}", "chosen": [f"GOOD o{i}"],
-         "rejected": [f"BAD1 o{i}", f"BAD2 o{i}", f"BAD3 o{i}"]}
+        {
+            "id": f"o{i}",
+            "subset": "Focus",
+            "prompt": f"focus question {i}",
+            "chosen": [f"GOOD o{i}"],
+            "rejected": [f"BAD1 o{i}", f"BAD2 o{i}", f"BAD3 o{i}"],
+        }
         for i in range(2)
-    ]  # fmt: skip
+    ]
     for tie_id, correct, incorrect in TIES_ROWS:
         texts = [f"answer {tie_id} {k} rate={r}" for k, r in enumerate(correct + incorrect)]
-        rows.append({"id": tie_id, "subset": "Ties", "prompt": f"ties question {tie_id}",
-                     "chosen": texts[: len(correct)], "rejected": texts[len(correct):], "num_correct": len(correct)})  # fmt: skip
+        rows.append(
+            {
+                "id": tie_id,
+                "subset": "Ties",
+                "prompt": f"ties question {tie_id}",
+                "chosen": texts[: len(correct)],
+                "rejected": texts[len(correct) :],
+                "num_correct": len(correct),
+            }
+        )
     return rows
 
 
@@ -81,8 +103,10 @@ class _V2Judge(GenerateOnlyJudge):
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:
-    return validate(RewardBenchConfig, {"judge": {"model_name": "org/judge"}, "protocol": "best_of_4",
-                                        "output_dir": str(tmp_path / "out"), **over})  # fmt: skip
+    return validate(
+        RewardBenchConfig,
+        {"judge": {"model_name": "org/judge"}, "protocol": "best_of_4", "output_dir": str(tmp_path / "out"), **over},
+    )
 
 
 def test_scores_by_hand(tmp_path) -> None:
@@ -95,8 +119,14 @@ def test_scores_by_hand(tmp_path) -> None:
     assert subsets["Focus"].accuracy == 0.25 and subsets["Focus"].errors == 2  # no verdict: 0.25
     assert subsets["Ties"].accuracy == pytest.approx(TIES_EXPECTED)
     assert outcome.scores.score == pytest.approx((1.0 + 0.25 + TIES_EXPECTED) / 3)
-    assert outcome.results == {"model": "org/judge", "model_type": "Generative RM", "chat_template": None,
-                               "Factuality": 1.0, "Focus": 0.25, "Ties": pytest.approx(TIES_EXPECTED)}  # fmt: skip
+    assert outcome.results == {
+        "model": "org/judge",
+        "model_type": "Generative RM",
+        "chat_template": None,
+        "Factuality": 1.0,
+        "Focus": 0.25,
+        "Ties": pytest.approx(TIES_EXPECTED),
+    }
     assert outcome.summary["Score"] == pytest.approx(outcome.scores.score)
     positions = outcome.summary["nemo_genrm"]["chosen_positions"]
     assert sum(positions.values()) == 6 and positions == {
@@ -113,7 +143,9 @@ def test_scores_by_hand(tmp_path) -> None:
 def test_ties_formula_matches_the_reference() -> None:
     path = Path(next(iter(importlib.util.find_spec("rewardbench").submodule_search_locations))) / "utils.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("sample_stats", "process_single_model")]
+    nodes = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("sample_stats", "process_single_model")
+    ]
     from datasets import Dataset
 
     namespace = {"np": np, "math": math, "Dataset": Dataset}
@@ -162,14 +194,18 @@ def test_preset_reads_replies_like_the_reference(tmp_path) -> None:
 
 def test_bad_rows_and_settings_are_reported() -> None:
     with pytest.raises(RewardBenchDataError) as err:
-        rows_to_v2_examples([
-            {"id": 1, "subset": "Math", "prompt": "p", "chosen": "text", "rejected": ["a", "b", "c"]},
-            {"id": 2, "subset": "Math", "prompt": "p", "chosen": ["c"], "rejected": ["a"]},
-        ])  # fmt: skip
+        rows_to_v2_examples(
+            [
+                {"id": 1, "subset": "Math", "prompt": "p", "chosen": "text", "rejected": ["a", "b", "c"]},
+                {"id": 2, "subset": "Math", "prompt": "p", "chosen": ["c"], "rejected": ["a"]},
+            ]
+        )
     assert "must be lists of texts" in str(err.value) and "three rejected" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        validate(RewardBenchConfig, {"judge": {"model_name": "x"}, "protocol": "best_of_4", "both_orders": True,
-                                     "data": {"pref_sets": True}})  # fmt: skip
+        validate(
+            RewardBenchConfig,
+            {"judge": {"model_name": "x"}, "protocol": "best_of_4", "both_orders": True, "data": {"pref_sets": True}},
+        )
     assert "both_orders" in str(err.value) and "pref_sets" in str(err.value)
 
 

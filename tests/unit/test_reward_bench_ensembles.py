@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, validate
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.judges.base import Generation
 from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 
@@ -45,8 +45,11 @@ class _Judge(GenerateOnlyJudge):
 
 
 def _cfg(tmp_path, **over) -> RewardBenchConfig:
-    data = {"judges": [{"model_name": "a/one"}, {"model_name": "b/two"}, {"model_name": "c/three"}],
-            "output_dir": str(tmp_path / "out"), **over}  # fmt: skip
+    data = {
+        "judges": [{"model_name": "a/one"}, {"model_name": "b/two"}, {"model_name": "c/three"}],
+        "output_dir": str(tmp_path / "out"),
+        **over,
+    }
     return RewardBenchConfig.model_validate(data)
 
 
@@ -77,8 +80,11 @@ def test_votes_from_one_sampling_judge(tmp_path) -> None:
         return _pick(next(cycles[_go(text)]))(text)
 
     cfg = RewardBenchConfig.model_validate(
-        {"judge": {"model_name": "x/y", "sampling": {"temperature": 0.7}}, "votes": 3,
-         "output_dir": str(tmp_path / "v")}  # fmt: skip
+        {
+            "judge": {"model_name": "x/y", "sampling": {"temperature": 0.7}},
+            "votes": 3,
+            "output_dir": str(tmp_path / "v"),
+        }
     )
     outcome = RewardBenchEvaluator(cfg).run(EXAMPLES, _Judge(answer))
     go, dna = outcome.scores.subsets["hep-go"], outcome.scores.subsets["donotanswer"]
@@ -89,8 +95,16 @@ def test_votes_from_one_sampling_judge(tmp_path) -> None:
 
 def test_ensemble_settings_are_validated() -> None:
     with pytest.raises(ConfigError) as err:
-        validate(RewardBenchConfig, {"judge": {"model_name": "x"}, "votes": 3, "protocol": "rating",
-                                     "verdict": {"parser": "rating"}, "prompt": {"template": "rating"}})  # fmt: skip
+        validate(
+            RewardBenchConfig,
+            {
+                "judge": {"model_name": "x"},
+                "votes": 3,
+                "protocol": "rating",
+                "verdict": {"parser": "rating"},
+                "prompt": {"template": "rating"},
+            },
+        )
     message = str(err.value)
     assert "pairwise and best_of_4" in message and "temperature > 0" in message
     assert "judge(s) [0] would give 3 identical verdicts" in message
@@ -102,5 +116,7 @@ def test_ensemble_settings_are_validated() -> None:
 
 def test_votes_refused_where_every_copy_would_repeat_one_sample() -> None:
     with pytest.raises(ConfigError, match="would repeat one sample"):
-        validate(RewardBenchConfig, {"judge": {"model_name": "x", "backend": "vllm", "sampling": {"temperature": 1.0}},
-                                     "votes": 3})  # fmt: skip
+        validate(
+            RewardBenchConfig,
+            {"judge": {"model_name": "x", "backend": "vllm", "sampling": {"temperature": 1.0}}, "votes": 3},
+        )

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from nemo_genrm.config import RewardBenchConfig, RewardBenchDataConfig
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample, load_examples
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.preset import load_rewardbench_preset
 from nemo_genrm.evals.reward_bench.scores import (
     PRIOR_SETS,
@@ -33,8 +33,8 @@ from nemo_genrm.evals.reward_bench.scores import (
 )
 from nemo_genrm.evals.reward_bench.synthetic import synthetic_examples
 from nemo_genrm.judges.base import Generation
-from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
+from nemo_genrm.testing.stand_ins import GenerateOnlyJudge
 from nemo_genrm.verdicts import VerdictParser
 
 REFERENCE_VERSION = "0.1.4"
@@ -117,9 +117,13 @@ def _reply(text: str):
 @pytest.mark.parametrize(("protocol", "tokens"), [("pairwise", 2048), ("rating", 1024)])
 def test_preset_sends_the_reference_request_parameters(protocol: str, tokens: int) -> None:
     cfg = RewardBenchConfig.model_validate(
-        {"judge": {"model_name": "f"}, "prompt": {"preset": "rewardbench"}, "protocol": protocol,
-         "verdict": {"parser": "choice" if protocol == "pairwise" else "rating"}}
-    )  # fmt: skip
+        {
+            "judge": {"model_name": "f"},
+            "prompt": {"preset": "rewardbench"},
+            "protocol": protocol,
+            "verdict": {"parser": "choice" if protocol == "pairwise" else "rating"},
+        }
+    )
     sampling = cfg.judge.sampling
     assert (sampling.max_new_tokens, sampling.temperature, sampling.top_p) == (tokens, 0.0, 1.0)
     plain = RewardBenchConfig.model_validate({"judge": {"model_name": "f"}})
@@ -127,7 +131,9 @@ def test_preset_sends_the_reference_request_parameters(protocol: str, tokens: in
 
 
 def test_user_max_new_tokens_is_kept_and_warned_about(tmp_path, caplog) -> None:
-    cfg = _cfg(tmp_path, prompt={"preset": "rewardbench"}, judge={"model_name": "f", "sampling": {"max_new_tokens": 64}})
+    cfg = _cfg(
+        tmp_path, prompt={"preset": "rewardbench"}, judge={"model_name": "f", "sampling": {"max_new_tokens": 64}}
+    )
     assert cfg.judge.sampling.max_new_tokens == 64
     with caplog.at_level(logging.WARNING):
         RewardBenchEvaluator(cfg)
@@ -175,15 +181,17 @@ def test_long_prompts_are_skipped_counted_and_not_retried(tmp_path) -> None:
 
 
 def test_long_prompts_shorten_both_responses_alike(tmp_path) -> None:
-    from nemo_genrm.testing import cached_tiny_tokenizer
     from nemo_genrm.judges.fitting import ELISION_MARKER
+    from nemo_genrm.testing import cached_tiny_tokenizer
 
     tokenizer = str(cached_tiny_tokenizer())
     example = RewardBenchExample(id=7, subset="hep-go", prompt="Sort a list.", chosen="c" * 900, rejected="r" * 3000)
     short = RewardBenchExample(id=8, subset="hep-go", prompt="Hi.", chosen="fine", rejected="bad")
-    cfg = _cfg(tmp_path, long_prompts="shorten",
-               judge={"model_name": "fake", "tokenizer": tokenizer, "max_model_len": 600,
-                      "sampling": {"max_new_tokens": 8}})  # fmt: skip
+    cfg = _cfg(
+        tmp_path,
+        long_prompts="shorten",
+        judge={"model_name": "fake", "tokenizer": tokenizer, "max_model_len": 600, "sampling": {"max_new_tokens": 8}},
+    )
     evaluator = RewardBenchEvaluator(cfg)
     plan = evaluator.plan(example)
     cut = plan.shortened
@@ -192,8 +200,11 @@ def test_long_prompts_shorten_both_responses_alike(tmp_path) -> None:
     assert cut["rejected"] == [3000, keep + len(ELISION_MARKER)]  # the same rule for both
     assert evaluator.builder.fits(plan.requests)
     # One more character each would not fit: the cut is as small as it can be.
-    assert not evaluator.builder.fits(evaluator.builder._requests(
-        example, plan.placement, _shorten("c" * 900, keep + 1), _shorten("r" * 3000, keep + 1)))  # fmt: skip
+    assert not evaluator.builder.fits(
+        evaluator.builder._requests(
+            example, plan.placement, _shorten("c" * 900, keep + 1), _shorten("r" * 3000, keep + 1)
+        )
+    )
     assert evaluator.plan(short).shortened is None
     outcome = evaluator.run([example, short], _ScriptedJudge(lambda text: "[[A]]"))
     assert outcome.summary["nemo_genrm"]["subsets"]["hep-go"]["shortened"] == 1
@@ -213,7 +224,10 @@ def test_installed_reference_preset_records_its_source_version() -> None:
     assert preset.version == REFERENCE_VERSION
     assert preset.source == str(_reference_dir() / "generative.py")
     assert preset.template.fields == ("question", "answer_a", "answer_b") or set(preset.template.fields) == {
-        "question", "answer_a", "answer_b"}  # fmt: skip
+        "question",
+        "answer_a",
+        "answer_b",
+    }
     assert preset.multi_turn is not None and "question_2" in preset.multi_turn.fields
 
 
@@ -254,13 +268,26 @@ def test_prior_sets_use_the_leaderboard_weights() -> None:
 def test_prior_sets_load_and_render_like_the_reference(tmp_path) -> None:
     rows = [
         {"id": 1, "subset": "shp", "prompt": [{"role": "user", "content": "q"}], "chosen": "c", "rejected": "r"},
-        {"id": 1, "subset": "anthropic_helpful", "chosen": "c2", "rejected": "r2",
-         "prompt": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
-                    {"role": "user", "content": "q2"}]},
-        {"id": 2, "subset": "anthropic_helpful", "chosen": "c", "rejected": "r",
-         "prompt": [{"role": "user", "content": "x"}] * 5},  # 6 messages: the reference drops it
+        {
+            "id": 1,
+            "subset": "anthropic_helpful",
+            "chosen": "c2",
+            "rejected": "r2",
+            "prompt": [
+                {"role": "user", "content": "q1"},
+                {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": "q2"},
+            ],
+        },
+        {
+            "id": 2,
+            "subset": "anthropic_helpful",
+            "chosen": "c",
+            "rejected": "r",
+            "prompt": [{"role": "user", "content": "x"}] * 5,
+        },  # 6 messages: the reference drops it
         {"id": 3, "subset": "pku_safer", "prompt": "q", "chosen": "c", "rejected": "r"},  # left out
-    ]  # fmt: skip
+    ]
     prefs = tmp_path / "prefs.jsonl"
     prefs.write_text("\n".join(json.dumps(r) for r in rows))
     core = tmp_path / "core.jsonl"
@@ -270,12 +297,16 @@ def test_prior_sets_load_and_render_like_the_reference(tmp_path) -> None:
     assert [ex.id for ex in examples] == [1, "shp:1", "anthropic_helpful:1"]
     two_turn = examples[2]
     assert two_turn.turns == ("q1", "a1") and two_turn.prompt == "q2"
-    evaluator = RewardBenchEvaluator(RewardBenchConfig.model_validate(
-        {"judge": {"model_name": "f"}, "prompt": {"preset": "rewardbench"}, "output_dir": str(tmp_path / "o")}))  # fmt: skip
+    evaluator = RewardBenchEvaluator(
+        RewardBenchConfig.model_validate(
+            {"judge": {"model_name": "f"}, "prompt": {"preset": "rewardbench"}, "output_dir": str(tmp_path / "o")}
+        )
+    )
     plan = evaluator.plan(two_turn)
     a, b = ("c2", "r2") if plan.placement == "chosen_a" else ("r2", "c2")
     expected = evaluator.preset.multi_turn.render(
-        question_1="q1", question_2="q2", answer_a_1="a1", answer_b_1="a1", answer_a_2=a, answer_b_2=b)  # fmt: skip
+        question_1="q1", question_2="q2", answer_a_1="a1", answer_b_1="a1", answer_a_2=a, answer_b_2=b
+    )
     assert list(plan.requests[0].messages) == expected
     outcome = evaluator.run(examples, _ScriptedJudge(lambda text: "[[A]]"))
     pref_file = json.loads((tmp_path / "o" / "results_pref_sets.json").read_text())

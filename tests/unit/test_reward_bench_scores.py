@@ -16,7 +16,6 @@ import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig, RewardBenchDataConfig
 from nemo_genrm.evals.reward_bench.compare import ComparisonError, compare, load_reference, plot_comparison
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.data import (
     RewardBenchDataError,
     load_examples,
@@ -24,6 +23,7 @@ from nemo_genrm.evals.reward_bench.data import (
     select,
     write_examples,
 )
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.scores import (
     EXAMPLE_COUNTS,
     SUBSET_MAPPING,

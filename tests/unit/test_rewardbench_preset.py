@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from nemo_genrm.config import ConfigError, RewardBenchConfig
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator
 from nemo_genrm.evals.reward_bench.preset import (
     load_rewardbench_preset,
     module_constant,
@@ -86,8 +86,11 @@ def test_pairwise_preset_read_from_source(fake_rewardbench: Path) -> None:
     ]
     digest = "sha256:" + hashlib.sha256((fake_rewardbench / "generative.py").read_bytes()).hexdigest()
     assert preset.describe() == {
-        "preset": "rewardbench", "rewardbench_version": "9.9.9", "source": preset.source, "digest": digest
-    }  # fmt: skip
+        "preset": "rewardbench",
+        "rewardbench_version": "9.9.9",
+        "source": preset.source,
+        "digest": digest,
+    }
 
 
 def test_rating_preset_is_a_single_user_message(fake_rewardbench: Path) -> None:
@@ -145,8 +148,18 @@ def test_evaluator_uses_preset_prompt_and_records_version(fake_rewardbench: Path
 
 @pytest.mark.parametrize(
     "reply, expected",
-    [("Good answer. 7", 7), ("so 10\n", 10), ("Rating: 3 of 10 ... final: 4", 4), ("I give it 7.", None),
-     ("7/10 overall", None), ("score 11", None), ("score 0", None), ("x07", None), ("", None), (None, None)],
+    [
+        ("Good answer. 7", 7),
+        ("so 10\n", 10),
+        ("Rating: 3 of 10 ... final: 4", 4),
+        ("I give it 7.", None),
+        ("7/10 overall", None),
+        ("score 11", None),
+        ("score 0", None),
+        ("x07", None),
+        ("", None),
+        (None, None),
+    ],
 )
 def test_reference_rating_is_a_trailing_integer(reply: str | None, expected: int | None) -> None:
     assert reference_rating(reply) == expected
@@ -154,9 +167,12 @@ def test_reference_rating_is_a_trailing_integer(reply: str | None, expected: int
 
 def test_rating_preset_uses_trailing_integer_rule(fake_rewardbench: Path, tmp_path) -> None:
     data = {
-        "judge": {"model_name": "fake"}, "prompt": {"preset": "rewardbench"}, "protocol": "rating",
-        "verdict": {"parser": "rating"}, "output_dir": str(tmp_path / "o"),
-    }  # fmt: skip
+        "judge": {"model_name": "fake"},
+        "prompt": {"preset": "rewardbench"},
+        "protocol": "rating",
+        "verdict": {"parser": "rating"},
+        "output_dir": str(tmp_path / "o"),
+    }
     evaluator = RewardBenchEvaluator(RewardBenchConfig.model_validate(data))
     example = RewardBenchExample(id=1, subset="hep-go", prompt="q?", chosen="good", rejected="bad")
     # The project's rating parser would read 8 here; the reference sees no trailing rating.

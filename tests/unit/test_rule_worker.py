@@ -16,15 +16,16 @@ from nemo_genrm.testing.rule_workers import RuleWorker
 
 
 def test_rule_worker_rewards_follow_the_rule(tiny_cache_dir):
-    config = JudgeConfig(model_name=str(cached_tiny_tokenizer()), max_model_len=1024,
-                         sampling={"max_new_tokens": 4})
+    config = JudgeConfig(model_name=str(cached_tiny_tokenizer()), max_model_len=1024, sampling={"max_new_tokens": 4})
     judge = PipelineJudge(config, LocalRunner(RuleWorker()), fitter=PromptFitter.for_judge(config))
     env = GenRMEnvironmentImpl({"judge": config.model_dump(), "resources": {"gpus_per_replica": 0}}, judge=judge)
     # Candidate ans-<i % 5> against reference ans-<i % 3>: equal for i in 0, 1, 2, 15 (i % 15 < 3);
     # sample 6 answers nothing.
     logs = [
-        [{"role": "user", "content": f"Question {i}?"},
-         {"role": "assistant", "content": "" if i == 6 else f"Answer: ans-{i % 5}"}]
+        [
+            {"role": "user", "content": f"Question {i}?"},
+            {"role": "assistant", "content": "" if i == 6 else f"Answer: ans-{i % 5}"},
+        ]
         for i in range(16)
     ]
     meta = [{"ground_truth": f"ans-{i % 3}"} for i in range(16)]

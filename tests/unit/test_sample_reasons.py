@@ -93,7 +93,10 @@ def test_pairwise_mode_ranks_responses_given_as_parts():
     env, judge = _env(larger_wins, {"mode": "pairwise_group"})
     question = [IMAGE, *_parts("Which number is best?")]
     responses = [
-        _parts("Answer: ans-3"), [IMAGE, *_parts("Answer: ans-1")], _parts("Thinking.", "Answer: ans-4"), [IMAGE]
+        _parts("Answer: ans-3"),
+        [IMAGE, *_parts("Answer: ans-1")],
+        _parts("Thinking.", "Answer: ans-4"),
+        [IMAGE],
     ]
     result = env.step([_log(r, question) for r in responses], [{} for _ in responses])
     # larger_wins over the three readable responses: 3 beats 1 and loses to 4 -> 1/2; 1 -> 0; 4 -> 1.
@@ -176,7 +179,9 @@ def test_the_judge_service_reads_text_parts_and_refuses_content_without_text():
     from nemo_genrm.serve.requests import parse_chat
 
     cfg = ServiceConfig(judge=JudgeConfig(model_name="judge"))
-    body = {"messages": [{"role": "system", "content": "Grade."}, {"role": "user", "content": [IMAGE, *_parts("a", "b")]}]}
+    body = {
+        "messages": [{"role": "system", "content": "Grade."}, {"role": "user", "content": [IMAGE, *_parts("a", "b")]}]
+    }
     call = parse_chat(body, cfg)
     assert call.request.messages == ({"role": "system", "content": "Grade."}, {"role": "user", "content": "a\nb"})
     for content, why in (([IMAGE], "no_text_part"), ([{"type": "text"}], "content_not_text")):

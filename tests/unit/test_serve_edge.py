@@ -43,8 +43,9 @@ async def _edge(seen: list, upstream: bool = True) -> tuple[Edge, Any]:
 
     server, port = None, 1
     if upstream:
-        server = uvicorn.Server(uvicorn.Config(_app(seen), host="127.0.0.1", port=0, log_level="warning",
-                                               lifespan="off"))
+        server = uvicorn.Server(
+            uvicorn.Config(_app(seen), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        )
         server.task = asyncio.ensure_future(server.serve())
         while not server.started:
             await asyncio.sleep(0.02)
@@ -117,9 +118,14 @@ def test_requests_are_forwarded_with_the_clients_address_and_a_forged_one_is_dro
         edge, server = await _edge(seen)
         base = f"http://127.0.0.1:{edge.port}"
         async with httpx.AsyncClient(timeout=10) as client:
-            replies = [await client.post(f"{base}/v1/chat/completions", json={"messages": []},
-                                         headers={CLIENT_HEADER: "10.9.9.9", "Authorization": "Bearer k"})
-                       for _ in range(3)]  # one connection each: the client reconnects by itself
+            replies = [
+                await client.post(
+                    f"{base}/v1/chat/completions",
+                    json={"messages": []},
+                    headers={CLIENT_HEADER: "10.9.9.9", "Authorization": "Bearer k"},
+                )
+                for _ in range(3)
+            ]  # one connection each: the client reconnects by itself
             replies.append(await client.get(f"{base}/health"))
         await _stop(edge, server)
         return replies, seen

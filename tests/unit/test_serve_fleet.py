@@ -25,8 +25,13 @@ READY = (200, {"status": "ready", "model": "judge"})
         # Lost and not replaced yet (the controller has not noticed): degraded all the same.
         (READY, FleetState(2, {"RUNNING": 1}), 200, "degraded", "1 of 2 replicas running"),
         # A dead engine stays dead (503) and keeps its own reason.
-        ((503, {"status": "dead", "model": "judge", "reason": "engine raised"}), FleetState(2, {"RUNNING": 1}),
-         503, "dead", "engine raised"),
+        (
+            (503, {"status": "dead", "model": "judge", "reason": "engine raised"}),
+            FleetState(2, {"RUNNING": 1}),
+            503,
+            "dead",
+            "engine raised",
+        ),
         # More running than asked (a rolling update): nothing missing.
         (READY, FleetState(2, {"RUNNING": 3}), 200, "ready", None),
     ],
@@ -57,8 +62,12 @@ def test_replica_options_carry_resources_and_labels():
 
 def test_service_placement_problems_come_together():
     with pytest.raises(ConfigError) as err:
-        _service(node_labels={"zone": "in(a"}, custom_resources={"CPU": 1}, max_replicas_per_node=0,
-                 proxy_location="Everywhere")
+        _service(
+            node_labels={"zone": "in(a"},
+            custom_resources={"CPU": 1},
+            max_replicas_per_node=0,
+            proxy_location="Everywhere",
+        )
     text = "\n".join(err.value.problems)
     assert "proxy_location" in text and "max_replicas_per_node" in text
     assert "serve.node_labels: zone='in(a' is not a label condition" in text

@@ -17,10 +17,13 @@ from nemo_genrm.serve.config import ServiceConfig
 from nemo_genrm.serve.guard import RequestError, decode_json
 from nemo_genrm.serve.requests import UNSUPPORTED, parse_chat
 
-CFG = validate(ServiceConfig, {
-    "judge": {"model_name": "m", "sampling": {"temperature": 0.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8}},
-    "serve": {"served_model_name": "judge"},
-})
+CFG = validate(
+    ServiceConfig,
+    {
+        "judge": {"model_name": "m", "sampling": {"temperature": 0.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8}},
+        "serve": {"served_model_name": "judge"},
+    },
+)
 MESSAGES = '"messages": [{"role": "user", "content": "Is 2 + 2 = 4?"}]'
 
 
@@ -91,8 +94,9 @@ def test_bad_messages_name_the_message_and_field(messages, named):
 
 
 def test_text_parts_are_the_content():
-    call = parse_chat({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                                  {"type": "text", "text": "b"}]}]}, CFG)
+    call = parse_chat(
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}, CFG
+    )
     assert call.request.messages == ({"role": "user", "content": "a\nb"},)
 
 

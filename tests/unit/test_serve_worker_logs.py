@@ -38,8 +38,10 @@ def node(tmp_path):
     raylet = subprocess.Popen([str(tmp_path / "raylet"), "60"])
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "raylet.out").write_text(_line(raylet.pid, f"Setting node ID node_id={NODE}")
-                                     + _line(raylet.pid, f"Started worker process with pid {_dead_pid()} worker_id=00"))
+    (logs / "raylet.out").write_text(
+        _line(raylet.pid, f"Setting node ID node_id={NODE}")
+        + _line(raylet.pid, f"Started worker process with pid {_dead_pid()} worker_id=00")
+    )
     (logs / "raylet.err").write_text("an error from before the watch\n")
     yield logs, raylet.pid
     raylet.kill()
@@ -71,14 +73,22 @@ def test_live_and_connected_workers_are_not_failures_but_rays_own_verdict_is(nod
     starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     connected = _dead_pid()
     try:
-        _append(logs / "raylet.out", _line(raylet, f"Started worker process with pid {starting.pid} worker_id=s1")
-                + _line(raylet, f"Started worker process with pid {connected} worker_id=c1"))
+        _append(
+            logs / "raylet.out",
+            _line(raylet, f"Started worker process with pid {starting.pid} worker_id=s1")
+            + _line(raylet, f"Started worker process with pid {connected} worker_id=c1"),
+        )
         (logs / f"python-core-worker-c1_{connected}.log").write_text("")  # it connected, then exited
         _append(logs / "raylet.out", "a line still being writ")  # read once it is whole
         assert watch.failures() == []
         # Ray's verdict at its registration timeout: the worker never connected, alive or not.
-        _append(logs / "raylet.out", "ten\n" + _line(
-            raylet, f"Some workers of the worker process({starting.pid}) have not registered within the timeout."))
+        _append(
+            logs / "raylet.out",
+            "ten\n"
+            + _line(
+                raylet, f"Some workers of the worker process({starting.pid}) have not registered within the timeout."
+            ),
+        )
         assert [f.pid for f in watch.failures()] == [starting.pid]
     finally:
         starting.kill()
@@ -95,11 +105,17 @@ def test_a_node_added_after_the_watch_is_read_from_its_start_and_a_gone_raylet_i
     later = subprocess.Popen([str(tmp_path / "later" / "raylet"), "60"])
     try:
         dead = _dead_pid()
-        (logs / "raylet.2.out").write_text(_line(later.pid, "Setting node ID node_id=" + "ef" * 28)
-                                           + _line(later.pid, f"Started worker process with pid {dead} worker_id=e1"))
+        (logs / "raylet.2.out").write_text(
+            _line(later.pid, "Setting node ID node_id=" + "ef" * 28)
+            + _line(later.pid, f"Started worker process with pid {dead} worker_id=e1")
+        )
         (logs / "raylet.2.err").write_text("Fatal Python error: init_import_site\n")
         [failure] = watch.failures()
-        assert (failure.node_id, failure.pid, failure.error) == ("ef" * 28, dead, "Fatal Python error: init_import_site")
+        assert (failure.node_id, failure.pid, failure.error) == (
+            "ef" * 28,
+            dead,
+            "Fatal Python error: init_import_site",
+        )
     finally:
         later.kill()
         later.wait()

@@ -41,7 +41,9 @@ def test_a_started_body_runs_as_before():
     assert body.closed
 
 
-@pytest.mark.parametrize("error", [ConfigError(["judge.model_name: nothing there"]), JudgeStartupError(["rank 0: no GPU"])])
+@pytest.mark.parametrize(
+    "error", [ConfigError(["judge.model_name: nothing there"]), JudgeStartupError(["rank 0: no GPU"])]
+)
 def test_a_failed_start_is_kept_and_raised_from_every_call_without_its_frames(error):
     body = Body(error)  # the constructor returns: a Ray actor does not die (and abort) here
     for call in (body.ready, lambda: body.step(1), lambda: body.astep(1)):

@@ -78,9 +78,7 @@ _REWRITER = textwrap.dedent(
 
 
 def test_kill_during_metrics_rewrite_keeps_earlier_records(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _REWRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-c", _REWRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(0.7)  # many rewrites in flight by now

@@ -228,28 +228,59 @@ def _reference_calls(question: str = "Pick a number.") -> list[tuple[list[str], 
 # alone get judge_error.
 _ISOLATION_CASES = {
     "plain": ({}, 0, same_value, _reference_calls(), [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
-    "votes": ({"votes": 3}, 0, same_value, _reference_calls(),
-              [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
-    "swap": ({"swap": True}, 0, same_value, _reference_calls(),
-             [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
-    "two_judges": ({}, 1, same_value, _reference_calls(),
-                   [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")]),
+    "votes": (
+        {"votes": 3},
+        0,
+        same_value,
+        _reference_calls(),
+        [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")],
+    ),
+    "swap": (
+        {"swap": True},
+        0,
+        same_value,
+        _reference_calls(),
+        [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")],
+    ),
+    "two_judges": (
+        {},
+        1,
+        same_value,
+        _reference_calls(),
+        [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")],
+    ),
     "pairwise": (
-        {"mode": "pairwise_group"}, 0, larger_wins,
-        [(["ans-1", "ans-3"], [{}, {}]), (["ans-2", "ans-6", "ans-4"], [{}, {}, {}]),
-         (["ans-7 poison", "ans-8"], [{}, {}])],
+        {"mode": "pairwise_group"},
+        0,
+        larger_wins,
+        [
+            (["ans-1", "ans-3"], [{}, {}]),
+            (["ans-2", "ans-6", "ans-4"], [{}, {}, {}]),
+            (["ans-7 poison", "ans-8"], [{}, {}]),
+        ],
         [([0.0, 1.0], "judged"), ([0.0, 1.0, 0.5], "judged"), ([0.0, 0.0], "judge_error")],
     ),
     "pairwise_gathered": (
-        {"mode": "pairwise_group", "pairwise_group": {"group_size": 2, "group_wait_ms": 20_000}}, 0, larger_wins,
-        [(["ans-1"], [{"group_id": 0}]), (["ans-3"], [{"group_id": 0}]),
-         (["ans-7 poison"], [{"group_id": 1}]), (["ans-8"], [{"group_id": 1}])],
+        {"mode": "pairwise_group", "pairwise_group": {"group_size": 2, "group_wait_ms": 20_000}},
+        0,
+        larger_wins,
+        [
+            (["ans-1"], [{"group_id": 0}]),
+            (["ans-3"], [{"group_id": 0}]),
+            (["ans-7 poison"], [{"group_id": 1}]),
+            (["ans-8"], [{"group_id": 1}]),
+        ],
         [([0.0], "judged"), ([1.0], "judged"), ([0.0], "judge_error"), ([0.0], "judge_error")],
     ),
     "rubric": (
-        {"mode": "rubric"}, 0, keyword_met,
-        [(["alpha"], [{"rubric": ["kw:alpha"]}]), (["beta"], [{"rubric": ["kw:alpha"]}]),
-         (["poison alpha"], [{"rubric": ["kw:alpha"]}])],
+        {"mode": "rubric"},
+        0,
+        keyword_met,
+        [
+            (["alpha"], [{"rubric": ["kw:alpha"]}]),
+            (["beta"], [{"rubric": ["kw:alpha"]}]),
+            (["poison alpha"], [{"rubric": ["kw:alpha"]}]),
+        ],
         [([1.0], "judged"), ([0.0], "judged"), ([0.0], "judge_error")],
     ),
 }
@@ -262,7 +293,8 @@ def test_one_callers_bad_request_costs_only_that_caller_in_every_mode(case):
     judge = {**_STAND_IN, "sampling": {"temperature": temperature}}
     members = [_ChokingRuleJudge(rule) for _ in range(extra)]
     cfg = {
-        "judge": judge, "resources": {"gpus_per_replica": 0},
+        "judge": judge,
+        "resources": {"gpus_per_replica": 0},
         "reward": {**reward, "judges": [{**judge, "model_name": f"member-{i}"} for i in range(extra)]},
         # Every call joins one shared judge call: it closes when all samples are in.
         "coalesce": {"max_wait_ms": 20_000, "max_samples": sum(len(answers) for answers, _ in calls)},
@@ -271,8 +303,10 @@ def test_one_callers_bad_request_costs_only_that_caller_in_every_mode(case):
     env = GenRMEnvironmentImpl(cfg, judge=first, judges=members)
 
     def run(answers, metas):
-        logs = [[{"role": "user", "content": "Pick a number."}, {"role": "assistant", "content": f"Answer: {a}"}]
-                for a in answers]
+        logs = [
+            [{"role": "user", "content": "Pick a number."}, {"role": "assistant", "content": f"Answer: {a}"}]
+            for a in answers
+        ]
         return env.step(logs, metas)
 
     results = _run_concurrently(run, calls)

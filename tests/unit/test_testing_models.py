@@ -77,10 +77,7 @@ def conversations():
 
 def _batch(tokenizer, conversations):
     """Conversations as one left-padded batch of generation prompts."""
-    texts = [
-        tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
-        for c in conversations
-    ]
+    texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
     return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
 
 
@@ -115,9 +112,7 @@ def test_chat_template_is_chatml(tokenizer):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
     body = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
     assert tokenizer.apply_chat_template(messages, tokenize=False) == body
-    with_prompt = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True
-    )
+    with_prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert with_prompt == body + "<|im_start|>assistant\n"
 
 
@@ -168,8 +163,7 @@ def test_tokenizer_is_deterministic_and_fast(tmp_path, cache_dir):
 
 
 def test_same_seed_gives_identical_weights_and_other_seed_differs(tmp_path):
-    dirs = {name: build_tiny_model(tmp_path / name, seed=seed) for name, seed in
-            [("a", 0), ("b", 0), ("c", 1)]}
+    dirs = {name: build_tiny_model(tmp_path / name, seed=seed) for name, seed in [("a", 0), ("b", 0), ("c", 1)]}
     weights = {name: load_file(path / "model.safetensors") for name, path in dirs.items()}
     assert weights["a"].keys() == weights["b"].keys() == weights["c"].keys()
     for key, tensor in weights["a"].items():
@@ -224,9 +218,7 @@ def load_judge(cache_dir):
 
     def load(text):
         if text not in loaded:
-            loaded[text] = AutoModelForCausalLM.from_pretrained(
-                cached_tiny_judge(text, cache_dir=cache_dir)
-            )
+            loaded[text] = AutoModelForCausalLM.from_pretrained(cached_tiny_judge(text, cache_dir=cache_dir))
         return loaded[text]
 
     return load
@@ -247,7 +239,7 @@ def _assert_generates(model, tokenizer, batch, text):
             return_dict_in_generate=True,
             output_logits=True,
         )
-    generated = out.sequences[:, batch["input_ids"].shape[1]:]  # [B, N]
+    generated = out.sequences[:, batch["input_ids"].shape[1] :]  # [B, N]
     assert generated.tolist() == [expected] * generated.shape[0]
     for row in generated:
         assert tokenizer.decode(row, skip_special_tokens=True) == text
@@ -256,9 +248,7 @@ def _assert_generates(model, tokenizer, batch, text):
 
 
 @pytest.mark.parametrize("text", JUDGE_TEXTS)
-def test_fixed_judge_generates_its_text_then_eos(
-    text, load_judge, tokenizer, short_batch, long_batch
-):
+def test_fixed_judge_generates_its_text_then_eos(text, load_judge, tokenizer, short_batch, long_batch):
     assert long_batch["input_ids"].shape[1] >= 1500
     assert (long_batch["attention_mask"] == 0).any()  # really left padded
     model = load_judge(text)
@@ -270,8 +260,14 @@ def test_fixed_judge_generates_its_text_then_eos(
 
 def test_fixed_judge_in_bfloat16_llama(tmp_path, tokenizer, short_batch):
     path = build_fixed_verdict_judge(
-        tmp_path / "judge", "Judgement: 1", arch="llama", seed=5, dtype="bfloat16",
-        hidden_size=128, num_heads=4, num_kv_heads=2,
+        tmp_path / "judge",
+        "Judgement: 1",
+        arch="llama",
+        seed=5,
+        dtype="bfloat16",
+        hidden_size=128,
+        num_heads=4,
+        num_kv_heads=2,
     )
     model = AutoModelForCausalLM.from_pretrained(path)
     assert model.dtype == torch.bfloat16

@@ -24,8 +24,7 @@ def _cfg(reward: dict[str, Any], temperature: float = 0.0) -> dict[str, Any]:
 
 
 def _logs(answers: Sequence[str], question: str = "Which number is best?") -> list:
-    return [[{"role": "user", "content": question}, {"role": "assistant", "content": f"Answer: {a}"}]
-            for a in answers]  # fmt: skip
+    return [[{"role": "user", "content": question}, {"role": "assistant", "content": f"Answer: {a}"}] for a in answers]
 
 
 def _settled(result) -> list[tuple[float, str, bool]]:
@@ -56,8 +55,12 @@ def test_pairwise_copies_of_a_response_whose_pairs_all_failed_are_masked_not_dra
     env = GenRMEnvironmentImpl(_cfg({"mode": "pairwise_group"}), judge=judge)
     result = env.step(_logs(["ans-5", "ans-5", "ans-3", "ans-7"]), [{}] * 4)
     # ans-3 and ans-7 met only each other (their pairs with ans-5 failed): 7 wins.
-    assert _settled(result) == [(0.0, "judge_error", True), (0.0, "judge_error", True),
-                                (0.0, "judged", False), (1.0, "judged", False)]  # fmt: skip
+    assert _settled(result) == [
+        (0.0, "judge_error", True),
+        (0.0, "judge_error", True),
+        (0.0, "judged", False),
+        (1.0, "judged", False),
+    ]
     assert result.metadata[0]["genrm"]["opponents"] == 0 and result.metadata[0]["genrm"]["failed_pairs"] == 2
     metrics = env.last_metrics()
     assert metrics["genrm/masked"] == 2 and metrics["genrm/mean_reward"] == 0.5  # (0 + 1) / 2
@@ -104,7 +107,8 @@ def test_two_judges_that_split_leave_the_sample_undecided():
     member = {"model_name": "member", **HTTP}
     env = GenRMEnvironmentImpl(
         _cfg({"judges": [member], "verifier": "none"}),
-        judge=RuleJudge(lambda t: "1"), judges=[RuleJudge(lambda t: "0")],
+        judge=RuleJudge(lambda t: "1"),
+        judges=[RuleJudge(lambda t: "0")],
     )
     result = env.step(_logs(["ans-4", "ans-4 again"]), [{"ground_truth": "ans-4"}] * 2)
     assert _settled(result) == [(0.0, "judged", True)] * 2
@@ -122,8 +126,9 @@ def test_swap_with_one_order_tied_and_the_other_saying_no_is_a_zero():
     reference_shown_first = lambda text: "1" if tagged_values(text)[-2] == 4 else "0"  # noqa: E731
     env = GenRMEnvironmentImpl(
         _cfg({"judges": [member], "swap": True, "verifier": "none"}),
-        judge=RuleJudge(lambda text: "0"), judges=[RuleJudge(reference_shown_first)],
-    )  # fmt: skip
+        judge=RuleJudge(lambda text: "0"),
+        judges=[RuleJudge(reference_shown_first)],
+    )
     result = env.step(_logs(["ans-9"]), [{"ground_truth": "ans-4"}])
     assert _settled(result) == [(0.0, "judged", False)] and result.metadata[0]["genrm"]["verdict"] == 0
     assert env.last_metrics()["genrm/votes/ties"] == 1
@@ -158,10 +163,10 @@ def test_a_rubric_sample_none_of_whose_items_was_decided_is_masked():
 def test_a_tied_rubric_item_is_left_out_of_the_share():
     member = {"model_name": "member", **HTTP}
     yes_to_alpha = lambda text: "1" if "kw:alpha" in text else keyword_met(text)  # noqa: E731
-    env = GenRMEnvironmentImpl(_cfg({"mode": "rubric", "judges": [member]}), judge=RuleJudge(keyword_met),
-                               judges=[RuleJudge(yes_to_alpha)])  # fmt: skip
+    env = GenRMEnvironmentImpl(
+        _cfg({"mode": "rubric", "judges": [member]}), judge=RuleJudge(keyword_met), judges=[RuleJudge(yes_to_alpha)]
+    )
     # kw:alpha on "beta": 0 and 1, a tie, left out; kw:beta: both say met. Share: 1/1.
     result = env.step(_logs(["beta"]), [{"rubric": ["kw:alpha", "kw:beta"]}])
     assert _settled(result) == [(1.0, "judged", False)]
     assert [item["met"] for item in result.metadata[0]["genrm"]["rubric"]] == [None, True]
-

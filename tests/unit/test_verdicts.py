@@ -224,9 +224,7 @@ def test_all_problems_reported_at_once():
 
 def test_from_config_uses_every_option():
     # Word labels and synonyms from a VerdictConfig reach the parser.
-    cfg = VerdictConfig(
-        parser="lenient", positive="CORRECT", negative="INCORRECT", synonyms={"CORRECT": ["yes"]}
-    )
+    cfg = VerdictConfig(parser="lenient", positive="CORRECT", negative="INCORRECT", synonyms={"CORRECT": ["yes"]})
     assert VerdictParser.from_config(cfg).parse("Yes.") == Verdict(1, "ok")
     assert VerdictParser.from_config(cfg).parse("Verdict: INCORRECT") == Verdict(0, "ok")
     rating = VerdictParser.from_config(VerdictConfig(parser="rating", rating_min=0, rating_max=3))

@@ -99,14 +99,19 @@ TWINS = ["42.0", "84/2", "٤٢", "forty-two", "42"]
 
 def _env(stand_in: Any, verifier: str | None, judge: dict | None = None, **reward: Any) -> GenRMEnvironmentImpl:
     section = {**reward, **({"verifier": verifier} if verifier else {})}
-    cfg = {"judge": {"model_name": "stand-in", **HTTP, **(judge or {})}, "resources": {"gpus_per_replica": 0},
-           "reward": section}  # fmt: skip
+    cfg = {
+        "judge": {"model_name": "stand-in", **HTTP, **(judge or {})},
+        "resources": {"gpus_per_replica": 0},
+        "reward": section,
+    }
     return GenRMEnvironmentImpl(cfg, judge=stand_in)
 
 
 def _step(env: GenRMEnvironmentImpl, answers: list[str], reference: str = "42"):
-    logs = [[{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": f"Answer: {a}"}]
-            for a in answers]  # fmt: skip
+    logs = [
+        [{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": f"Answer: {a}"}]
+        for a in answers
+    ]
     return env.step(logs, [{"ground_truth": reference}] * len(answers))
 
 

@@ -83,10 +83,12 @@ def _score(reward: JudgeReward, rows: list[tuple[str, int]], workers: int, *, dr
     (``drop``: a row that never comes); per row its judgement, and the seconds it took."""
     size = len(rows) // workers
     samples = [
-        ((_response(w), "7", None, verl_dropin._mode_inputs(reward, None, "math", uid, [1, 2, 3])),
-         BatchSlot(i // size, workers, i % size, size))
+        (
+            (_response(w), "7", None, verl_dropin._mode_inputs(reward, None, "math", uid, [1, 2, 3])),
+            BatchSlot(i // size, workers, i % size, size),
+        )
         for i, (uid, w) in enumerate(rows)
-    ]  # fmt: skip
+    ]
     order = [i for i in range(len(rows)) if i != drop]
     random.Random(seed).shuffle(order)
 

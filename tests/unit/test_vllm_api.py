@@ -45,8 +45,10 @@ class Recorder:
 
     def uses(self) -> dict:
         calls = {json.dumps(c, sort_keys=True) for c in self.calls}
-        return {"calls": [json.loads(c) for c in sorted(calls)],
-                "attributes": [{"cls": c, "attr": a} for c, a in sorted(self.attributes)]}
+        return {
+            "calls": [json.loads(c) for c in sorted(calls)],
+            "attributes": [{"cls": c, "attr": a} for c, a in sorted(self.attributes)],
+        }
 
 
 class Output:
@@ -117,8 +119,9 @@ def fake_vllm(recorder: Recorder, tokenizer, favoured: list[int]):
                     {ids[i]: logprob(float(next_logprobs(ids[:i], vocab, favoured)[ids[i]]), ids[i])}
                     for i in range(1, len(ids))
                 ]
-            completion = Output(recorder, "CompletionOutput", text=tokenizer.decode([token]),
-                                token_ids=[token], logprobs=top)
+            completion = Output(
+                recorder, "CompletionOutput", text=tokenizer.decode([token]), token_ids=[token], logprobs=top
+            )
             return Output(recorder, "RequestOutput", outputs=[completion], prompt_logprobs=prompt_lps)
 
         def sleep(self, *args, **kwargs):
@@ -145,10 +148,15 @@ def _config(tokenizer_path, **vllm_opts):
     from nemo_genrm.config import JudgeConfig
 
     return JudgeConfig.model_validate(
-        {"backend": "vllm", "model_name": str(tokenizer_path), "precision": "float32",
-         "max_model_len": 128, "sampling": {"max_new_tokens": 8},
-         "vllm": {"gpu_memory_utilization": 0.2, **vllm_opts}}
-    )  # fmt: skip
+        {
+            "backend": "vllm",
+            "model_name": str(tokenizer_path),
+            "precision": "float32",
+            "max_model_len": 128,
+            "sampling": {"max_new_tokens": 8},
+            "vllm": {"gpu_memory_utilization": 0.2, **vllm_opts},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +189,9 @@ def recorded(tiny_cache_dir):
 def test_generate_sends_the_fitted_token_ids(recorded):
     worker, tokenizer, _, _ = recorded
     candidate = "a long derivation that goes on and on " * 30
-    request = JudgeRequest(messages=({"role": "user", "content": f"Candidate: {candidate}\nReply 1 or 0."},),
-                           shrinkable=candidate)
+    request = JudgeRequest(
+        messages=({"role": "user", "content": f"Candidate: {candidate}\nReply 1 or 0."},), shrinkable=candidate
+    )
     fitted = PromptFitter.for_judge(worker.config).fit([request, PROMPTS[0]])
     assert fitted[0].truncated  # shortened to fit max_model_len
     worker.llm.sent.clear()
@@ -196,8 +205,9 @@ def test_each_vote_is_its_own_sampling_params_with_seed_plus_vote(recorded):
     import dataclasses
 
     worker, _, _, _ = recorded
-    sampled = worker.config.model_copy(update={"sampling": worker.config.sampling.model_copy(
-        update={"temperature": 0.8, "seed": 40})})  # fmt: skip
+    sampled = worker.config.model_copy(
+        update={"sampling": worker.config.sampling.model_copy(update={"temperature": 0.8, "seed": 40})}
+    )
     fitted = PromptFitter.for_judge(sampled).fit([PROMPTS[0]])[0]
     votes = [dataclasses.replace(fitted, vote=v) for v in range(3)]
     greedy_config, worker.config = worker.config, sampled
@@ -267,15 +277,18 @@ def _real_check(*uses: dict) -> list[list[str]]:
         return [vllm_api_check.check(u) for u in uses]
     python = os.environ.get("NEMO_GENRM_VLLM_PYTHON")
     if not python:
-        pytest.skip("vLLM is not importable here: `uv sync --extra vllm`, or set NEMO_GENRM_VLLM_PYTHON "
-                    "to a Python interpreter that has vLLM")
+        pytest.skip(
+            "vLLM is not importable here: `uv sync --extra vllm`, or set NEMO_GENRM_VLLM_PYTHON "
+            "to a Python interpreter that has vLLM"
+        )
     if not Path(python).exists():
         pytest.fail(f"NEMO_GENRM_VLLM_PYTHON={python!r} does not exist")
     uses_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"vllm_uses_{os.getpid()}.json"
     uses_file.write_text(json.dumps(list(uses)))
     try:
-        done = subprocess.run([python, str(CHECKER), str(uses_file)], capture_output=True, text=True,
-                              timeout=900, check=False)
+        done = subprocess.run(
+            [python, str(CHECKER), str(uses_file)], capture_output=True, text=True, timeout=900, check=False
+        )
     finally:
         uses_file.unlink()
     if done.returncode != 0:
@@ -288,15 +301,31 @@ def test_every_vllm_name_the_engine_uses_matches_the_installed_vllm(recorded):
     _, _, _, recorder = recorded
     uses = recorder.uses()
     targets = {c["target"] for c in uses["calls"]}
-    assert targets == {"LLM", "LLM.get_tokenizer", "LLM.generate", "LLM.sleep", "LLM.wake_up",
-                       "LLM.reset_prefix_cache", "SamplingParams", "TokensPrompt"}
+    assert targets == {
+        "LLM",
+        "LLM.get_tokenizer",
+        "LLM.generate",
+        "LLM.sleep",
+        "LLM.wake_up",
+        "LLM.reset_prefix_cache",
+        "SamplingParams",
+        "TokensPrompt",
+    }
     read = {(a["cls"], a["attr"]) for a in uses["attributes"]}
-    assert {("RequestOutput", "outputs"), ("RequestOutput", "prompt_logprobs"),
-            ("CompletionOutput", "text"), ("CompletionOutput", "token_ids"),
-            ("CompletionOutput", "logprobs"), ("Logprob", "logprob"), ("Logprob", "decoded_token")} <= read
+    assert {
+        ("RequestOutput", "outputs"),
+        ("RequestOutput", "prompt_logprobs"),
+        ("CompletionOutput", "text"),
+        ("CompletionOutput", "token_ids"),
+        ("CompletionOutput", "logprobs"),
+        ("Logprob", "logprob"),
+        ("Logprob", "decoded_token"),
+    } <= read
     # The checker itself sees a drift: a keyword vLLM does not have is reported.
-    drifted = {"calls": [*uses["calls"], {"target": "SamplingParams", "args": 0, "kwargs": ["no_such_kw"]}],
-               "attributes": uses["attributes"]}
+    drifted = {
+        "calls": [*uses["calls"], {"target": "SamplingParams", "args": 0, "kwargs": ["no_such_kw"]}],
+        "attributes": uses["attributes"],
+    }
     problems, drifted_problems = _real_check(uses, drifted)
     assert problems == []
     assert any("no_such_kw" in p for p in drifted_problems)

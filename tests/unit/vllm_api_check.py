@@ -30,8 +30,14 @@ def _classes() -> dict[str, Any]:
         from vllm.logprobs import Logprob
     except ImportError:  # vLLM before the logprobs module
         from vllm.sequence import Logprob
-    return {"LLM": vllm.LLM, "SamplingParams": vllm.SamplingParams, "TokensPrompt": TokensPrompt,
-            "RequestOutput": RequestOutput, "CompletionOutput": CompletionOutput, "Logprob": Logprob}
+    return {
+        "LLM": vllm.LLM,
+        "SamplingParams": vllm.SamplingParams,
+        "TokensPrompt": TokensPrompt,
+        "RequestOutput": RequestOutput,
+        "CompletionOutput": CompletionOutput,
+        "Logprob": Logprob,
+    }
 
 
 def _engine_args() -> set[str]:
@@ -49,7 +55,8 @@ def _check_call(classes: dict[str, Any], call: dict) -> list[str]:
     if name == "TokensPrompt":  # a TypedDict: keys, no positional arguments
         keys = set(getattr(obj, "__annotations__", {}))
         return [f"TokensPrompt has no key {k!r}" for k in kwargs if k not in keys] + (
-            ["TokensPrompt takes no positional arguments"] if nargs else [])
+            ["TokensPrompt takes no positional arguments"] if nargs else []
+        )
     if method:
         if not hasattr(obj, method):
             return [f"{target}: vLLM's {name} has no method {method!r}"]
@@ -65,8 +72,7 @@ def _check_call(classes: dict[str, Any], call: dict) -> list[str]:
     has_var_kw = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     if name == "LLM" and not method and has_var_kw:  # extra keywords go to EngineArgs
         known = set(signature.parameters) | _engine_args()
-        problems += [f"LLM(...): {k!r} is neither an LLM nor an EngineArgs argument"
-                     for k in kwargs if k not in known]
+        problems += [f"LLM(...): {k!r} is neither an LLM nor an EngineArgs argument" for k in kwargs if k not in known]
     return problems
 
 

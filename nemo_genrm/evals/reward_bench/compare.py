@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.evals.reward_bench.v2_scores import V2_SUBSETS
 from nemo_genrm.evals.reward_bench.scores import (
     OVERALL,
     SECTIONS,
@@ -31,6 +30,7 @@ from nemo_genrm.evals.reward_bench.scores import (
     mean_of_sections,
     section_scores,
 )
+from nemo_genrm.evals.reward_bench.v2_scores import V2_SUBSETS
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,9 @@ def _compare_v2(ours: Mapping[str, float], reference: Mapping[str, float], toler
             f"(ours: {', '.join(sorted(ours))}; reference: {', '.join(sorted(reference))})"
         )
     rows = [ComparisonRow(s, "subset", ours[s], reference[s]) for s in names]
-    rows.append(ComparisonRow(OVERALL, "overall", _mean([ours[s] for s in names]), _mean([reference[s] for s in names])))
+    rows.append(
+        ComparisonRow(OVERALL, "overall", _mean([ours[s] for s in names]), _mean([reference[s] for s in names]))
+    )
     missing = tuple(s for s in V2_SUBSETS if s in reference and s not in ours)
     return Comparison(rows=tuple(rows), tolerance=tolerance, missing=missing)
 

@@ -191,7 +191,11 @@ def load_pref_sets(cfg: RewardBenchDataConfig) -> list[RewardBenchExample]:
         else:
             kept.append(row)
     if dropped:
-        logger.info("prior sets: %d conversations longer than %d messages left out, as the reference does", dropped, MAX_MESSAGES)
+        logger.info(
+            "prior sets: %d conversations longer than %d messages left out, as the reference does",
+            dropped,
+            MAX_MESSAGES,
+        )
     return rows_to_examples(kept, source)
 
 

@@ -33,16 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nemo_genrm.console import progress
 from nemo_genrm.config import REFERENCE_MAX_NEW_TOKENS, ConfigError, RewardBenchConfig
+from nemo_genrm.console import progress
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
+from nemo_genrm.evals.reward_bench.judge_requests import RequestBuilder, RequestPlan
 from nemo_genrm.evals.reward_bench.preset import (
     RewardBenchPreset,
     load_rewardbench_preset,
     reference_choice,
     reference_rating,
 )
-from nemo_genrm.evals.reward_bench.judge_requests import RequestBuilder, RequestPlan
 from nemo_genrm.evals.reward_bench.results import (
     PREF_RESULTS_FILE,
     RESULTS_FILE,
@@ -140,7 +140,9 @@ class RewardBenchEvaluator:
 
     def __init__(self, cfg: RewardBenchConfig) -> None:
         if cfg.protocol not in PROVIDED_FIELDS:
-            raise ConfigError([f"protocol {cfg.protocol!r} is RewardBench 2: use RewardBench2Evaluator (evaluator_for)"])
+            raise ConfigError(
+                [f"protocol {cfg.protocol!r} is RewardBench 2: use RewardBench2Evaluator (evaluator_for)"]
+            )
         self.cfg = cfg
         self.parser = VerdictParser.from_config(cfg.verdict)
         self.markers: tuple[str, str] = (cfg.verdict.choice_markers[0], cfg.verdict.choice_markers[1])
@@ -165,8 +167,10 @@ class RewardBenchEvaluator:
             logger.warning(
                 "judge.sampling.max_new_tokens is %d but the reference lets the judge write %d tokens: a "
                 "verdict written after token %d is cut off here and read by the reference",
-                cfg.judge.sampling.max_new_tokens, reference_tokens, cfg.judge.sampling.max_new_tokens,
-            )  # fmt: skip
+                cfg.judge.sampling.max_new_tokens,
+                reference_tokens,
+                cfg.judge.sampling.max_new_tokens,
+            )
 
     # ------------------------------------------------------------------------- requests
     def plan(self, example: RewardBenchExample) -> RequestPlan:
@@ -306,8 +310,11 @@ class RewardBenchEvaluator:
         if resumed or retry:
             logger.info(
                 "resuming: %d of %d examples already judged in %s; re-judging %d that hit a judge error",
-                resumed, len(examples), self.output_dir, len(retry),
-            )  # fmt: skip
+                resumed,
+                len(examples),
+                self.output_dir,
+                len(retry),
+            )
         per_call = self.cfg.judge.batching.max_batch_size * self.cfg.resources.num_replicas
         per_chunk = max(1, per_call // (self.requests_per_example * self.cfg.votes))
         pending = {ex.key for ex in todo}

@@ -104,9 +104,13 @@ class RequestBuilder:
         if example.turns and multi is not None:
             # The reference's two-turn prompt: the first exchange is shared by both conversations.
             messages = multi.render(
-                question_1=example.turns[0], answer_a_1=example.turns[1], answer_b_1=example.turns[1],
-                question_2=example.prompt, answer_a_2=a, answer_b_2=b,
-            )  # fmt: skip
+                question_1=example.turns[0],
+                answer_a_1=example.turns[1],
+                answer_b_1=example.turns[1],
+                question_2=example.prompt,
+                answer_a_2=a,
+                answer_b_2=b,
+            )
         else:
             question = _transcript(example.turns, example.prompt) if example.turns else example.prompt
             messages = self.template.render(question=question, response_a=a, response_b=b, answer_a=a, answer_b=b)

@@ -237,7 +237,9 @@ def load_rewardbench_preset(protocol: str) -> RewardBenchPreset:
 def _pair_template(source: Path, variable: str, where: str) -> JudgeTemplate:
     """A pairwise prompt dict (``system_prompt`` and ``prompt_template``) as a template."""
     spec = module_constant(source, variable)
-    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("system_prompt", "prompt_template")):
+    if not isinstance(spec, dict) or not all(
+        isinstance(spec.get(k), str) for k in ("system_prompt", "prompt_template")
+    ):
         raise ConfigError([f"{where}: {variable} must hold system_prompt and prompt_template strings"])
     return JudgeTemplate(
         name=f"rewardbench:{spec.get('name', variable)}", system=spec["system_prompt"], user=spec["prompt_template"]

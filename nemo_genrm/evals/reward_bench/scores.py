@@ -80,9 +80,15 @@ EXAMPLE_COUNTS: dict[str, int] = {
 # (analysis/get_benchmark_results.py: get_average_over_rewardbench).
 PRIOR_SETS = "Prior Sets (0.5 weight)"
 PREF_SUBSETS: tuple[str, ...] = (
-    "anthropic_harmless", "anthropic_helpful", "anthropic_hhh", "mtbench_gpt4", "mtbench_human", "shp", "summarize",
+    "anthropic_harmless",
+    "anthropic_helpful",
+    "anthropic_hhh",
+    "mtbench_gpt4",
+    "mtbench_human",
+    "shp",
+    "summarize",
     "summarize_prompted",
-)  # fmt: skip
+)
 PRIOR_SET_SUBSETS: tuple[str, ...] = ("anthropic_helpful", "anthropic_hhh", "shp", "summarize")
 SECTION_WEIGHT, PRIOR_SETS_WEIGHT = 2.0, 1.0
 
@@ -296,7 +302,9 @@ def subset_score(all_examples: Sequence[ExampleScore]) -> SubsetScore:
         accuracy_both_orders=_mean([e.score for e in examples] + swapped) if both else None,
         skipped=len(all_examples) - len(examples),
         shortened=sum(e.shortened for e in examples),
-        agreement=_mean(agreements) if (agreements := [e.agreement for e in examples if e.agreement is not None]) else None,
+        agreement=_mean(agreements)
+        if (agreements := [e.agreement for e in examples if e.agreement is not None])
+        else None,
     )
 
 
@@ -350,7 +358,9 @@ class RewardBenchScores:
     num_examples = property(lambda self: self._total("n"), doc="Examples scored.")
     errors = property(lambda self: self._total("errors"), doc="Examples without a verdict.")
     ties = property(lambda self: self._total("ties"), doc="Examples with equal ratings.")
-    skipped = property(lambda self: self._total("skipped"), doc="Examples too long for the judge, left out of the scores.")
+    skipped = property(
+        lambda self: self._total("skipped"), doc="Examples too long for the judge, left out of the scores."
+    )
 
     def subset_accuracy(self, pref_sets: bool | None = None) -> dict[str, float]:
         """Accuracy of every scored subset (the reference's per-subset keys).

@@ -32,8 +32,11 @@ from typing import Any
 import numpy as np
 
 from nemo_genrm.config import RewardBenchConfig
-from nemo_genrm.files.rows import read_hub_rows, read_rows
-from nemo_genrm.evals.reward_bench.evaluator import RewardBenchEvaluator, JudgeReply
+from nemo_genrm.evals.reward_bench.data import HUB_HINT, RewardBenchDataError, select
+from nemo_genrm.evals.reward_bench.evaluator import JudgeReply, RewardBenchEvaluator
+from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
+from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
+from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
 from nemo_genrm.evals.reward_bench.v2_scores import (
     LETTERS,
     TIES,
@@ -44,10 +47,7 @@ from nemo_genrm.evals.reward_bench.v2_scores import (
     overall_score,
     ties_score,
 )
-from nemo_genrm.evals.reward_bench.data import HUB_HINT, RewardBenchDataError, select
-from nemo_genrm.evals.reward_bench.preset import load_rewardbench2_preset, reference_choice_of, reference_rating
-from nemo_genrm.evals.reward_bench.judge_requests import RequestPlan
-from nemo_genrm.evals.reward_bench.scores import ExampleScore, RewardBenchScores, SubsetScore, subset_score
+from nemo_genrm.files.rows import read_hub_rows, read_rows
 from nemo_genrm.judges.base import JudgeRequest
 from nemo_genrm.judges.fitting import PROMPT_TOO_LONG
 from nemo_genrm.prompts import JudgeTemplate, defuse_tokens, load_template
@@ -115,9 +115,16 @@ def rows_to_v2_examples(rows: Sequence[Mapping[str, Any]], source: str = "data")
             continue
         seen.add(str(row["id"]))
         num_correct = int(row["num_correct"]) if row.get("num_correct") is not None else len(lists["chosen"])
-        examples.append(RewardBench2Example(
-            row["id"], row["subset"], str(row["prompt"]), tuple(lists["chosen"]), tuple(lists["rejected"]), num_correct
-        ))  # fmt: skip
+        examples.append(
+            RewardBench2Example(
+                row["id"],
+                row["subset"],
+                str(row["prompt"]),
+                tuple(lists["chosen"]),
+                tuple(lists["rejected"]),
+                num_correct,
+            )
+        )
     if problems:
         raise RewardBenchDataError("\n".join([f"{len(problems)} bad RewardBench 2 row(s)", *problems[:20]]))
     return examples
@@ -193,30 +200,43 @@ class RewardBench2Evaluator(RewardBenchEvaluator):
     def _rating(self, reply: JudgeReply) -> int:
         if reply.text is None:
             return UNREAD_RATING
-        rating = reference_rating(reply.text) if self.v2_preset is not None else self.rating_parser.parse(reply.text).value
+        rating = (
+            reference_rating(reply.text) if self.v2_preset is not None else self.rating_parser.parse(reply.text).value
+        )
         return UNREAD_RATING if rating is None else int(rating)
 
     def record_for(self, example, plan, ballots) -> dict[str, Any]:  # type: ignore[override]
         """The per-example record: a four-way verdict and score, or the Ties ratings."""
         replies = [r for ballot in ballots for r in ballot]
         head = {
-            "id": example.id, "subset": example.subset, "protocol": "best_of_4",
-            "skipped": any(r.error == PROMPT_TOO_LONG for r in replies), "shortened": None,
+            "id": example.id,
+            "subset": example.subset,
+            "protocol": "best_of_4",
+            "skipped": any(r.error == PROMPT_TOO_LONG for r in replies),
+            "shortened": None,
             "judge_error": next((r.error for r in replies if r.error is not None), None),
-        }  # fmt: skip
+        }
         if example.subset == TIES:
             ratings = [self._rating(ballot[0]) for ballot in ballots]
             return {
-                **head, "placement": None, "score": None, "ratings": ratings, "num_correct": example.num_correct,
-                "error": UNREAD_RATING in ratings, "output": [b[0].output for b in ballots],
-            }  # fmt: skip
+                **head,
+                "placement": None,
+                "score": None,
+                "ratings": ratings,
+                "num_correct": example.num_correct,
+                "error": UNREAD_RATING in ratings,
+                "output": [b[0].output for b in ballots],
+            }
         votes = [self._choice(r) for r in ballots[0]]
         result = majority(votes, ties=self.cfg.ties)
         record = {
-            **head, "placement": plan.placement, "verdict": result.verdict,
+            **head,
+            "placement": plan.placement,
+            "verdict": result.verdict,
             "score": best_of_4_score(result.verdict, LETTERS.index(plan.placement)),
-            "error": result.verdict is None, "output": [r.output for r in ballots[0]],
-        }  # fmt: skip
+            "error": result.verdict is None,
+            "output": [r.output for r in ballots[0]],
+        }
         if len(votes) > 1:
             record.update(votes=votes, agreement=result.agreement)
         return record
@@ -243,10 +263,15 @@ class RewardBench2Evaluator(RewardBenchEvaluator):
         prompt = self.v2_preset.describe() if self.v2_preset else {"template": self.four_way.name, "preset": None}
         positions = {letter: sum(r["placement"] == letter for r in records) for letter in LETTERS}
         return {
-            **scores.details(), "benchmark": "RewardBench 2", "protocol": "best_of_4", "seed": self.cfg.seed,
-            "placement": self.cfg.placement, "chosen_positions": positions, "prompt": prompt,
+            **scores.details(),
+            "benchmark": "RewardBench 2",
+            "protocol": "best_of_4",
+            "seed": self.cfg.seed,
+            "placement": self.cfg.placement,
+            "chosen_positions": positions,
+            "prompt": prompt,
             "judge_errors": sum(r["judge_error"] not in (None, PROMPT_TOO_LONG) for r in records),
-        }  # fmt: skip
+        }
 
 
 def evaluator_for(cfg: RewardBenchConfig) -> RewardBenchEvaluator:

@@ -102,11 +102,11 @@ def ties_score(examples: Sequence[tuple[str, Sequence[float], int]]) -> float:
         hard_margin = {p: min(ref[p].correct_incorrect_margin, tied[p].correct_incorrect_margin) for p in common}
         preferred = _mean([float(tied[p].correct_incorrect_margin > tied[p].different_correct_margin) for p in spread])
         preferred_hard = _mean([float(hard_margin[p] > tied[p].different_correct_margin) for p in spread])
-        ratios = [hard_margin[p] / tied[p].different_correct_margin for p in spread if tied[p].different_correct_margin > 0]
+        ratios = [
+            hard_margin[p] / tied[p].different_correct_margin for p in spread if tied[p].different_correct_margin > 0
+        ]
         margin_score = _mean([math.tanh(r - 1) for r in ratios]) if ratios else 0.0
-    return (
-        0.3 * accuracy["tied"] + 0.3 * accuracy["ref"] + 0.2 * preferred + 0.2 * preferred_hard + 0.01 * margin_score
-    )
+    return 0.3 * accuracy["tied"] + 0.3 * accuracy["ref"] + 0.2 * preferred + 0.2 * preferred_hard + 0.01 * margin_score
 
 
 def overall_score(subset_scores: Mapping[str, float]) -> float | None:
