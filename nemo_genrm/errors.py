@@ -7,6 +7,7 @@ This module imports nothing from ``nemo_genrm``: every other module may import i
 - :class:`JudgeUnavailableError`: the judge cannot answer any more and will not recover
   (training stops instead of running on zero rewards);
 - :class:`JudgeStartupError`: the judge's workers did not start (which, and why);
+- :class:`RewardHackingSuspected`: the reward watchdog's alarm fired with ``action: stop``;
 - :func:`is_fatal`: whether a judge exception stops training rather than becoming ``judge_error``;
 - :class:`Reason`: why a sample got its reward;
 - :data:`PROMPT_TOO_LONG`, :data:`TIMEOUT`, :data:`ENGINE_ERROR`: engine error codes that are
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -67,6 +69,26 @@ class JudgeStartupError(RuntimeError):
 
     def __reduce__(self) -> tuple:
         return type(self), (self.problems,)
+
+
+class RewardHackingSuspected(RuntimeError):
+    """The reward watchdog's alarm fired under ``reward.watchdog.action: stop``.
+
+    Raised by the GRPO driver after the step's checkpoint, and by the environment's next ``step``
+    elsewhere (:mod:`nemo_genrm.watchdog`). ``evidence`` holds what fired: the signal, its value
+    and threshold, the metric names to read and a few examples.
+    """
+
+    def __init__(self, evidence: dict[str, Any]):
+        self.evidence = dict(evidence)
+        signals = ", ".join(str(alarm.get("signal")) for alarm in self.evidence.get("alarms", ()))
+        super().__init__(
+            f"the reward watchdog suspects reward hacking ({signals or 'see evidence'}): "
+            f"{self.evidence.get('summary', '')}".rstrip(": ")
+        )
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.evidence,)
 
 
 def _rebuild_config_error(cls: type[ConfigError], problems: list[str], source: str | None) -> ConfigError:

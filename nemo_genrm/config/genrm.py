@@ -17,6 +17,7 @@ from nemo_genrm.config.prompt import (
     mode_template_problems,
     template_problems,
 )
+from nemo_genrm.config.watchdog import WatchdogConfig
 
 
 class PairwiseGroupConfig(StrictModel):
@@ -120,6 +121,10 @@ class RewardConfig(StrictModel):
     )
     pairwise_group: PairwiseGroupConfig = Field(default_factory=PairwiseGroupConfig)
     rubric: RubricConfig = Field(default_factory=RubricConfig)
+    watchdog: WatchdogConfig = Field(
+        default_factory=WatchdogConfig,
+        description="Canaries, drift signals and an alarm on reward hacking (docs/watchdog.md).",
+    )
 
 
 def _mode_problems(cfg: Any) -> list[str]:
@@ -133,6 +138,12 @@ def _mode_problems(cfg: Any) -> list[str]:
         problems.append(
             f"reward.verifier {reward.verifier!r} compares an answer's value with the reference: mode "
             f"{reward.mode!r} has no reference; remove reward.verifier (or set it to none)"
+        )
+    canaries = reward.watchdog.canaries
+    if reward.mode != "reference" and canaries.rate > 0 and "rate" in canaries.model_fields_set:
+        problems.append(
+            f"reward.watchdog.canaries.rate {canaries.rate:g}: canaries are known-wrong answers to a "
+            f"reference, and mode {reward.mode!r} has none; remove it (its drift signals still run)"
         )
     for where, judge in [("judge", cfg.judge)] + [(f"reward.judges[{i}]", j) for i, j in enumerate(reward.judges)]:
         if reward.votes > 1:

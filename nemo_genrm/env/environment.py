@@ -53,7 +53,8 @@ from nemo_genrm.env.intake import Intake, StepCall, refuse_lone_pairwise_call
 from nemo_genrm.env.launch import EnvironmentLauncher, keep_start_error
 from nemo_genrm.env.special_tokens import tokenizer_special_tokens, warn_unknown_special_tokens
 from nemo_genrm.env.startup import check_score_labels, judge_config, placement_info, sleep_judge, start_judge
-from nemo_genrm.errors import JudgeClosedError, is_fatal
+from nemo_genrm.env.watching import build_watchdog, canary_preparer, judge_canaries, observe_calls
+from nemo_genrm.errors import JudgeClosedError, RewardHackingSuspected, is_fatal
 from nemo_genrm.judges.base import Judge, JudgeRequest, JudgeStats
 from nemo_genrm.judges.deadline import step_deadline
 from nemo_genrm.judges.placement import JudgeResources
@@ -61,9 +62,10 @@ from nemo_genrm.judges.results import CallCounter
 from nemo_genrm.modes import Ask, Counters, Mode, Reader, Vote, assemble, build_mode, read_replies
 from nemo_genrm.prompts import PromptBuilder
 from nemo_genrm.ray_runtime import actor_runtime_env
-from nemo_genrm.samples.inputs import message_logs, metadata_list, prepare_sample
+from nemo_genrm.samples.inputs import PreparedSample, message_logs, metadata_list, prepare_sample
 from nemo_genrm.samples.metrics import RECENT_JUDGE_CALLS, StepTally
 from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, EnvironmentInterface, EnvironmentReturn, SampleResult
+from nemo_genrm.watchdog import WatchTally
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +170,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         pairwise = self.cfg.reward.pairwise_group if self.cfg.reward.mode == "pairwise_group" else None
         self._intake = Intake(self._run_calls, self.cfg.coalesce, pairwise)
         self._carried: CarriedResults[Hashable, Vote] = CarriedResults()
+        self._watchdog = build_watchdog(self.cfg, self._mode.name)
+        self._prepare_canary = canary_preparer(self._builder, self._needs_reference, self._response_chars)
+        self._watch_last, self._watch_since = WatchTally(), WatchTally()
 
     def _judge_config(self) -> JudgeConfig:
         """The judge section as started here (:func:`nemo_genrm.env.startup.judge_config`)."""
@@ -211,7 +216,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             JudgeClosedError: The environment or its judge was shut down.
             JudgeUnavailableError: The judge has had no live worker past
                 ``fault_tolerance.unavailable_grace_s``.
+            RewardHackingSuspected: The watchdog's alarm fired under ``reward.watchdog.action: stop``
+                (every step after the judge call that fired it raises, with the evidence).
         """
+        if (stop := self.watchdog_stop()) is not None:
+            raise stop
         return self._intake.submit(self._prepare(message_log_batch, metadata, whole_groups))
 
     def astep(
@@ -232,6 +241,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         Raises:
             The same as :meth:`step` (caller bugs at once, the rest when awaited).
         """
+        if (stop := self.watchdog_stop()) is not None:
+            raise stop
         return self._intake.asubmit(self._prepare(message_log_batch, metadata, whole_groups))
 
     def _prepare(
@@ -257,6 +268,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         answered: dict[Hashable, Vote] = {}  # this judge call's verdicts, offered to the next one
         with step_deadline(min(call.deadline for call in calls)):  # the earliest caller's
             per_call = self._judge_calls(calls, batch, answered)
+        watch = WatchTally()
+        if self._watchdog is not None:
+            per_call = observe_calls(self._watchdog, calls, per_call, batch, watch)
         if self.cfg.reward.dedup:
             self._carried.keep(answered)
         logger.debug("genrm judge call for %d step call(s): %d prompt(s)", len(calls), batch.judge_prompts)
@@ -279,11 +293,35 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 continue
             tally.step_time_s = time.perf_counter() - call.start
             batch.add(tally)
+        if self._watchdog is not None:  # after the real results: canaries never change them
+            self._judge_canaries(calls, batch.judge_prompts, watch)
+            self._watchdog.close(watch)
         with self._metrics_lock:
             self._last = batch
             self._since_global.add(batch)
+            self._watch_last = watch
+            self._watch_since.add(watch)
         self._too_long.observe(batch, [s for call in calls for s in call.samples])
         return out
+
+    # ------------------------------------------------------------------------- watchdog
+    def _judge_canaries(self, calls: list[StepCall], real_prompts: int, watch: WatchTally) -> None:
+        """The watchdog's canaries for this judge call, judged after it (:mod:`nemo_genrm.env.watching`)."""
+
+        def judge(samples: list[PreparedSample], metas: list[Any]) -> tuple[list[SampleResult], StepTally]:
+            tally = StepTally()
+            ask = self._asker(tally, False, time.perf_counter(), {}, canary=True)
+            with step_deadline(time.monotonic() + self.cfg.fault_tolerance.step_timeout_s):
+                return self._mode.judge(samples, metas, ask, Counters(), None), tally
+
+        if self._watchdog is not None:
+            judge_canaries(self._watchdog, calls, real_prompts, watch, prepare=self._prepare_canary, judge=judge)
+
+    def watchdog_stop(self) -> RewardHackingSuspected | None:
+        """The watchdog's stop, once its alarm fired under ``reward.watchdog.action: stop`` (else ``None``):
+        the GRPO driver raises it after the step's checkpoint."""
+        watchdog = getattr(self, "_watchdog", None)
+        return watchdog.stop_error() if watchdog is not None else None
 
     def _judge_calls(
         self, calls: list[StepCall], tally: StepTally, answered: dict[Hashable, Vote]
@@ -327,13 +365,16 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             offset += len(call.samples)
         return per_call
 
-    def _asker(self, tally: StepTally, isolate: bool, arrived: float, answered: dict[Hashable, Vote]) -> Ask:
+    def _asker(
+        self, tally: StepTally, isolate: bool, arrived: float, answered: dict[Hashable, Vote], *, canary: bool = False
+    ) -> Ask:
         """The modes' batched judge call: voting judge ``member`` (0: ``judge``), votes back.
 
         With ``reward.dedup``, a prompt the previous judge call answered while these step calls
         (the last of them arriving at ``arrived``) waited for it is shared, not asked again
         (:class:`~nemo_genrm.env.coalesce.CarriedResults`; counted as dedup hits), and this
-        call's own verdicts are put in ``answered`` for the next one.
+        call's own verdicts are put in ``answered`` for the next one. A ``canary`` call neither
+        takes nor offers carried verdicts, nor counts in the latency percentiles.
         """
         judges = [self._require_judge(), *self._members]
         configs = [self.cfg.judge, *self.cfg.reward.judges]
@@ -344,8 +385,8 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             def call(judge: Judge, batch: list[JudgeRequest]) -> list[Vote]:
                 return read_replies(judge, batch, reader, verdict_from[member], reply_tokens=budgets[member])
 
-            if not self.cfg.reward.dedup:
-                return self._judge_all(requests, tally, judges[member], call, isolate=isolate)
+            if not self.cfg.reward.dedup or canary:
+                return self._judge_all(requests, tally, judges[member], call, isolate=isolate, latency=not canary)
             keys = [carry_key(member, request) for request in requests]
             votes = self._carried.take(keys, [arrived] * len(keys))
             fresh = [i for i in range(len(requests)) if i not in votes]
@@ -364,6 +405,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         call: Callable[[Judge, list[JudgeRequest]], list[Vote]],
         *,
         isolate: bool,
+        latency: bool = True,
     ) -> list[Vote]:
         """One batched judge call (``call(judge, requests)``); one vote per request, whatever happens.
 
@@ -385,8 +427,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 elapsed = time.perf_counter() - t0
                 tally.judge_calls += 1
                 tally.judge_time_s += elapsed
-                with self._metrics_lock:
-                    self._latencies.append(elapsed)
+                if latency:
+                    with self._metrics_lock:
+                        self._latencies.append(elapsed)
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -413,7 +456,10 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         :meth:`global_post_process_and_metrics`.
         """
         with self._metrics_lock:
-            return self._last.metrics(list(self._latencies))
+            return {
+                **self._last.metrics(list(self._latencies)),
+                **(self._watch_last.metrics() if self._watchdog else {}),
+            }
 
     def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict[str, float]]:
         """Return the batch unchanged and the metrics of every step since the previous call.
@@ -425,8 +471,11 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             ``(batch, metrics)`` with the ``genrm/*`` metrics summed over those steps.
         """
         with self._metrics_lock:
-            metrics = self._since_global.metrics(list(self._latencies))
-            self._since_global = StepTally()
+            metrics = {
+                **self._since_global.metrics(list(self._latencies)),
+                **(self._watch_since.metrics() if self._watchdog else {}),
+            }
+            self._since_global, self._watch_since = StepTally(), WatchTally()
         return batch, metrics
 
     # ------------------------------------------------------------------------- lifecycle

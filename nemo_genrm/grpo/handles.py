@@ -88,6 +88,10 @@ class EnvHandle(_WorkerHandle):
         except AttributeError:
             self._last_metrics = None
         self._since_last = getattr(target, "global_post_process_and_metrics", None)
+        try:
+            self._watchdog_stop = target.watchdog_stop  # this package's environment only
+        except AttributeError:
+            self._watchdog_stop = None
 
     def step(self, message_logs: Sequence[Any], metadata: Sequence[Any]) -> EnvironmentReturn:
         """Score a batch of conversations (NeMo-RL's ``step``)."""
@@ -112,3 +116,8 @@ class EnvHandle(_WorkerHandle):
             return self.last_metrics()
         _, metrics = self._run(self._since_last, None)
         return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+
+    def watchdog_stop(self) -> BaseException | None:
+        """The environment's :class:`~nemo_genrm.errors.RewardHackingSuspected` once its watchdog
+        fired under ``reward.watchdog.action: stop``; ``None`` before, or for an environment without one."""
+        return None if self._watchdog_stop is None else self._run(self._watchdog_stop)

@@ -183,10 +183,12 @@ class GRPOTrainer:
             )
         if self.cfg.grpo.val_at_start and step == 0 and self.val_prompts:
             self._log_validation(0, summary)
-        with logging_redirect_tqdm():
-            self._train_until_done(step, summary)
-        plot = plot_metrics(self.metrics.log_dir)
-        summary.plot = str(plot) if plot else None
+        try:
+            with logging_redirect_tqdm():
+                self._train_until_done(step, summary)
+        finally:  # a run the watchdog stopped is drawn too
+            plot = plot_metrics(self.metrics.log_dir)
+            summary.plot = str(plot) if plot else None
         summary.elapsed_s = time.perf_counter() - start
         return summary
 
@@ -208,8 +210,14 @@ class GRPOTrainer:
             if "genrm/parse_failure_rate" in metrics:
                 summary.parse_failure_rates.append(metrics["genrm/parse_failure_rate"])
             summary.last_step = step
-            if self.checkpointer is not None and self.checkpointer.should_save(step, last):
+            stop = self._env.watchdog_stop()
+            if self.checkpointer is not None and (self.checkpointer.should_save(step, last) or stop is not None):
                 summary.checkpoint = str(self.checkpointer.save(step, self._policy, self._state(summary)))
+            if stop is not None:  # reward.watchdog.action: stop, after this step's checkpoint
+                logger.error(
+                    "Stopping at step %d: the reward watchdog fired (checkpoint: %s)", step, summary.checkpoint
+                )
+                raise stop
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['train/reward_mean']:.3f}")

@@ -1,4 +1,5 @@
-"""The plot every run draws: training reward, held-out reward and exact match per step.
+"""The plot every run draws: training reward, held-out reward and exact match per step, and the
+reward watchdog's canary false accepts and alarms when there are any.
 
 :func:`plot_metrics` reads a run's ``metrics.jsonl`` (written by
 :class:`~nemo_genrm.grpo.logger.MetricsLogger`) and draws the judge's training and validation
@@ -51,6 +52,12 @@ def plot_metrics(log_dir: str | Path) -> Path | None:
         steps, values = _series(records, key)
         if steps:
             ax.plot(steps, values, style, label=label)
+    steps, values = _series(records, "genrm/canary/false_accept_rate")
+    if steps and any(values):
+        ax.plot(steps, values, ":", label="canary false accepts (watchdog)")
+    alarms = [r["step"] for r in records if r.get("genrm/watchdog/alarms", 0) > 0]
+    for i, step in enumerate(alarms):
+        ax.axvline(step, color="red", alpha=0.4, label="watchdog alarm" if i == 0 else None)
     ax.set_xlabel("GRPO step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("GRPO with a GenRM reward")

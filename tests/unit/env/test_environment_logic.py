@@ -18,6 +18,7 @@ from nemo_genrm.judges.base import Generation, Judge, JudgeStats, LabelScores
 from nemo_genrm.judges.transformers import LocalTransformersJudge
 from nemo_genrm.samples.types import REASONS, EnvironmentReturn, SampleResult, sample_results
 from nemo_genrm.testing import cached_tiny_judge, cached_tiny_model
+from nemo_genrm.watchdog import WatchTally
 
 MAX_LEN = 1024
 
@@ -326,6 +327,8 @@ def test_metrics_keys_and_global_aggregation(judges):
                 "undecided_rate",
             )
         ),
+        # reward.watchdog (on by default): its counters, from the first step (no canary yet at 2 prompts)
+        *WatchTally().metrics(),
     }
     assert set(last) == expected
     # The judge says 1 to "2" against the reference 1; the verifier finds 2 different: reward 0.

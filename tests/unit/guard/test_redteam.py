@@ -65,7 +65,8 @@ def _env(judge, verifier: str = "both", **prompt) -> GenRMEnvironmentImpl:
         "judge": {"model_name": "stand-in"},
         "resources": {"gpus_per_replica": 0},
         "prompt": prompt,
-        "reward": {"verifier": verifier},
+        # The watchdog's canaries off: the red team's own prompts are counted.
+        "reward": {"verifier": verifier, "watchdog": {"canaries": {"rate": 0.0}}},
     }
     return GenRMEnvironmentImpl(cfg, judge=judge)
 

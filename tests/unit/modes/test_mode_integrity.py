@@ -196,7 +196,9 @@ def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     """64 concurrent async callers on a loop whose default pool has 4 threads: one judge call."""
     judge = RuleJudge(lambda text: "1")
     # The judge alone (no verifier): 64 distinct answers, 64 prompts, every reward the judge's 1.
-    env = GenRMEnvironmentImpl(_cfg({"verifier": "none"}, coalesce={"max_wait_ms": 300}), judge=judge)
+    # No watchdog canaries: their budget (3% of 64 prompts) would add a judge call of their own.
+    reward = {"verifier": "none", "watchdog": {"canaries": {"rate": 0.0}}}
+    env = GenRMEnvironmentImpl(_cfg(reward, coalesce={"max_wait_ms": 300}), judge=judge)
 
     async def go():
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4))
