@@ -112,6 +112,18 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
 
     Raises:
         ConfigError: Every problem with the config or the resource layout, at once.
+
+    Example:
+        A stand-in judge (:class:`~nemo_genrm.testing.literal.LiteralJudge`: ``1`` when the
+        answer it is shown states the reference's value, else ``0``) replaces the engine; the
+        config still names a model, as a user's would:
+
+        >>> from nemo_genrm.env.environment import GenRMEnvironmentImpl
+        >>> from nemo_genrm.testing.literal import LiteralJudge
+        >>> env = GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}}, judge=LiteralJudge())
+        >>> env.cfg.reward.mode, env.cfg.verdict.on_parse_failure
+        ('reference', 'zero')
+        >>> env.shutdown()
     """
 
     def __init__(
@@ -218,6 +230,31 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 ``fault_tolerance.unavailable_grace_s``.
             RewardHackingSuspected: The watchdog's alarm fired under ``reward.watchdog.action: stop``
                 (every step after the judge call that fired it raises, with the evidence).
+
+        Example:
+            A right answer, a wrong one and a hedge, judged by a stand-in that says ``1`` when
+            the answer it is shown states the reference's value. The hedge never reaches the
+            judge: it offers two values for a reference that holds one (reason ``hedged``):
+
+            >>> from nemo_genrm.env.environment import GenRMEnvironmentImpl
+            >>> from nemo_genrm.testing.literal import LiteralJudge
+            >>> judge = LiteralJudge()
+            >>> env = GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}}, judge=judge)
+            >>> def chat(answer):
+            ...     return [{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": answer}]
+            >>> result = env.step(
+            ...     [chat("Answer: 42"), chat("Answer: 41"), chat("Answer: 41 or 42")],
+            ...     [{"ground_truth": "42"}] * 3,
+            ... )
+            >>> result.rewards
+            tensor([1., 0., 0.])
+            >>> [str(meta["genrm"]["reason"]) for meta in result.metadata]
+            ['judged', 'judged', 'hedged']
+            >>> result.answers  # what the judge was shown of each (None: nothing was sent)
+            ['42', '41', None]
+            >>> len(judge.shown)  # one judge prompt per judged sample
+            2
+            >>> env.shutdown()
         """
         if (stop := self.watchdog_stop()) is not None:
             raise stop

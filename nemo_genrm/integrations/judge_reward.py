@@ -159,6 +159,30 @@ class JudgeReward:
 
     Raises:
         ConfigError: Every problem with the config, at once, before any judge is started.
+
+    Example:
+        A stand-in judge (:class:`~nemo_genrm.testing.literal.LiteralJudge`: ``1`` when the
+        answer it is shown states the reference's value, else ``0``) replaces the engine:
+
+        >>> from nemo_genrm.integrations.judge_reward import JudgeReward
+        >>> from nemo_genrm.testing.literal import LiteralJudge
+        >>> reward = JudgeReward({"judge": {"model_name": "stand-in"}}, judge=LiteralJudge())
+        >>> judgements = reward.judge(["Answer: 42", "Answer: 41", "Answer: 41 or 42"], references=["42"] * 3)
+        >>> for j in judgements:
+        ...     print(j.reward, j.reason, j.verdict, j.answer)
+        1.0 judged 1 42
+        0.0 judged 0 41
+        0.0 hedged None None
+        >>> reward.close()
+
+        A judge whose reply holds no verdict failed; the answer did not: no reward to train on.
+
+        >>> from nemo_genrm.testing.tagged_value_judges import RuleJudge
+        >>> confused = JudgeReward({"judge": {"model_name": "stand-in"}}, judge=RuleJudge(lambda prompt: "maybe"))
+        >>> (judgement,) = confused.judge(["Answer: 42"], references=["42"])
+        >>> print(judgement.reason, judgement.judge_failed, judgement.reward_or_none)
+        parse_failure True None
+        >>> confused.close()
     """
 
     def __init__(

@@ -164,7 +164,33 @@ def mode_extras(reward: JudgeReward, body: GenRMVerifyRequest) -> dict[str, Any]
 
 
 class GenRMResourcesServer(SimpleResourcesServer):
-    """NeMo Gym resources server that verifies with this package's judge (see the module docstring)."""
+    """NeMo Gym resources server that verifies with this package's judge (see the module docstring).
+
+    Example:
+        Not run as a doctest: the server takes its judge from its Gym config only (no judge
+        object is passed in) and is built by Gym's ``run_webserver`` with Gym's server client,
+        so an example needs Gym's server machinery and a judge server;
+        tests/dropins/test_nemo_gym_server.py posts such requests to the real app. A hedge
+        posted to ``/verify`` (Responses-API fields shortened to ``...``)::
+
+            POST /verify
+            {"responses_create_params": {"input": [{"role": "user", "content": "What is 6 times 7?"}]},
+             "response": {"output": [{"type": "message", "role": "assistant",
+                                      "content": [{"type": "output_text", "text": "Answer: 41 or 42"}], ...}],
+                          ...},
+             "expected_answer": "42"}
+
+        is answered, with the request's fields, as the policy's fault (reward 0, not masked)::
+
+            {"responses_create_params": ..., "response": ..., "expected_answer": "42",
+             "reward": 0.0, "mask_sample": false, "failure_kind": "genrm:hedged",
+             "failure_reason": "the response states more distinct final values than the reference holds",
+             "verdict": null, "genrm_reason": "hedged", "genrm_why": null, "extracted_answer": null}
+
+        ``Answer: 42`` gets ``"reward": 1.0, "verdict": 1, "genrm_reason": "judged",
+        "failure_kind": null, "extracted_answer": "42"``; a judge that fails gets
+        ``"mask_sample": true`` (``judge_unparseable``, ``judge_failed``).
+    """
 
     config: GenRMResourcesServerConfig
     # Gym starts no Ray cluster for this server: an HTTP judge needs none, and an in-process

@@ -166,6 +166,24 @@ class GenRMReward:
 
     Raises:
         ConfigError: Every problem with the config, at once.
+
+    Example:
+        TRL awaits the reward with its batch; here a stand-in judge
+        (:class:`~nemo_genrm.testing.literal.LiteralJudge`: ``1`` when the answer it is shown
+        states the reference's value, else ``0``) replaces the engine, and the dataset's
+        ``ground_truth`` column holds the references:
+
+        >>> import asyncio
+        >>> from nemo_genrm.integrations.trl import GenRMReward
+        >>> from nemo_genrm.testing.literal import LiteralJudge
+        >>> reward = GenRMReward({"judge": {"model_name": "stand-in"}}, judge=LiteralJudge())
+        >>> prompts = [[{"role": "user", "content": "What is 6 times 7?"}]] * 3
+        >>> completions = [[{"role": "assistant", "content": f"Answer: {a}"}] for a in ("42", "41", "41 or 42")]
+        >>> asyncio.run(reward(prompts=prompts, completions=completions, ground_truth=["42"] * 3))
+        [1.0, 0.0, 0.0]
+        >>> reward.close()
+
+        In training: ``GRPOTrainer(model, reward_funcs=[GenRMReward("genrm.yaml")], ...)``.
     """
 
     def __init__(

@@ -337,6 +337,38 @@ async def compute_score(
             batch reward path without ``genrm_batch_slot``.
         JudgeUnavailableError: The judge has been unreachable past
             ``fault_tolerance.unavailable_grace_s``.
+
+    Example:
+        verl names the function and the judge's config in its own config::
+
+            reward:
+              custom_reward_function:
+                path: pkg://nemo_genrm.integrations.verl
+                name: compute_score
+                reward_kwargs: {genrm_config: genrm.yaml}
+
+        The judge is built from ``genrm_config`` alone (verl passes no judge object), so here it
+        is an ``http`` judge reaching an OpenAI-compatible stand-in server on 127.0.0.1 that
+        replies as :class:`~nemo_genrm.testing.literal.LiteralJudge` does (``1`` when the answer
+        it is shown states the reference's value, else ``0``); verl awaits one call per response:
+
+        >>> import asyncio
+        >>> from nemo_genrm.integrations.verl import close_shared_rewards, compute_score
+        >>> from nemo_genrm.testing.integrity_judges import StandInServer
+        >>> from nemo_genrm.testing.literal import LiteralJudge
+        >>> literal = LiteralJudge()
+        >>> with StandInServer(lambda body: literal.generate([body["messages"]])[0].text) as server:
+        ...     judge = {"model_name": "stand-in", "backend": "http", "http": {"base_url": server.base_url}}
+        ...     config = {"judge": judge}
+        ...     right = asyncio.run(compute_score("math", "Answer: 42", "42", genrm_config=config))
+        ...     wrong = asyncio.run(compute_score("math", "Answer: 41", "42", genrm_config=config))
+        ...     close_shared_rewards()
+        >>> right["score"], right["acc"], right["pred"], right["genrm_judge_failed"]
+        (1.0, 1.0, '42', 0.0)
+        >>> wrong["score"], wrong["acc"], wrong["pred"], wrong["genrm_judge_failed"]
+        (0.0, 0.0, '41', 0.0)
+        >>> print(right["genrm_reason"], wrong["genrm_reason"])
+        judged judged
     """
     if genrm_config is None:
         raise ValueError(

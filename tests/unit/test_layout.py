@@ -36,6 +36,7 @@ def test_the_top_level_holds_root_modules_and_project_wide_checks_only():
     project_wide = {
         "import_graph",
         "docs_blocks",
+        "doctests",
         "public_paths",
         "shipped_configs",
         "layout",
