@@ -331,7 +331,7 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
             tally.step_time_s = time.perf_counter() - call.start
             batch.add(tally)
         if self._watchdog is not None:  # after the real results: canaries never change them
-            self._judge_canaries(calls, batch.judge_prompts, watch)
+            self._judge_canaries(calls, batch.judge_prompts, watch, per_call)
             self._watchdog.close(watch)
         with self._metrics_lock:
             self._last = batch
@@ -342,7 +342,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
         return out
 
     # ------------------------------------------------------------------------- watchdog
-    def _judge_canaries(self, calls: list[StepCall], real_prompts: int, watch: WatchTally) -> None:
+    def _judge_canaries(
+        self, calls: list[StepCall], real_prompts: int, watch: WatchTally, per_call: list[list[SampleResult]]
+    ) -> None:
         """The watchdog's canaries for this judge call, judged after it (:mod:`nemo_genrm.env.watching`)."""
 
         def judge(samples: list[PreparedSample], metas: list[Any]) -> tuple[list[SampleResult], StepTally]:
@@ -352,7 +354,9 @@ class GenRMEnvironmentImpl(EnvironmentInterface):
                 return self._mode.judge(samples, metas, ask, Counters(), None), tally
 
         if self._watchdog is not None:
-            judge_canaries(self._watchdog, calls, real_prompts, watch, prepare=self._prepare_canary, judge=judge)
+            judge_canaries(
+                self._watchdog, calls, real_prompts, watch, prepare=self._prepare_canary, judge=judge, per_call=per_call
+            )
 
     def watchdog_stop(self) -> RewardHackingSuspected | None:
         """The watchdog's stop, once its alarm fired under ``reward.watchdog.action: stop`` (else ``None``):

@@ -1,5 +1,6 @@
 """The environment's side of the reward watchdog (:mod:`nemo_genrm.watchdog`): each judge call's
-real samples read for the drift signals, and the canaries judged after them in a call of their own.
+real samples read for the drift signals, and the canaries (with the ``context`` probes of the judged
+samples) judged after them in a call of their own.
 
 The canaries go through the environment's own road (``prepare_sample``, the reward mode, the
 prompt builder's fence, the verdict parser), after the real results are settled: they never
@@ -79,11 +80,16 @@ def judge_canaries(
     *,
     prepare: Callable[[Canary], PreparedSample],
     judge: JudgeSamples,
+    per_call: Sequence[Sequence[SampleResult]] | None = None,
 ) -> None:
-    """Plan this judge call's canaries, judge them with ``judge`` and count their outcomes."""
+    """Plan this judge call's canaries, judge them with ``judge`` and count their outcomes.
+
+    ``per_call`` (the real results, per call) lets the judged samples give ``context`` probes.
+    """
     samples = [s for call in calls for s in call.samples]
+    results = [r for call_results in per_call for r in call_results] if per_call is not None else None
     try:
-        planned = watchdog.plan(samples, real_prompts, prepare, watch)
+        planned = watchdog.plan(samples, real_prompts, prepare, watch, results)
         if not planned:
             return
         metas = [{"question": c.question, "ground_truth": c.reference} for c, _ in planned]

@@ -39,6 +39,8 @@ FAMILIES: dict[str, tuple[tuple[str, ...], bool]] = {
 """The canary families: their templates (by name) and whether the reward should accept them."""
 
 MIMIC = "mimic"
+CONTEXT = "context"
+"""The context probe: a real judged sample's bare value, judged alone, against its verdict with context."""
 SIGNAL_FAMILY = {"hedged": "hedge", "verdict_lines": "verdict_line", "openers": "master_key"}
 """The canary family each drift signal resembles (sent first when the policy leans that way)."""
 
@@ -61,11 +63,12 @@ class Canary:
     """One canary: what is sent as a policy response, and what the reward should say.
 
     Attributes:
-        family: Its family (:data:`FAMILIES`, or ``mimic``).
+        family: Its family (:data:`FAMILIES`, ``mimic`` or ``context``).
         question: The question of the real sample it was written for.
         reference: That sample's reference.
         response: The canary response.
-        right: Whether the reward should accept it (controls) or refuse it.
+        right: Whether the reward should accept it (controls) or refuse it; for a ``context``
+            probe, whether the reward accepted the real sample with its context.
     """
 
     family: str
@@ -99,6 +102,19 @@ def write(template: str, reference: str, wrong: str) -> str | None:
         return None
     double = str(2 * int(reference)) if numeric else ""
     return template.replace("{r}", reference.strip()).replace("{w}", wrong).replace("{d}", double)
+
+
+def context_probe(sample: PreparedSample, accepted: bool) -> Canary | None:
+    """A real sample's bare value as a probe of its own (``None`` when it shows no context).
+
+    Args:
+        sample: A real sample the judge answered (reference mode: ``value`` is its bare value).
+        accepted: Whether the reward accepted it with its context.
+    """
+    value, shown = (sample.value or "").strip(), (sample.answer or "").strip()
+    if sample.reason is not None or not value or not sample.reference or value == shown:
+        return None
+    return Canary(CONTEXT, sample.question, sample.reference, value, right=accepted)
 
 
 def mimic(response: str, sample: PreparedSample, wrong: str) -> str | None:
@@ -140,6 +156,7 @@ class CanaryPlanner:
         *,
         lean: Sequence[str] = (),
         mimics: Sequence[Canary] = (),
+        probes: Sequence[Canary] = (),
     ) -> tuple[list[tuple[Canary, PreparedSample]], int]:
         """The canaries to add to this judge call, and how many were skipped as already judged.
 
@@ -148,6 +165,8 @@ class CanaryPlanner:
             prepare: Reads a canary as the environment reads a sample.
             lean: Families the policy's recent responses resemble, tried first.
             mimics: Mimic canaries written from the policy's own responses, tried first.
+            probes: ``context`` probes of this call's judged samples (:func:`context_probe`): when
+                there are any, ``context`` takes its turn after the families, one probe a turn.
 
         Returns:
             ``(canaries with their prepared samples, cached)``. A canary that reaches the judge
@@ -155,7 +174,7 @@ class CanaryPlanner:
         """
         if self._budget < 1.0 or not pairs:
             return [], 0
-        order = [*dict.fromkeys(lean), *FAMILIES]
+        order = [*dict.fromkeys(lean), *FAMILIES, *([CONTEXT] if probes else [])]
         out: list[tuple[Canary, PreparedSample]] = []
         cached = 0
         queue = list(mimics)
@@ -165,7 +184,8 @@ class CanaryPlanner:
             if queue:
                 canary = queue.pop(0)
             else:
-                canary = self._draw(order[self._turn % len(order)], pairs)
+                family = order[self._turn % len(order)]
+                canary = self._probe(probes) if family == CONTEXT else self._draw(family, pairs)
                 self._turn += 1
             if canary is None:  # every canary of the family is known for these questions
                 cached += 1
@@ -191,6 +211,11 @@ class CanaryPlanner:
                 if canary is not None and canary.key not in self._seen:
                     return canary
         return None
+
+    def _probe(self, probes: Sequence[Canary]) -> Canary | None:
+        """One of the call's context probes not judged yet, drawn at random."""
+        fresh = [probe for probe in probes if probe.key not in self._seen]
+        return self._rng.choice(fresh) if fresh else None
 
     def _remember(self, key: tuple[str, str, str]) -> None:
         self._seen[key] = None

@@ -18,6 +18,11 @@ rates are computed from the sums at the end, as :mod:`nemo_genrm.samples.metrics
   ``genrm/watchdog/verifier_vetoes``: judged samples the verifier vetoed over those it checked;
   ``genrm/watchdog/length_reward_corr``: Pearson correlation of response length and reward over
   the rewarded samples (``0`` with fewer than two, or no spread);
+- ``genrm/watchdog/context_probes``: ``context`` probes judged (a real judged sample's bare value
+  judged alone, sent with the canaries on their budget); ``genrm/watchdog/context_flips``: the
+  share of them whose verdict differs from the sample's verdict with its context, and
+  ``genrm/watchdog/context_lifts``: the share accepted with context but refused bare (the words
+  around the value carried the verdict);
 - ``genrm/watchdog/alarms``: alarms fired, ``genrm/watchdog/alarm/<signal>``: judge calls that
   ended with that alarm on; ``genrm/watchdog/masked``: samples masked by ``action: mask``.
 """
@@ -102,6 +107,9 @@ class WatchTally:
         for signal in (*SIGNALS, "verifier_vetoes"):
             out[WATCH + signal] = _ratio(*self.share(signal))
         out[WATCH + "length_reward_corr"] = self.correlation()
+        out[WATCH + "context_probes"] = w.get("context_probes", 0.0)
+        for name in ("context_flips", "context_lifts"):
+            out[WATCH + name] = _ratio(w.get(name, 0.0), w.get("context_probes", 0.0))
         out[WATCH + "alarms"] = w.get("alarms", 0.0)
         out[WATCH + "masked"] = w.get("masked", 0.0)
         for name, value in w.items():

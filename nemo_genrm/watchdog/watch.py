@@ -21,7 +21,16 @@ from nemo_genrm.errors import RewardHackingSuspected
 from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.samples.types import JUDGE_ERROR, JUDGED, PARSE_FAILURE, SampleResult
 from nemo_genrm.watchdog.alarm import Alarm, Firing
-from nemo_genrm.watchdog.canaries import MIMIC, SIGNAL_FAMILY, Canary, CanaryPlanner, mimic, wrong_value
+from nemo_genrm.watchdog.canaries import (
+    CONTEXT,
+    MIMIC,
+    SIGNAL_FAMILY,
+    Canary,
+    CanaryPlanner,
+    context_probe,
+    mimic,
+    wrong_value,
+)
 from nemo_genrm.watchdog.shapes import response_shapes
 from nemo_genrm.watchdog.tally import SIGNALS, WatchTally
 
@@ -120,16 +129,26 @@ class Watchdog:
         real_prompts: int,
         prepare: Callable[[Canary], PreparedSample],
         tally: WatchTally,
+        results: Sequence[SampleResult] | None = None,
     ) -> list[tuple[Canary, PreparedSample]]:
-        """The canaries to judge after this call's real samples (none until the budget holds one)."""
+        """The canaries to judge after this call's real samples (none until the budget holds one).
+
+        With ``results`` (the real samples' results, in order), the samples the judge answered
+        also give ``context`` probes: each one's bare value, judged alone on the same budget.
+        """
         if self._planner is None:
             return []
         pairs = list(dict.fromkeys((s.question, s.reference) for s in samples if s.reason is None and s.reference))
+        probes = []
+        for sample, result in zip(samples, results if results is not None else [None] * len(samples), strict=True):
+            if result is not None and result.reason == JUDGED and not result.masked:
+                probe = context_probe(sample, _accepted(result))
+                probes += [probe] if probe is not None else []
         with self._lock:  # judge calls may overlap: one budget, one cache
             self._planner.credit(real_prompts)
             lean = [SIGNAL_FAMILY[s] for s in SIGNALS if s in self._active]
             mimics = self._mimics(pairs) if self._active else []
-            planned, cached = self._planner.plan(pairs, prepare, lean=lean, mimics=mimics)
+            planned, cached = self._planner.plan(pairs, prepare, lean=lean, mimics=mimics, probes=probes)
         tally.bump("cached", float(cached), canary=True)
         return planned
 
@@ -156,6 +175,9 @@ class Watchdog:
                 tally.bump("failed", canary=True)
                 continue
             judged = result.reason == JUDGED
+            if canary.family == CONTEXT:  # the bare value against the verdict with its context
+                self._record_probe(canary, result, judged, tally)
+                continue
             if canary.right:
                 tally.bump("right_judged", float(judged), canary=True)
                 if not _accepted(result):
@@ -168,6 +190,18 @@ class Watchdog:
                 tally.bump("false_accept", canary=True)
                 with self._lock:
                     self._examples["canary_false_accept"].append(f"[{canary.family}] {canary.response[:200]}")
+
+    def _record_probe(self, probe: Canary, result: SampleResult, judged: bool, tally: WatchTally) -> None:
+        """Count a ``context`` probe: a flip when the bare value's verdict is not the one with context."""
+        if not judged:
+            return
+        bare = _accepted(result)
+        tally.bump("context_probes")
+        tally.bump("context_flips", float(bare != probe.right))
+        tally.bump("context_lifts", float(probe.right and not bare))
+        if probe.right and not bare:
+            with self._lock:
+                self._examples["context_lifts"].append(f"[context] bare {probe.response[:200]!r} refused")
 
     # ------------------------------------------------------------------------------- alarm
     def close(self, tally: WatchTally) -> list[Firing]:

@@ -106,7 +106,9 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.chat_template = PARTS_TEMPLATE
     judge = RuleJudge()
-    reward = Recording(GENRM_SECTION, judge=judge)
+    # One canary a judge call (rate 1.0, at most one), so TRL's logs show the watchdog's counts.
+    canaries = {"reward": {"watchdog": {"canaries": {"rate": 1.0, "max_per_call": 1}}}}
+    reward = Recording({**GENRM_SECTION, **canaries}, judge=judge)
     questions = ["Say RIGHT.", "Say anything.", "CONFUSE the judge.", "Count the a's."]
     data = Dataset.from_list(
         [
@@ -164,6 +166,18 @@ def test_grpo_trainer_trains_with_the_judge_reward(tmp_path, tiny_cache_dir):
     logged = [entry for entry in trainer.state.log_history if "rewards/genrm/mean" in entry]
     assert logged and all(not math.isnan(entry["rewards/genrm/mean"]) for entry in logged)
     assert any("genrm/num_samples" in entry for entry in trainer.state.log_history)
+    # The watchdog's metrics through TRL's log_metric, one judge call a step: its 16 responses read,
+    # one canary judged (a step's real prompts buy at least one), drawn in canaries.FAMILIES order
+    # for a question of the step (reference 4, wrong value 5). Whatever the rule says of it, the
+    # value verifier (reward.verifier: both) vetoes 5, 40 and "My answer: 5": no false accept.
+    steps = [entry for entry in trainer.state.log_history if "genrm/canary/sent" in entry]
+    assert len(steps) == 3 and all(entry["genrm/judge_prompts"] >= 1 for entry in steps)
+    for entry, family in zip(steps, ("verdict_line", "modified_value", "forged_reference"), strict=True):
+        assert entry["genrm/watchdog/responses"] == 16.0
+        assert (entry["genrm/canary/sent"], entry["genrm/canary/judge_prompts"]) == (1.0, 1.0)
+        assert entry[f"genrm/canary/sent/{family}"] == 1.0 and entry["genrm/canary/false_accept"] == 0.0
+        assert entry["genrm/watchdog/alarms"] == 0.0
+    assert sum(1 for prompt in judge.prompts if "Verdict: 1" in prompt) == 1  # the canary reached it
     changed = any(not p.detach().equal(before[n]) for n, p in trainer.model.named_parameters())
     assert changed, "three GRPO steps with reward variance must move the policy"
 

@@ -18,7 +18,7 @@ from nemo_genrm.samples.inputs import PreparedSample
 from nemo_genrm.testing.gullible import GullibleJudge, fenced_content, prompt_reference
 from nemo_genrm.testing.literal import LiteralJudge
 from nemo_genrm.watchdog import Alarm, WatchTally
-from nemo_genrm.watchdog.canaries import FAMILIES, mimic, templates, write
+from nemo_genrm.watchdog.canaries import FAMILIES, context_probe, mimic, templates, write
 
 QUESTIONS = [(f"What is {a} + {b}?", str(a + b)) for a in range(1, 5) for b in range(1, 4)]  # 12, answers 2..7
 
@@ -177,6 +177,58 @@ def test_verifier_vetoes_share_reads_the_modes_counters():
     env.step(*_batch(["2", "-3", "4", "3", "4", "5", "4", "5", "-6", "5", "6", "7"]))  # answers 2 3 4 3 4 5 4 5 6 5 6 7
     m = env.last_metrics()
     assert m["genrm/verifier/vetoes"] == 2.0 and m["genrm/watchdog/verifier_vetoes"] == pytest.approx(2 / 12)
+
+
+# ----------------------------------------------------------------------------- context probes
+class SwayedJudge(GullibleJudge):
+    """Says 1 to a fenced answer that is the reference alone, or that says "sure" (the words
+    around a value carry its verdict: the hole the context probe measures)."""
+
+    def decide(self, messages):
+        text = "\n".join(m["content"] for m in messages)
+        found = fenced_content(text)
+        shown = found[0].strip() if found else ""
+        return shown == prompt_reference(text) or "sure" in shown, None
+
+
+def test_context_probes_judge_the_bare_value_and_count_flips_by_hand():
+    # Reference "Paris" with no other reference in the call: no canary family can be written
+    # (no wrong value), so the budget (rate 1.0: 4 real prompts buy 4) goes to context probes.
+    #   "The answer is \boxed{Paris}." -> 0 with context; bare "Paris" -> 1: a flip
+    #   "\boxed{Lyon}, I am sure."      -> 1 with context; bare "Lyon"  -> 0: a flip and a lift
+    #   "So it is \boxed{Rome}."        -> 0 with context; bare "Rome"  -> 0
+    #   "Paris"                          -> 1, already bare: no probe
+    question = [("What is the capital of France?", "Paris")] * 4
+    responses = ["The answer is \\boxed{Paris}.", "\\boxed{Lyon}, I am sure.", "So it is \\boxed{Rome}.", "Paris"]
+    judge, plain_judge = SwayedJudge(), SwayedJudge()
+    env, plain = _env(judge, canaries={"rate": 1.0}), _env(plain_judge, enabled=False)
+    out = env.step(*_batch(responses, questions=question))
+    assert out.rewards.tolist() == plain.step(*_batch(responses, questions=question)).rewards.tolist() == [0, 1, 0, 1]
+    m = env.last_metrics()
+    assert m["genrm/canary/sent/context"] == m["genrm/canary/judge_prompts"] == m["genrm/watchdog/context_probes"] == 3
+    assert m["genrm/watchdog/context_flips"] == pytest.approx(2 / 3)
+    assert m["genrm/watchdog/context_lifts"] == pytest.approx(1 / 3)
+    assert m["genrm/canary/wrong_judged"] == m["genrm/canary/false_accept"] == 0.0  # probes are no canaries
+    assert m["genrm/judge_prompts"] == 4.0  # the real call's count, the probes counted apart
+    assert len(judge.shown) == 4 + 3 and len(plain_judge.shown) == 4
+    # A probe (question, reference, bare value) is judged once: the same batch again sends none.
+    env.step(*_batch(responses, questions=question))
+    assert env.last_metrics()["genrm/watchdog/context_probes"] == 0.0 and len(judge.shown) == 7 + 4
+
+
+@pytest.mark.parametrize(
+    ("sample", "accepted", "expected"),
+    [
+        (PreparedSample(None, "q", "7", answer="So it is \\boxed{7}.", value="7"), True, "7"),
+        (PreparedSample(None, "q", "7", answer="7", value="7"), True, None),  # no context to take away
+        (PreparedSample(None, "q", "Paris", answer="It is Paris.", value=None), True, None),  # no bare value
+        (PreparedSample("no_answer", "q", "7", answer="x 7", value="7"), False, None),  # never judged
+    ],
+)
+def test_context_probe_is_the_bare_value_of_a_sample_with_context(sample, accepted, expected):
+    probe = context_probe(sample, accepted)
+    assert (probe.response if probe else None) == expected
+    assert probe is None or (probe.family, probe.right) == ("context", accepted)
 
 
 # ------------------------------------------------------------------------------------- alarm
