@@ -57,7 +57,14 @@ class _CountingJudge(Judge):
 
 
 def _env(judge: Judge, **coalesce: Any) -> GenRMEnvironmentImpl:
-    cfg = {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}, "coalesce": coalesce}
+    cfg = {
+        "judge": {"model_name": "stand-in"},
+        "resources": {"gpus_per_replica": 0},
+        "coalesce": coalesce,
+        # These tests count the engine calls real samples make: the watchdog's canaries and
+        # probes (a call of their own once a 64-prompt step buys one) are off.
+        "reward": {"watchdog": {"canaries": {"rate": 0.0}}},
+    }
     return GenRMEnvironmentImpl(cfg, judge=judge)
 
 
