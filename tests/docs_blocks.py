@@ -31,46 +31,10 @@ _MARKER = re.compile(r"<!--\s*docs-test:\s*(check|run by)\s*(.*?)\s*-->")
 _FILE_HEADER = re.compile(r"^#\s*([\w./-]+\.ya?ml)\b")
 
 
-# Blocks in pages that other sessions are editing now, that would fail here or must not run as
-# they stand: (page, first line) -> why. Their tests are expected failures and the run tests do
-# not run them; an entry goes when its page marks or fixes the block (a block whose first line
-# changed is checked and run as any other).
-PENDING: dict[tuple[str, str], str] = {
-    ("docs/grpo.md", "uv run examples/run_grpo_genrm.py                                   # tiny demo: CPU, offline"): (
-        "unmarked: runs the demo (minutes), a 1B recipe on a GPU, and --config my_nemo_rl_grpo.yaml, "
-        "a file the page never shows"
-    ),
-    ("docs/nemo_rl.md", "cd /path/to/NeMo-RL"): "unmarked: a placeholder path, installs into another project",
-    ("docs/nemo_rl.md", "from nemo_genrm.integrations.nemo_rl import register"): "unmarked: needs NeMo-RL",
-    ("docs/nemo_rl.md", "from nemo_genrm.integrations.nemo_rl_metrics import GenRMMetricsLogger"): (
-        "unmarked fragment: logger and task_to_env come from a NeMo-RL launcher"
-    ),
-    ("docs/nemo_rl.md", "from nemo_genrm.integrations.nemo_rl_metrics import log_genrm_metrics"): (
-        "unmarked fragment: logger, task_to_env and step come from a NeMo-RL launcher"
-    ),
-    ("docs/performance.md", "uv run python bench/bench_env_overhead.py"): (
-        "unmarked: every benchmark (minutes), one in .venv-nemo-rl"
-    ),
-    ("docs/scale_out.md", "# the head node (no judge work on it here)"): "unmarked: `ray start` on cluster nodes",
-    ("docs/scale_out.md", "export GENRM_SERVICE_KEY=..."): "unmarked: a 72B vLLM judge on a GPU cluster",
-    ("docs/serving.md", '# A CPU demo with a tiny fixed-verdict judge (always answers "1"), built offline:'): (
-        "unmarked: serves until stopped; its second command needs a GPU and the hub"
-    ),
-    ("docs/serving.md", "from nemo_genrm.serve import load_service_config, start_judge_service, stop_judge_service"): (
-        "unmarked: judge.model_name=/ckpt is no judge (the service's start fails)"
-    ),
-    ("docs/serving.md", "export GENRM_SERVICE_KEY=$(openssl rand -hex 32)"): "unmarked: serves until stopped",
-    ("docs/integrations.md", "from datasets import Dataset"): (
-        "unmarked: needs TRL and a model from the hub, and genrm.yaml, shown after it"
-    ),
-    (
-        "docs/integrations.md",
-        'pairwise = GenRMReward.from_yaml("genrm.yaml", "env.genrm.reward.mode=pairwise_group", name="pairwise")',
-    ): "unmarked: needs TRL, genrm.yaml and a judge service",
-    ("docs/integrations.md", "# resources_servers/genrm_judge/app.py"): (
-        "unmarked: a file to save in NeMo Gym's tree, not run here"
-    ),
-}
+# Blocks that would fail here or must not run as they stand, while their page is being edited:
+# (page, first line) -> why. Their tests are expected failures and the run tests do not run them;
+# an entry goes when its page marks or fixes the block. Empty: every block is marked or runs.
+PENDING: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
