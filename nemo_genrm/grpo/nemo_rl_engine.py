@@ -181,8 +181,6 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
     genrm = validate(GenRMConfig, genrm_raw, prefix="env.genrm")
     check_rollouts_fit_mode(genrm, raw)
     check_placement_fits_nemo_rl(genrm)
-    if genrm.judge.backend != "http":
-        genrm.judge.model_name = resolve_model_name(genrm.judge.model_name)
     missing = [s for s in ("grpo", "loss_fn", "policy", "cluster", "logger", "checkpointing") if s not in raw]
     if "policy" in raw and not ({"dtensor_cfg", "megatron_cfg"} & set(raw["policy"])):
         missing.append("policy.dtensor_cfg")
@@ -195,6 +193,9 @@ def prepare_nemo_rl_inputs(config_path: str | Path, overrides: list[str]) -> Nem
             ],
             source=str(config_path),
         )
+    # Every config problem is reported before a tiny:// judge is built (minutes, on first use).
+    if genrm.judge.backend != "http":
+        genrm.judge.model_name = resolve_model_name(genrm.judge.model_name)
     nemo_rl_data = uses_nemo_rl_data(raw.get("data") or {}, str(config_path))
     data_cfg = DataConfig.model_validate({k: v for k, v in raw.get("data", {}).items() if k in DataConfig.model_fields})
     splits = None if nemo_rl_data else load_splits(data_cfg, int(raw["grpo"].get("seed", 42)))
