@@ -311,7 +311,7 @@ def test_judge_reward_reads_content_parts_and_message_lists():
     """Responses as text, content parts or message lists; questions as text or parts."""
     judge = RuleJudge()
     answers = [
-        _parts("Working.", "Answer: RIGHT"),  # parts: 1
+        _parts("Working.\n", "Answer: RIGHT"),  # parts (joined by newlines): 1; its answer a paragraph of its own
         [IMAGE, *_parts("Answer: WRONG")],  # text beside an image: 0
         [{"role": "assistant", "content": _parts("Answer: RIGHT")}],  # a message list: its assistant's parts
         [IMAGE],  # no text part: bad_input
