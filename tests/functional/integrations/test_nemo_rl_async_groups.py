@@ -137,9 +137,9 @@ def test_reference_mode_rewards_each_sample_and_shares_judge_prompts(ray_cluster
     from nemo_genrm.testing.integrity_judges import StandInServer, shown_responses
 
     def rule(body: dict) -> str:
-        return "1" if shown_responses(StandInServer.user_text(body)) == ["42"] else "0"
+        return "1" if shown_responses(StandInServer.user_text(body)) == ["Answer: 42"] else "0"
 
-    responses = [[f"The result is \\boxed{{{a}}}" for a in answers] for answers in REFERENCE_ANSWERS]
+    responses = [[f"Working.\n\nAnswer: {a}" for a in answers] for answers in REFERENCE_ANSWERS]
     expected = [1.0 if a == "42" else 0.0 for answers in REFERENCE_ANSWERS for a in answers]
     distinct = len({(q, a) for q, answers in enumerate(REFERENCE_ANSWERS) for a in answers})
     with StandInServer(rule) as server:

@@ -614,3 +614,16 @@ def test_the_number_words_are_num2words():
     from nemo_genrm.guard.vocabulary import VERDICT_WORDS
 
     assert read_num2words(list(VERDICT_WORDS)) == NUMBER_WORDS
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (2026-11-27): with the statement cut out of its line, 'The result is' is "
+    "read as a bare label line and the honest answer's own line is quoted; the fix changes the demo "
+    "judge's training prompts, so it lands with a retrained judge and its figures",
+)
+def test_a_sentence_ending_in_its_boxed_answer_is_not_quoted():
+    from nemo_genrm.guard.injection import neutralise
+
+    text = "The result is \\boxed{42}"
+    assert neutralise(text, labels=("1", "0"), answer="\\boxed{42}", answer_value="42") == text
