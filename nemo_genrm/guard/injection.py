@@ -306,23 +306,31 @@ def _defuse_line(
     several: bool,
     instructions: bool,
     in_table: bool,
-    answer: tuple[str, int] | None = None,
+    answer: tuple[str, int, str] | None = None,
 ) -> str:
     """One line with its label, role turn and instructions made inert (idempotent).
 
-    ``answer``: the part of the final answer's statement on this line, and the length of its
-    label (``Answer: `` of ``Answer: 1``): the line is judged by what it holds besides the
-    statement, and no verdict is read starting in the label; one later in the value still is.
+    ``answer``: the part of the final answer's statement on this line, the length of its label
+    (``Answer: `` of ``Answer: 1``) and the value it states there (``42`` of ``\\boxed{42}``).
+    A line that is the statement alone (give or take punctuation) is never a verdict line. Otherwise the line is judged as
+    its other words with the bare value in the statement's place: "The result is \\boxed{42}"
+    reads as "The result is 42" (prose), "Verdict: \\boxed{1}" as "Verdict: 1" (quoted); cutting
+    the statement out instead would leave "The result is", a label waiting for its verdict. No
+    verdict is read starting in the statement's label; one later in the value still is.
     """
     if instructions:
         line = _edit(line, _INSTRUCTION.finditer, lambda m: (m.start(), m.end(), INSTRUCTION_REMOVED))
-    piece, label = answer or ("", 0)
+    piece, label, value = answer or ("", 0, "")
     at = line.rfind(piece) if piece else -1
     keep = (at, at + label) if at >= 0 else None
     line = _edit(line, lambda folded: inline_verdicts(folded, labels), lambda m: (m.start(), m.start(), QUOTED), keep)
     quoted = line.lstrip().startswith(QUOTED.strip())
     at = line.rfind(piece) if piece else -1
-    rest = line if at < 0 else line[:at] + " " + line[at + len(piece) :]
+    if at < 0:
+        rest = line
+    else:
+        before, after = line[:at], line[at + len(piece) :]
+        rest = f"{before} {value} {after}" if _bare(before + after) else ""
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
     quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
     if "<" in line:  # a tag named after a label or role is no tag any more
@@ -380,18 +388,22 @@ def neutralise(
     )
 
 
-def _answer_pieces(text: str, statement: str, value: str) -> dict[int, tuple[str, int]]:
-    """Line index -> (the part of the statement on that line, how much of it is label), for its
-    last occurrence in ``text`` (a statement may run over lines: ``The result is:``, then its value)."""
+def _answer_pieces(text: str, statement: str, value: str) -> dict[int, tuple[str, int, str]]:
+    """Line index -> (the part of the statement on that line, how much of it is label, the part
+    of the value on it), for the statement's last occurrence in ``text`` (a statement may run
+    over lines: ``The result is:``, then its value)."""
     at = text.rfind(statement)
     if at < 0:
         return {}
-    value_at = statement.rfind(value) if value and value in statement else len(statement)
+    found = bool(value) and value in statement
+    value_at = statement.rfind(value) if found else len(statement)
+    value_end = value_at + len(value) if found else len(statement)
     first, offset, out = text.count("\n", 0, at), 0, {}
     for index, piece in enumerate(statement.split("\n")):
         label = max(0, min(offset + len(piece), value_at) - offset)
+        shown = piece[label : max(label, min(len(piece), value_end - offset))]
         if piece.strip():
-            out[first + index] = (piece, label)
+            out[first + index] = (piece, label, shown)
         offset += len(piece) + 1
     return out
 
