@@ -6,9 +6,12 @@ the tiny tokenizer's special tokens included), rendered with the chat template. 
 with next-token cross-entropy on the label and the EOS after it, so greedy generation, the
 label log-probabilities and an OpenAI-compatible server all read the same verdict.
 
-Training is cheap on a CPU because every prompt starts with the same few hundred tokens (system
-message and instructions): a batch runs that shared prefix once, copies its key/value cache to
-every row, and runs only the differing tails. The model is causal, so this is exactly the full
+Training is cheap on a CPU because a batch is cut by length: prompts run from ~100 tokens (a
+bare answer) to ~550 (an answer with its working), and one padded batch would pay the longest
+row's length on every row. Each step sorts its cases by length and runs them in a few chunks of
+similar length, adding up the chunks' gradients, weighted by their share of the batch, so the
+step's gradient is the batch mean's. What every row of a chunk shares at its start runs once,
+its key/value cache copied to every row. The model is causal, so this is exactly the full
 forward pass.
 
 A randomly initialised model spreads its attention over the whole prompt, so the few tokens that
@@ -93,6 +96,8 @@ class JudgeTraining:
         probe_weight: Weight of the probes' loss (reading the reference and the candidate's
             final number from the label position) next to the label's; 0 trains on the
             label alone.
+        length_chunks: Chunks of similar length each step's batch runs in (padding costs
+            every row the chunk's longest length).
     """
 
     hidden_size: int = 64
@@ -105,6 +110,7 @@ class JudgeTraining:
     warmup_steps: int = 300
     warmup_prefix: int = 4
     probe_weight: float = 1.0
+    length_chunks: int = 4
 
     def kept_prefix(self, step: int) -> int | None:
         """Tokens of the shared prefix kept at ``step`` (``None``: the whole prompt)."""
@@ -263,11 +269,33 @@ def _label_hidden(model, rows: list[list[int]], extra: list[list[int]], keep_pre
     return hidden[torch.arange(batch)[:, None], index]
 
 
+def _length_chunks(batch: list[_Rendered], chunks: int) -> list[list[_Rendered]]:
+    """``batch`` sorted by prompt length and cut into ``chunks`` runs of (nearly) equal size."""
+    ordered = sorted(batch, key=lambda case: len(case.ids))
+    cuts = [len(ordered) * i // chunks for i in range(chunks + 1)]
+    return [ordered[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _chunk_loss(model, probes, chunk: list[_Rendered], labels, eos: int, training, step: int) -> torch.Tensor:
+    """Mean loss of ``chunk``: the label and the EOS after it, plus the probes' reading of the
+    reference and the candidate's final number at the label position."""
+    targets = [[labels[case.label], eos] for case in chunk]
+    hidden = _label_hidden(model, [case.ids for case in chunk], targets, training.kept_prefix(step))  # [B, 3, H]
+    logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
+    if training.probe_weight:
+        for name, probe in probes.items():
+            read = torch.tensor([getattr(case, name) for case in chunk])  # [B]
+            loss = loss + training.probe_weight * torch.nn.functional.cross_entropy(probe(hidden[:, 0]), read)
+    return loss
+
+
 @torch.no_grad()
 def judge_accuracy(model, cases: list[_Rendered], pos_id: int, neg_id: int) -> float:
     """Share of cases where the positive label outscores the negative one as the label says."""
     model.eval()
     right = 0
+    cases = sorted(cases, key=lambda case: len(case.ids))  # chunks of similar length pad little
     for i in range(0, len(cases), 100):
         chunk = cases[i : i + 100]
         logits = model.lm_head(_label_hidden(model, [c.ids for c in chunk], [[] for _ in chunk])[:, 0])  # [B, V]
@@ -318,22 +346,16 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     with training_progress("demo judge", training.steps, logger) as progress:
         for step in range(training.steps):
             batch = _cases(rng, training.batch_size, builder, tokenizer)
-            targets = [[labels[case.label], eos] for case in batch]
-            hidden = _label_hidden(
-                model, [case.ids for case in batch], targets, training.kept_prefix(step)
-            )  # [B, 3, H]
-            logits = model.lm_head(hidden[:, :2])  # [B, 2, V]: predicts the label, then EOS
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten())
-            if training.probe_weight:
-                for name, probe in probes.items():
-                    read = torch.tensor([getattr(case, name) for case in batch])  # [B]
-                    loss = loss + training.probe_weight * torch.nn.functional.cross_entropy(probe(hidden[:, 0]), read)
-            loss.backward()
+            loss_sum = 0.0
+            for chunk in _length_chunks(batch, training.length_chunks):
+                loss = _chunk_loss(model, probes, chunk, labels, eos, training, step)
+                (loss * len(chunk) / len(batch)).backward()  # the batch mean's gradient, chunk by chunk
+                loss_sum += loss.item() * len(chunk) / len(batch)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             schedule.step()
-            progress(step, loss.item())
+            progress(step, loss_sum)
     train_seconds = time.perf_counter() - start
     held_out = _cases(random.Random(training.seed + 10_000), training.held_out, builder, tokenizer)
     accuracy = judge_accuracy(model, held_out, labels[True], labels[False])
