@@ -104,3 +104,32 @@ def write_result(name: str, payload: dict[str, Any], out: str | None = None) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **payload}, indent=2) + "\n")
     return path
+
+
+DEMO_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "configs" / "grpo_genrm_tiny.yaml"
+"""The default run's config (the demo)."""
+
+
+def demo_run_inputs(overrides: list[str], log_dir: str) -> tuple[Any, list, list]:
+    """The demo's config with ``overrides`` (models resolved, logs into ``log_dir``, no
+    checkpoints, no TensorBoard, no progress bar) and its rendered train and validation prompts:
+    what a bench needs to run the demo's GRPO loop in its own process, with judges of its choosing.
+    """
+    from transformers import AutoTokenizer
+
+    from nemo_genrm.grpo.config import load_grpo_config
+    from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
+    from nemo_genrm.grpo.runner import resolve_models
+
+    fixed = [
+        f"logger.log_dir={log_dir}",
+        "checkpointing.enabled=false",
+        "logger.tensorboard_enabled=false",
+        "logger.progress_bar=false",
+    ]
+    cfg = resolve_models(load_grpo_config(DEMO_CONFIG, [*fixed, *overrides]))
+    tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
+    splits = load_splits(cfg.data, cfg.grpo.seed)
+    renderer = PolicyPromptRenderer(cfg.data, tokenizer)
+    max_prompt = cfg.policy.max_total_sequence_length - cfg.policy.generation.max_new_tokens
+    return cfg, renderer.render_all(splits.train, max_prompt), renderer.render_all(splits.val, max_prompt)

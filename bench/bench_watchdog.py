@@ -35,12 +35,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import offline, write_result  # noqa: E402
+from _common import demo_run_inputs, offline, write_result  # noqa: E402
 
 offline()
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "examples" / "configs" / "grpo_genrm_tiny.yaml"
 SHORTER = ["grpo.max_num_steps=32", "grpo.num_val_generations_per_prompt=32"]
 """What fits a shared 2-core machine: half the default steps, a quarter of its held-out samples."""
 
@@ -62,36 +60,15 @@ def lenient_judge():
 
 def run_one(arm: str, seed: int, overrides: list[str], log_dir: str) -> dict:
     """One demo run of ``arm`` in this process; returns what the report needs."""
-    from transformers import AutoTokenizer
-
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
-    from nemo_genrm.grpo.config import load_grpo_config
-    from nemo_genrm.grpo.data import PolicyPromptRenderer, load_splits
     from nemo_genrm.grpo.logger import MetricsLogger
     from nemo_genrm.grpo.loop import GRPOTrainer
     from nemo_genrm.grpo.policy import PolicyWorker
-    from nemo_genrm.grpo.runner import resolve_models
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
-    cfg = load_grpo_config(
-        CONFIG,
-        [
-            f"grpo.seed={seed}",
-            "policy.cpu_threads=1",
-            f"logger.log_dir={log_dir}",
-            "checkpointing.enabled=false",
-            "logger.tensorboard_enabled=false",
-            "logger.progress_bar=false",
-            "env.genrm.reward.verifier=none",
-            *overrides,
-        ],
+    cfg, train, val = demo_run_inputs(
+        [f"grpo.seed={seed}", "policy.cpu_threads=1", "env.genrm.reward.verifier=none", *overrides], log_dir
     )
-    cfg = resolve_models(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.policy.tokenizer_name)
-    splits = load_splits(cfg.data, cfg.grpo.seed)
-    renderer = PolicyPromptRenderer(cfg.data, tokenizer)
-    max_prompt = cfg.policy.max_total_sequence_length - cfg.policy.generation.max_new_tokens
-    train, val = renderer.render_all(splits.train, max_prompt), renderer.render_all(splits.val, max_prompt)
     judge = LocalTransformersJudge(cfg.env.genrm.judge, num_threads=1) if arm == "shipped" else lenient_judge()
     env = GenRMEnvironmentImpl(cfg.env.genrm, judge=judge)
     spent = _time_judge(judge, env)
