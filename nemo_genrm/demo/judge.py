@@ -104,7 +104,7 @@ class JudgeTraining:
     num_layers: int = 3
     steps: int = 1600
     batch_size: int = 32
-    lr: float = 5e-3
+    lr: float = 3e-3
     seed: int = 1
     held_out: int = 1000
     warmup_steps: int = 300
