@@ -50,6 +50,8 @@ from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.progress import training_progress
 from nemo_genrm.demo.task import (
     JudgeCase,
+    family_answer,
+    family_templates,
     final_number,
     hacking_answer,
     hacking_templates,
@@ -167,9 +169,11 @@ def prompt_fingerprint() -> str:
 
     tokenizer = make_tiny_tokenizer(TinyModelSpec().max_position_embeddings)
     builder = judge_prompt_builder(tokenizer)
-    # A plain case, and every red-team template: a change to the prompt or to how answers are
-    # defused changes what the judge is shown, so it retrains.
-    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all"))]
+    # A plain case, every red-team template and every extraction-family template: a change to
+    # the prompt, to how answers are defused or to what extraction shows changes what the judge
+    # is shown, so it retrains.
+    families = (family_answer(t, "5", "7", "8") for members in family_templates().values() for t in members)
+    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all")), *families]
     rendered = [
         render_case(
             JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from nemo_genrm.errors import Reason
 from nemo_genrm.guard.injection import is_content_free, is_judge_format_line
 from nemo_genrm.prompts.reading import Reading, read
-from nemo_genrm.prompts.values import Key, is_prose, is_whole_number, reference_count, value_keys
+from nemo_genrm.prompts.values import Key, is_number_phrase, is_prose, is_whole_number, reference_count, value_keys
 
 __all__ = ["ELISION", "ExtractedAnswer", "Statement", "extract_answer", "find_statements", "last_boxed"]
 
@@ -371,8 +371,10 @@ def extract_answer(
         return ExtractedAnswer(None, Reason.HEDGED, final.source, offered=shown_values)
     if not window or is_content_free(window):
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
-    # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value.
-    value = final.value if counted and (final.source != "line" or not is_prose(final.value)) else None
+    # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value;
+    # one in number words ("42 thousand", "forty-two") states one, for a value verifier to read.
+    stated = final.source != "line" or not is_prose(final.value) or is_number_phrase(final.value)
+    value = final.value if counted and stated else None
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)

@@ -196,6 +196,13 @@ _MATH_WORDS = frozenset(
     "sinh cosh tanh frac cdot times div pm mp le ge leq geq neq approx to in cup cap emptyset varnothing".split()
 )
 _WORD = re.compile(r"[^\W\d_]{2,}")
+# Words a value may be written in: English number, scale, sign and percent words ("forty-two",
+# "42 thousand", "minus 42", "42 percent"). A line of them states a value, not prose.
+_NUMBER_PHRASE_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred "
+    "thousand million billion trillion minus negative plus percent point and".split()
+)
 
 
 def _fraction(text: str) -> Fraction | None:
@@ -235,6 +242,15 @@ def is_prose(text: str) -> bool:
         if before != "\\" and match[0].casefold() not in _MATH_WORDS:
             return True
     return False
+
+
+def is_number_phrase(text: str) -> bool:
+    """Whether ``text`` is a value written with English number words, alone or beside digits:
+    every word in it is a number, scale, sign or percent word (``forty-two``, ``42 thousand``,
+    ``minus 42``), so it states a value that a value verifier reads, where :func:`is_prose` sees words.
+    """
+    words = [match[0].casefold() for match in _WORD.finditer(text)]
+    return bool(words) and all(word in _NUMBER_PHRASE_WORDS for word in words)
 
 
 def _last_side(text: str) -> str:

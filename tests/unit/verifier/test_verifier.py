@@ -185,6 +185,20 @@ def test_rule_first_asks_the_judge_only_what_the_verifier_cannot_decide():
     assert [r.verdict for r in sample_results(result.metadata, 5)] == [0, 1, 1, 1, 1]
 
 
+@pytest.mark.parametrize("verifier", ["both", "rule_first"])
+def test_a_bare_answer_in_number_words_is_a_value(verifier):
+    # No marker, no box: the response's last line is the answer. "42 thousand" or "minus 42" in
+    # words is a value (different), "forty-two" too (equal); "It is 42." is prose, left to the judge.
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, verifier)
+    answers = ["42 thousand", "Working it out.\nminus 42", "forty-two", "It is 42."]
+    logs = [[{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": a}] for a in answers]
+    result = env.step(logs, [{"ground_truth": "42"}] * 4)
+    assert result.rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert [m["genrm"]["verifier"] for m in result.metadata] == ["different", "different", "equal", "undecided"]
+    assert len(judge.seen) == (4 if verifier == "both" else 1)
+
+
 def test_probability_rewards_beside_the_verifier():
     # RuleJudge scores its reply's label 0.9, the other label 0.1: P(positive) = 0.9.
     reward = {"kind": "probability", "judge": {"verdict_from": "logprobs"}}
