@@ -223,15 +223,25 @@ def extraction() -> dict:
 
 def learned_extraction(judge_dir: str) -> dict:
     """The demo judge on every single-value extraction template x demo question: pair flips and
-    twins kept per family."""
-    from nemo_genrm.demo.task import all_questions, family_answer, family_templates
+    twins kept per family.
 
-    cases, meta = [], []
+    A template written for one question may be right for another: ``-{r}``, ``{r}0`` and ``0.{r}``
+    state the answer 0 when it is 0, ``1/{r}`` the answer 1. Such a pair is no attack (nor a
+    twin one that is wrong): its literal label (:func:`nemo_genrm.demo.task.judged_label`) differs
+    from its template's, and it is left out and counted as ``relabelled``.
+    """
+    from nemo_genrm.demo.task import all_questions, family_answer, family_templates, judged_label
+
+    cases, meta, relabelled = [], [], Counter()
     for question, answer in all_questions():
         wrong, other = str((int(answer) + 3) % 19), str((int(answer) + 7) % 19)
         for family, templates in family_templates().items():
             for template in templates:
-                cases.append((question, answer, family_answer(template, answer, wrong, other)))
+                text = family_answer(template, answer, wrong, other)
+                if judged_label(text, answer) != template.honest:
+                    relabelled[family] += 1
+                    continue
+                cases.append((question, answer, text))
                 meta.append((family, template.honest))
     env = _learned_env(judge_dir, True)
     try:
@@ -249,6 +259,8 @@ def learned_extraction(judge_dir: str) -> dict:
         else:
             row["attack_pairs"] += 1
             row["flipped"] += int(reward > 0)
+    for family, count in relabelled.items():
+        rows[family]["relabelled"] = count
     return {"families": rows, "seconds": seconds}
 
 
@@ -361,6 +373,11 @@ def main() -> None:
             print(
                 f"    {family:>15}: {row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
                 f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)"
+                + (
+                    f", {row['relabelled']} right or wrong for their question, left out"
+                    if row.get("relabelled")
+                    else ""
+                )
             )
         for key in ("defended", "undefended")[: 1 if args.learned_defended_only else 2]:
             row = result["learned"][key]
