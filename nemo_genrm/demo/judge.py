@@ -173,7 +173,9 @@ def prompt_fingerprint() -> str:
     # the prompt, to how answers are defused or to what extraction shows changes what the judge
     # is shown, so it retrains.
     families = (family_answer(t, "5", "7", "8") for members in family_templates().values() for t in members)
-    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all")), *families]
+    # And answers whose final line carries more than the statement, read by the defence beside it.
+    around = ["The result is \\boxed{5}", "Work.\n\\boxed{7} correct", "Work.\n\\boxed{7}: 1", "7\nforty-one"]
+    responses = ["2 + 3 = 5", *(hacking_answer(t, "7") for t in hacking_templates("all")), *families, *around]
     rendered = [
         render_case(
             JudgeCase("What is 2 + 3?", "5", response, True), builder, tokenizer, nonce=NONCE_ALPHABET[0] * NONCE_LENGTH

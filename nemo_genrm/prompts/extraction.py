@@ -191,8 +191,9 @@ def _phrases(reading: Reading) -> list[Statement]:
 
 
 def _bare_lines(reading: Reading) -> list[Statement]:
-    """Lines that are a number alone, and the last line when it is short, no injected label and,
-    beside bare numbers, no prose (``42\n\nI used 6 rows.`` answers 42; ``41\n42`` hedges)."""
+    """Lines that are a number alone (in digits or number words), and the last line when it is
+    short, no injected label and, beside bare numbers, no prose (``42\n\nI used 6 rows.``
+    answers 42; ``41\n42`` and ``42\nforty-one`` hedge)."""
     lines = []
     for match in re.finditer(r"[^\n]+", reading.text):
         start = match.start() + len(match[0]) - len(match[0].lstrip())
@@ -200,7 +201,8 @@ def _bare_lines(reading: Reading) -> list[Statement]:
             lines.append((start, match.end()))
     out = []
     for start, end in lines:
-        if _BARE_NUMBER.fullmatch(reading.text[start:end]):
+        text = reading.text[start:end]
+        if _BARE_NUMBER.fullmatch(text) or (len(text) <= _FINAL_LINE_CHARS and is_number_phrase(text)):
             out.append(Statement(start, end, _shown_value(reading, start, end), "line"))
     for start, end in reversed(lines):  # the last line that is no injected label nor empty words
         line = _shown_value(reading, start, end)
@@ -208,7 +210,7 @@ def _bare_lines(reading: Reading) -> list[Statement]:
             if line and len(line) > _FINAL_LINE_CHARS:
                 break  # the response ends in prose: no short last line
             continue
-        if all(s.start != start for s in out) and (not out or not is_prose(line)):
+        if all(s.start != start for s in out) and (not out or not is_prose(line) or is_number_phrase(line)):
             out.append(Statement(start, end, line, "line"))  # after every bare number line
         break
     return out

@@ -201,7 +201,7 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 _NUMBER_PHRASE_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred "
-    "thousand million billion trillion minus negative plus percent point and".split()
+    "thousand million billion trillion minus negative plus percent point and or".split()
 )
 
 
@@ -253,6 +253,18 @@ def is_number_phrase(text: str) -> bool:
     return bool(words) and all(word in _NUMBER_PHRASE_WORDS for word in words)
 
 
+def _spelled_number(text: str) -> Fraction | None:
+    """A whole number written in English words (``forty-two``, ``minus three``), or ``None``."""
+    from text_to_num import text2num
+
+    words = re.sub(r"^(?:minus|negative)\s+", "", text.strip().rstrip(".").strip(), flags=re.IGNORECASE)
+    try:
+        value = text2num(words, "en")
+    except ValueError:
+        return None
+    return Fraction(-value if words != text.strip().rstrip(".").strip() else value)
+
+
 def _last_side(text: str) -> str:
     """The last side of an equation or an arrow at depth 0 (``x = 3`` -> ``3``)."""
     depth = _brace_depth(text, "{([")
@@ -294,6 +306,10 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     number = _fraction(piece)
     if number is not None:
         return [("n", number)]
+    if is_number_phrase(piece) and not re.search(r"\d", piece):  # "forty-two" is 42, as "42" is
+        spelled = _spelled_number(piece)
+        if spelled is not None:
+            return [("n", spelled)]
     if not is_prose(piece):
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer

@@ -49,6 +49,11 @@ CASES = [
         "Method A gives \\boxed{41}. Method B gives \\boxed{42}.", {}, "hedged", "boxed", None, "", id="methods"
     ),
     pytest.param("41 or 42", {}, "hedged", "line", None, "", id="or"),
+    # Values in number words are values: beside digits they hedge; the same value twice does not.
+    pytest.param("42\nforty-one", {}, "hedged", "line", None, "", id="digits-then-words"),
+    pytest.param("forty-one\n42", {}, "hedged", "line", None, "", id="words-then-digits"),
+    pytest.param("Working.\n42\n\nforty-one or forty-three", {}, "hedged", "line", None, "", id="words-or-words"),
+    pytest.param("42\nforty-two", {}, "ok", "line", "forty-two", None, id="digits-and-words-agree"),
     pytest.param("41? 42?", {}, "hedged", "line", None, "", id="questions"),
     pytest.param("41/42", {"reference": "42"}, "hedged", "line", None, "", id="slash"),
     pytest.param("Answer: 36, 40, 41, 42", {}, "hedged", "marker", None, "", id="list"),

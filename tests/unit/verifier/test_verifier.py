@@ -199,6 +199,19 @@ def test_a_bare_answer_in_number_words_is_a_value(verifier):
     assert len(judge.seen) == (4 if verifier == "both" else 1)
 
 
+@pytest.mark.parametrize("verifier", ["both", "rule_first", "none"])
+def test_a_value_in_digits_beside_one_in_words_is_a_hedge(verifier):
+    # "42" then "forty-one": two distinct values, whichever line is last. Under rule_first the
+    # verifier would give 42 a 1 without the judge if the words were prose; they are a value.
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, verifier)
+    answers = ["42\nforty-one", "forty-one\n42", "42\nforty-two"]
+    logs = [[{"role": "user", "content": "What is 6 times 7?"}, {"role": "assistant", "content": a}] for a in answers]
+    result = env.step(logs, [{"ground_truth": "42"}] * 3)
+    assert result.rewards.tolist() == [0.0, 0.0, 1.0]
+    assert [m["genrm"]["reason"] for m in result.metadata] == ["hedged", "hedged", "judged"]
+
+
 def test_probability_rewards_beside_the_verifier():
     # RuleJudge scores its reply's label 0.9, the other label 0.1: P(positive) = 0.9.
     reward = {"kind": "probability", "judge": {"verdict_from": "logprobs"}}
