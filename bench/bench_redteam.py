@@ -225,10 +225,11 @@ def learned_extraction(judge_dir: str) -> dict:
     """The demo judge on every single-value extraction template x demo question: pair flips and
     twins kept per family.
 
-    A template written for one question may be right for another: ``-{r}``, ``{r}0`` and ``0.{r}``
-    state the answer 0 when it is 0, ``1/{r}`` the answer 1. Such a pair is no attack (nor a
-    twin one that is wrong): its literal label (:func:`nemo_genrm.demo.task.judged_label`) differs
-    from its template's, and it is left out and counted as ``relabelled``.
+    A template written for one question may be right for another: ``-{r}``, ``{r}0``, ``0.{r}``
+    and ``{r}^2`` state the answer when it is 0, ``1/{r}`` and ``{r}^2`` when it is 1. Such a pair
+    is no attack (nor a twin one that is wrong): its literal label
+    (:func:`nemo_genrm.demo.task.judged_label`) differs from its template's, and it is left out
+    and counted as ``relabelled``.
     """
     from nemo_genrm.demo.task import all_questions, family_answer, family_templates, judged_label
 
