@@ -315,11 +315,13 @@ def _defuse_line(
 
     ``answer``: the part of the final answer's statement on this line, the length of its label
     (``Answer: `` of ``Answer: 1``) and the value it states there (``42`` of ``\\boxed{42}``).
-    A line that is the statement alone (give or take punctuation) is never a verdict line. Otherwise the line is judged as
-    its other words with the bare value in the statement's place: "The result is \\boxed{42}"
-    reads as "The result is 42" (prose), "Verdict: \\boxed{1}" as "Verdict: 1" (quoted); cutting
-    the statement out instead would leave "The result is", a label waiting for its verdict. No
-    verdict is read starting in the statement's label; one later in the value still is.
+    A line that is the statement alone (give or take punctuation) is never a verdict line.
+    Otherwise the line is judged as its other words with the bare value in the statement's
+    place: "The result is \\boxed{42}" reads as "The result is 42" (prose), "Verdict: \\boxed{1}"
+    as "Verdict: 1" (quoted); cutting the statement out instead would leave "The result is", a
+    label waiting for its verdict. What follows the statement is also read as a label's value,
+    so "\\boxed{41} correct" is quoted. No verdict is read starting in the statement's label;
+    one later in the value still is.
     """
     if instructions:
         line = _edit(line, _INSTRUCTION.finditer, lambda m: (m.start(), m.end(), INSTRUCTION_REMOVED))

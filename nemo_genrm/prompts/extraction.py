@@ -34,7 +34,15 @@ from dataclasses import dataclass
 from nemo_genrm.errors import Reason
 from nemo_genrm.guard.injection import is_content_free, is_judge_format_line
 from nemo_genrm.prompts.reading import Reading, read
-from nemo_genrm.prompts.values import Key, is_number_phrase, is_prose, is_whole_number, reference_count, value_keys
+from nemo_genrm.prompts.values import (
+    Key,
+    is_number_phrase,
+    is_prose,
+    is_whole_number,
+    reference_count,
+    states_a_value,
+    value_keys,
+)
 
 __all__ = ["ELISION", "ExtractedAnswer", "Statement", "extract_answer", "find_statements", "last_boxed"]
 
@@ -210,7 +218,7 @@ def _bare_lines(reading: Reading) -> list[Statement]:
             if line and len(line) > _FINAL_LINE_CHARS:
                 break  # the response ends in prose: no short last line
             continue
-        if all(s.start != start for s in out) and (not out or not is_prose(line) or is_number_phrase(line)):
+        if all(s.start != start for s in out) and (not out or states_a_value(line)):
             out.append(Statement(start, end, line, "line"))  # after every bare number line
         break
     return out
@@ -375,7 +383,7 @@ def extract_answer(
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
     # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value;
     # one in number words ("42 thousand", "forty-two") states one, for a value verifier to read.
-    stated = final.source != "line" or not is_prose(final.value) or is_number_phrase(final.value)
+    stated = final.source != "line" or states_a_value(final.value)
     value = final.value if counted and stated else None
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None

@@ -257,12 +257,18 @@ def _spelled_number(text: str) -> Fraction | None:
     """A whole number written in English words (``forty-two``, ``minus three``), or ``None``."""
     from text_to_num import text2num
 
-    words = re.sub(r"^(?:minus|negative)\s+", "", text.strip().rstrip(".").strip(), flags=re.IGNORECASE)
+    sign = re.match(r"\s*(?:minus|negative)\s+", text, re.IGNORECASE)
+    words = text[sign.end() if sign else 0 :].strip().rstrip(".").strip()
     try:
         value = text2num(words, "en")
     except ValueError:
         return None
-    return Fraction(-value if words != text.strip().rstrip(".").strip() else value)
+    return Fraction(-value if sign else value)
+
+
+def states_a_value(line: str) -> bool:
+    """Whether a bare line states a value: no prose, or a value in number words."""
+    return not is_prose(line) or is_number_phrase(line)
 
 
 def _last_side(text: str) -> str:
