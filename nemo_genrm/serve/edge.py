@@ -70,6 +70,8 @@ class Edge:
         self.host, self.port, self.upstream_port = host, port, upstream_port
         self.header_timeout_s = header_timeout_s
         self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()  # handlers still serving (or lingering)
+        self._stopping = False
         self.closed_slow_heads = 0  # connections cut for headers slower than the timeout
 
     async def start(self) -> None:
@@ -77,19 +79,39 @@ class Edge:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES)
 
     async def stop(self) -> None:
-        """Stop listening and close the server."""
+        """Stop listening, end the connections still open and close the server."""
         if self._server is not None:
             self._server.close()
+            # A closed server still runs its handlers (up to LINGER_S after a reply): they end
+            # here, not as tasks the loop destroys pending.
+            self._stopping = True
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("unknown", 0)
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
         try:
             await self._one_request(reader, writer, str(peer[0]))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except RuntimeError:
+            # uvloop (Ray Serve's loop) raises RuntimeError on a write to a transport the client
+            # has closed, where asyncio's own loop does nothing: a client gone is no error.
+            if not writer.is_closing():
+                raise
+        except asyncio.CancelledError:
+            # Cancelled by stop(): the handler ends as a finished task (Python 3.11's stream
+            # callback reports a cancelled handler as an error).
+            if not self._stopping:
+                raise
         finally:
             writer.close()
             with contextlib.suppress(Exception):
@@ -156,6 +178,8 @@ class Edge:
         # A reply may come before the body is all sent (a 413 read from Content-Length): closing
         # on a body still arriving would reset the connection and lose the reply, so the edge
         # says it is done writing and drops what the client still sends, for a while.
+        if writer.is_closing():  # the client is gone: nothing to say or drain
+            return
         with contextlib.suppress(asyncio.TimeoutError, ConnectionError, OSError):
             if writer.can_write_eof():
                 writer.write_eof()

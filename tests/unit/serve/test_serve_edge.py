@@ -162,3 +162,34 @@ def test_a_reply_before_the_whole_body_reaches_the_client():
         return reply.status_code
 
     assert asyncio.run(run()) == 413
+
+
+def test_clients_gone_before_the_edge_is_done_leave_no_unhandled_error():
+    # Clients that reset their connection before the reply, or once its head is in, under uvloop
+    # (Ray Serve's loop, where writing to a transport the peer closed raises instead of doing
+    # nothing): the edge forgets each such connection quietly, and keeps serving.
+    import socket
+    import struct
+
+    import uvloop
+
+    async def run() -> tuple[list[dict], int]:
+        errors: list[dict] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+        edge, server = await _edge([])
+        for i in range(40):
+            reader, writer = await asyncio.open_connection("127.0.0.1", edge.port)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            if i % 2:
+                await reader.readuntil(b"\r\n\r\n")
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset
+            writer.close()
+        await asyncio.sleep(0.2)
+        async with httpx.AsyncClient(timeout=10) as client:
+            status = (await client.get(f"http://127.0.0.1:{edge.port}/health")).status_code
+        await _stop(edge, server)
+        return errors, status
+
+    errors, status = uvloop.run(run())
+    assert errors == [] and status == 200
