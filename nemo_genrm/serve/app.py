@@ -122,6 +122,7 @@ class JudgeDeployment:
         # requests (bodies still arriving included) are capped per key.
         self.engine_slots = asyncio.Semaphore(self.cfg.serve.max_ongoing_requests)
         self.client_share = FairShare(self.cfg.serve.max_open_requests, self.cfg.serve.max_requests_per_key)
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
         for batcher in (self.generate_batch, self.top_logprobs_batch):
             batcher.set_max_batch_size(self.cfg.serve.max_batch_size)
             batcher.set_batch_wait_timeout_s(self.cfg.serve.batch_wait_timeout_s)
@@ -201,6 +202,13 @@ class JudgeDeployment:
             snapshot = await self.metrics.snapshot.remote()
         except ray.exceptions.RayError as exc:
             return error_response(503, f"metrics unavailable: {type(exc).__name__}", "metrics_unavailable")
+        # The counters are the service's; the open requests are this replica's own (an operator
+        # sees slow bodies and clients held here; a test waits on them instead of on a sleep).
+        snapshot["replica"] = {
+            "id": self.replica_id,
+            "open_requests": self.client_share.holding,
+            "open_clients": len(self.client_share.open),
+        }
         if fmt == "json":
             return JSONResponse(snapshot)
         return PlainTextResponse(prometheus_text(snapshot), media_type="text/plain; version=0.0.4")

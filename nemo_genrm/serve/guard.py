@@ -157,6 +157,11 @@ class FairShare:
     floor: int
     open: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def holding(self) -> int:
+        """Open requests of every client together."""
+        return sum(self.open.values())
+
     def share(self, who: str) -> int:
         """How many open requests ``who`` may hold now."""
         clients = len(self.open) + (who not in self.open)

@@ -144,4 +144,16 @@ def prometheus_text(snapshot: dict[str, Any]) -> str:
         f'genrm_serve_latency_seconds{{quantile="0.5"}} {snapshot["latency_p50_s"]}',
         f'genrm_serve_latency_seconds{{quantile="0.95"}} {snapshot["latency_p95_s"]}',
     ]
+    if (replica := snapshot.get("replica")) is not None:
+        label = f'{{replica="{replica["id"]}"}}'
+        lines += [
+            "# HELP genrm_serve_replica_open_requests Requests open on the replica that answered (bodies"
+            " still arriving included).",
+            "# TYPE genrm_serve_replica_open_requests gauge",
+            f"genrm_serve_replica_open_requests{label} {replica['open_requests']}",
+            "# HELP genrm_serve_replica_open_clients Clients (key and address) holding open requests on"
+            " the replica that answered.",
+            "# TYPE genrm_serve_replica_open_clients gauge",
+            f"genrm_serve_replica_open_clients{label} {replica['open_clients']}",
+        ]
     return "\n".join(lines) + "\n"

@@ -503,13 +503,29 @@ async def _open_slow_bodies(
         f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n"
         '{"messages": '
     )
+    before = await _open_on_replica(url)
     held = []
     for _ in range(n):
         reader, writer = await asyncio.open_connection(parts.hostname, parts.port, local_addr=(source, 0))
         writer.write(head.encode())
         await writer.drain()
         held.append((reader, writer))
+    await _open_on_replica(url, until=before + n)  # every one has reached the replica and been counted
     return held
+
+
+async def _open_on_replica(url: str, until: int | None = None, timeout_s: float = 20.0) -> int:
+    """The requests open on the service's one replica (its ``/metrics``), first waiting until
+    they number ``until`` when given."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(headers=AUTH, timeout=10) as client:
+        while True:
+            snapshot = (await client.get(url.removesuffix("/v1") + "/metrics", params={"format": "json"})).json()
+            held = snapshot["replica"]["open_requests"]
+            if until is None or held == until:
+                return held
+            assert time.monotonic() < deadline, f"{held} requests open on the replica, not {until}"
+            await asyncio.sleep(0.02)
 
 
 async def _statuses(held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]], timeout_s: float) -> list[int]:
@@ -538,9 +554,9 @@ def test_slow_bodies_hold_no_engine_slot(services):
     n = 3 * ENGINE_SLOTS
 
     async def run() -> tuple[httpx.Response, list[int], list[int]]:
+        await _open_on_replica(url, until=0)  # the slow bodies of earlier tests are gone
         held = await _open_slow_bodies(url, n)
         try:
-            await asyncio.sleep(0.3)  # they reach the replica
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
                 response = await client.post(url + "/chat/completions", json=body)
             early = await _statuses(held, 0.05)
@@ -563,9 +579,9 @@ def test_one_slow_client_shuts_out_no_request_of_its_key(services):
     slow, plain = 40, 20  # 60 of the replica's 64 open requests, one client
 
     async def run() -> tuple[list[int], list[int]]:
+        await _open_on_replica(url, until=0)
         held = await _open_slow_bodies(url, slow)
         try:
-            await asyncio.sleep(0.3)
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
                 answers = await asyncio.gather(
                     *(
@@ -596,10 +612,10 @@ def test_a_client_past_its_share_gets_429_and_another_machine_on_the_same_key_is
     other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
 
     async def run() -> tuple[int, int, list[int]]:
-        first = await _open_slow_bodies(url, 40)
+        await _open_on_replica(url, until=0)
+        first = await _open_slow_bodies(url, 40)  # all 40 counted before the second machine comes
         second = await _open_slow_bodies(url, 4, source="127.0.0.2")
         try:
-            await asyncio.sleep(0.3)
             body = {"messages": [{"role": "user", "content": "x"}]}
             async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
                 refused = await client.post(url + "/chat/completions", json=body)

@@ -165,6 +165,24 @@ def test_rejections_are_counted_and_exported():
     text = prometheus_text(snap)
     assert 'genrm_serve_rejected_total{code="unauthorized"} 2' in text
     assert 'genrm_serve_rejected_total{code="body_too_large"} 1' in text
+    assert "genrm_serve_replica_open_requests" not in text  # the store alone knows no replica
+
+
+def test_the_answering_replicas_open_requests_are_exported_as_gauges():
+    snap = {**MetricsStore().snapshot(), "replica": {"id": "r1", "open_requests": 7, "open_clients": 2}}
+    text = prometheus_text(snap)
+    assert "# TYPE genrm_serve_replica_open_requests gauge" in text
+    assert 'genrm_serve_replica_open_requests{replica="r1"} 7' in text
+    assert 'genrm_serve_replica_open_clients{replica="r1"} 2' in text
+
+
+def test_fair_share_counts_what_every_client_holds():
+    share = FairShare(capacity=4, floor=1)
+    assert [share.enter("a"), share.enter("a"), share.enter("b")] == [True, True, True]
+    assert (share.holding, len(share.open)) == (3, 2)
+    share.leave("a")
+    share.leave("b")
+    assert (share.holding, len(share.open)) == (1, 1)
 
 
 class _Replica:
