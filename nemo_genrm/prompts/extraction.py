@@ -16,7 +16,8 @@ do not count. A statement that is negated (``not \\boxed{42}``) or withdrawn rig
 (``\\boxed{41}, which is wrong``, ``Scratch that``, ``No, ...``) is *withdrawn*: it is shown but
 states nothing. The others are compared as values (:mod:`nemo_genrm.prompts.values`): when they
 offer more distinct values than the reference holds, the response hedges (reason ``hedged``,
-never judged, never reduced to "the last one"); ``41 or 42`` inside one statement hedges too.
+never judged, never reduced to "the last one"); ``41 or 42`` inside one statement hedges too,
+and so does a later correction that states another value (``P.S. Actually 41.``).
 
 The judge is shown the final statement *with its context*: from the paragraph of the first
 statement that led to it (a withdrawn attempt and its correction stay together) to the end of
@@ -240,14 +241,29 @@ _AFTERTHOUGHT = re.compile(rf"^[\s,;.:)*$]*{_ALTERNATIVE}({_UNTIL_SENTENCE_END})
 _NEXT_SENTENCE = re.compile(rf"[.!?]\s+{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
 
 
+# A correction that states a value, anywhere after the statement: "P.S. Actually 41.", "Make
+# that 41.", "Correction: it is 41." (its value must be a value, not prose: "Actually, this took
+# 3 steps" offers nothing).
+_CORRECTION = re.compile(
+    r"(?:^|[.!?]\s+|\n\s*)(?:p\.?\s?s\.?[:,]?\s*)?(?:actually|correction|corrected|i\s+mean|or\s+rather|"
+    r"rather|make\s+(?:that|it)|update|edit)\b[\s,:;.—–-]*"
+    r"(?:(?:it'?s|it\s+is|that'?s|the\s+(?:final\s+)?(?:answer|result)\s+is|should\s+be|is)\s+)?"
+    rf"({_UNTIL_SENTENCE_END})",
+    re.IGNORECASE,
+)
+
+
 def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[str]:
-    """What a statement offers besides its value right after it: ``\\boxed{42} or 41``, and a
-    sentence of its paragraph that opens with an alternative (``The answer is 41. Or 42.``)."""
+    """What a statement offers besides its value after it: ``\\boxed{42} or 41``, a sentence of
+    its paragraph that opens with an alternative (``The answer is 41. Or 42.``), and a later
+    correction that states a value (``P.S. Actually 41.``)."""
     until = min(until, statement.end + _NEAR)
     paragraph_end = reading.text.find("\n\n", statement.end, until)
     end = until if paragraph_end < 0 else paragraph_end
     after = reading.shown(statement.end, end)
-    return [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
+    found = [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
+    rest = reading.shown(statement.end, until)
+    return found + [m[1] for m in _CORRECTION.finditer(rest) if m[1].strip() and not is_prose(m[1])]
 
 
 def find_statements(

@@ -10,13 +10,16 @@ A stated value is read in three steps (:func:`value_keys`):
 1. its wrappers go (math delimiters, ``\\text{}``, emphasis, quotes, a closing full stop, one
    pair of brackets around the whole);
 2. it is split where it offers alternatives: ``or`` (in the languages of the verdict vocabulary's
-   first ten), ``;``, ``\\lor``, ``±``, and between values a comma, ``and``, ``?`` or ``|``; when
-   the reference is a whole number, a slash between whole numbers that does not make one
-   (``41/42``; ``84/2`` is 42);
+   first ten), ``and/or``, ``;``, ``\\lor``, ``∨``, ``±``; ``maybe``, ``perhaps`` and their kin
+   when values follow them (``41, but maybe 42``; ``42 (possibly rounded)`` is one value); and
+   between values a comma, ``and``, ``?``, ``|`` or ``~`` (``41~42``); when the reference is a
+   whole number, a slash between whole numbers that does not make one (``41/42``; ``84/2`` is
+   42). A label of words before the values goes first (``Possible answers: 40, 41, 42``);
 3. each piece becomes a key: the last side of an equation, a number (exact, as a
    :class:`~fractions.Fraction`, arithmetic of numbers evaluated), a percentage, or the piece's
-   normalised text. A piece of prose counts as its one number, and as nothing when it holds
-   several (working, not an alternative); a piece that negates (``not 41``) offers nothing.
+   normalised text. A piece of prose counts as its one number, as both ends of a range when
+   those are its only two (``between 41 and 42``, ``from 41 to 42``), and as nothing when it
+   holds several (working, not an alternative); a piece that negates (``not 41``) offers nothing.
 
 The reference is read the same way (:func:`reference_count`): an answer may state as many values
 as the reference holds (roots ``3 or 4``, ``x = 3, y = 4``) and no more.
@@ -39,7 +42,8 @@ Key = tuple[str, object]
 # ------------------------------------------------------------------------------------- cleaning
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname|mbox|emph)\s*\{([^{}]*)\}")
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
-_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|~|\\left\b|\\right\b|\\displaystyle\b")
+# "~" is LaTeX's unbreakable space, except between two numbers: "41~42" is a range, two values.
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|\\left\b|\\right\b|\\displaystyle\b")
 _DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
 _EMPHASIS = re.compile(r"\*\*|__|`+")
 _QUOTES = "\"'“”„«»「」『』"
@@ -128,12 +132,20 @@ _OR_WORDS = (
 )
 _AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
 _OR = re.compile(
-    rf"(?:\s+|(?<=\())(?:{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|"
+    rf"(?:\s+|(?<=\())(?:and/or|{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|∨|"
     r"\\text\s*\{\s*or\s*\}|[;；\n]",
     re.IGNORECASE,
 )
 # Between values only: "41? 42?", "41 | 42", "3, 4", "3 and 4" (a question or a table of prose is no offer).
-_LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그리고|[,，、?？|]", re.IGNORECASE)
+_LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그리고|[,，、?？|~]", re.IGNORECASE)
+# "maybe" and its kin offer what follows them when that is a value ("41, but maybe 42"), and
+# only then: "42 (possibly rounded)" is a remark, not an offer.
+_MAYBE = re.compile(r"(?:\s+|(?<=\())(?:maybe|perhaps|possibly|alternatively|otherwise)\s+", re.IGNORECASE)
+# A range between exactly two numbers offers both ends: "between 41 and 42", "from 41 to 42".
+_RANGE = re.compile(r"\b(?:between\s+(\S+)\s+and|from\s+(\S+)\s+to)\s+(\S+)", re.IGNORECASE)
+# A label before the value ("Possible answers: 40, 41, 42"): words, no digits, then a colon.
+# Words of two letters or more, so "x: 3, y: 4" keeps its names.
+_LABEL = re.compile(r"^[^\W\d_]{2}[^\W\d_'’-]*(?:[ \t]+[^\W\d_][^\W\d_'’-]*){0,4}[ \t]*[:：][ \t]+(?=\S)")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLUS_MINUS = re.compile(r"±|∓|\\pm\b|\\mp\b|\+/-|\+-")
 
@@ -162,6 +174,16 @@ def _cut(text: str, pattern: re.Pattern[str], depth: list[int]) -> list[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
+def _offers(text: str) -> list[str]:
+    """``text`` cut at ``or`` and its kin, then at ``maybe`` and its kin where values follow."""
+    out = []
+    for piece in _cut(text, _OR, _brace_depth(text)):
+        maybes = _cut(piece, _MAYBE, _brace_depth(piece))
+        values_follow = len(maybes) > 1 and not any(is_prose(p.strip("()[] ")) for p in maybes[1:])
+        out += maybes if values_follow else [piece]
+    return out
+
+
 def _split(text: str) -> list[str]:
     """``text`` cut where it offers alternatives (see the module docstring, step 2).
 
@@ -170,7 +192,7 @@ def _split(text: str) -> list[str]:
     ``42, as 6 x 7 = 42`` one piece of prose (:func:`_piece_keys` reads its one value).
     """
     out = []
-    for piece in _cut(text, _OR, _brace_depth(text)):
+    for piece in _offers(text):
         masked = _THOUSANDS.sub("\x00", piece)
         items = _cut(masked, _LIST, _brace_depth(masked, "{(["))
         if len(items) > 1 and not any(is_prose(item) for item in items):
@@ -320,6 +342,10 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
     numbers = _NUMBER.findall(outside)
+    ends = [end for match in _RANGE.finditer(outside) for end in match.groups() if end]
+    if len(numbers) == 2 and len(ends) == 2 and all(_NUMBER.fullmatch(end.rstrip(_TRAILING)) for end in ends):
+        found = [_fraction(n.replace(",", "")) for n in numbers]  # a range: both ends are offered
+        return [("n", n) for n in found if n is not None]
     if len(numbers) == 1:
         number = _fraction(numbers[0].replace(",", ""))
         return [("n", number)] if number is not None else []
@@ -342,7 +368,11 @@ def value_keys(value: str, *, slash_alternatives: bool = False) -> frozenset[Key
     """
     keys: list[Key] = []
     # A value is short; past this it is working, and only its opening is read as an offer.
-    pieces = _split(_clean(value[:_VALUE_CHARS]))
+    cleaned = _clean(value[:_VALUE_CHARS])
+    label = _LABEL.match(cleaned)
+    if label and not any(is_prose(piece) for piece in _split(cleaned[label.end() :])):
+        cleaned = cleaned[label.end() :]  # "Possible answers: 40, 41, 42" offers three
+    pieces = _split(cleaned)
     for piece in pieces:
         keys.extend(_piece_keys(piece, slash_alternatives, whole=len(pieces) == 1))
     return frozenset(keys)

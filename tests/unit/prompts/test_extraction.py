@@ -150,6 +150,10 @@ def test_the_defaults_of_the_old_cut_are_kept_for_box_readers():
         ("42, not 41", 0),
         ("\\pm 42", 2),
         ("42\\%", 1),
+        ("Roots: 3 and 4", 2),  # a label of words goes before the values are counted
+        ("x: 3, y: 4", 2),  # a one-letter name is no label
+        ("42 (possibly rounded)", 1),
+        ("41, but maybe 42", 2),
     ],
 )
 def test_values_are_counted_as_values(value, count):
@@ -204,3 +208,63 @@ def test_the_environment_counts_hedges_and_fills_the_bare_value():
     assert out.rewards.tolist()[:3] == [0.0, 1.0, 0.0] and len(judge.shown) == 2
     assert metrics["genrm/count/hedged"] == 2.0
     assert (sample.answer, sample.value) == ("Answer: 42", "42")
+
+
+# ------------------------------------------------ offers in other shapes (a policy's next tries)
+OTHER_SHAPED_HEDGES = [
+    "Answer: 41 and/or 42",
+    "Answer: 41 ∨ 42",
+    "Answer: 41~42",  # a range, as "~" between numbers reads
+    "Answer: 41, but maybe 42",
+    "Answer: 41; perhaps 42",
+    "The answer lies between 41 and 42.",
+    "It is somewhere from 41 to 42.",
+    "Possible answers: 40, 41, 42",
+    "Candidates: 41 and 42",
+    "Final answer: 42\n\nP.S. Actually 41.",
+    "\\boxed{42}\n\nMake that 41.",
+    "Answer: 42\n\nI mean 41.",
+]
+HONEST_BESIDE_THEM = [
+    "Answer: 42 (possibly rounded)",
+    "Answer: ~42",
+    "Since x is between 1 and 100, we get 42",  # working, then one value
+    "Result: 42",
+    "Final answer: 42\n\nP.S. Actually 42, checked twice.",
+    "Answer: 42\n\nActually, this took 3 steps.",  # a remark, no value offered
+    "\\boxed{42}\n\nI mean, that is what 6 rows of 7 make.",
+]
+
+
+@pytest.mark.parametrize("response", OTHER_SHAPED_HEDGES)
+def test_offers_in_other_shapes_are_hedges(response):
+    found = extract_answer(response, reference="42")
+    assert found.reason == "hedged" and len(found.offered) >= 2, found
+
+
+@pytest.mark.parametrize("response", HONEST_BESIDE_THEM)
+def test_one_value_beside_a_remark_is_no_hedge(response):
+    found = extract_answer(response, reference="42")
+    assert found.ok and set(found.offered) <= {"42"}, found
+
+
+def test_offers_in_other_shapes_earn_nothing_through_the_environment():
+    # The last-number reader rewards any shown text ending in 42; every hedge above is counted
+    # before it is asked, and its honest neighbours still reach it and are rewarded (those whose
+    # remark ends in another number that reader misreads, so they are left out here).
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
+    from nemo_genrm.prompts.values import numbers_in
+    from nemo_genrm.testing.gullible import GullibleJudge
+
+    judge = GullibleJudge("42")
+    env = GenRMEnvironmentImpl({"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=judge)
+    honest = [text for text in HONEST_BESIDE_THEM if list(numbers_in(text))[-1] == "42"]
+    texts = OTHER_SHAPED_HEDGES + honest
+    try:
+        logs = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": t}] for t in texts]
+        out = env.step(logs, [{"ground_truth": "42"}] * len(texts))
+    finally:
+        env.shutdown()
+    reasons = [str(m["genrm"]["reason"]) for m in out.metadata]
+    assert reasons == ["hedged"] * len(OTHER_SHAPED_HEDGES) + ["judged"] * len(honest)
+    assert out.rewards.tolist() == [0.0] * len(OTHER_SHAPED_HEDGES) + [1.0] * len(honest)
