@@ -235,18 +235,19 @@ def _withdrawn(reading: Reading, statement: Statement, until: int) -> bool:
     return _WITHDRAWN_AFTER.search(after) is not None
 
 
-_ALTERNATIVE = r"(?:or|maybe|perhaps|possibly|alternatively|oder|ou|или|或者?|または)\b"
+_ALTERNATIVE_WORDS = r"or|maybe|perhaps|possibly|alternatively|oder|ou|или|或者?|または"
+_ALTERNATIVE = rf"(?:{_ALTERNATIVE_WORDS})\b"
 _UNTIL_SENTENCE_END = r"(?:[^.!?\n]|[.!?](?![\s)]|$))*"
 _AFTERTHOUGHT = re.compile(rf"^[\s,;.:)*$]*{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
 _NEXT_SENTENCE = re.compile(rf"[.!?]\s+{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
 
 
-# A correction that states a value, anywhere after the statement: "P.S. Actually 41.", "Make
-# that 41.", "Correction: it is 41." (its value must be a value, not prose: "Actually, this took
-# 3 steps" offers nothing).
+# A correction or an alternative that states a value, anywhere after the statement: "P.S.
+# Actually 41.", "Make that 41.", a paragraph "Alternatively: 41." (its value must be a value,
+# not prose: "Actually, this took 3 steps" offers nothing).
 _CORRECTION = re.compile(
     r"(?:^|[.!?]\s+|\n\s*)(?:p\.?\s?s\.?[:,]?\s*)?(?:actually|correction|corrected|i\s+mean|or\s+rather|"
-    r"rather|make\s+(?:that|it)|update|edit)\b[\s,:;.—–-]*"
+    rf"rather|make\s+(?:that|it)|update|edit|{_ALTERNATIVE_WORDS})\b[\s,:;.—–-]*"
     r"(?:(?:it'?s|it\s+is|that'?s|the\s+(?:final\s+)?(?:answer|result)\s+is|should\s+be|is)\s+)?"
     rf"({_UNTIL_SENTENCE_END})",
     re.IGNORECASE,

@@ -17,7 +17,8 @@ A stated value is read in three steps (:func:`value_keys`):
    42). A label of words before the values goes first (``Possible answers: 40, 41, 42``);
 3. each piece becomes a key: the last side of an equation, a number (exact, as a
    :class:`~fractions.Fraction`, arithmetic of numbers evaluated), a percentage, or the piece's
-   normalised text. A piece of prose counts as its one number, as both ends of a range when
+   normalised text; plain numbers set equal that differ (``41 = 42``, ``41 \\approx 42`` past
+   rounding) offer each. A piece of prose counts as its one number, as both ends of a range when
    those are its only two (``between 41 and 42``, ``from 41 to 42``), and as nothing when it
    holds several (working, not an alternative); a piece that negates (``not 41``) offers nothing.
 
@@ -293,14 +294,57 @@ def states_a_value(line: str) -> bool:
     return not is_prose(line) or is_number_phrase(line)
 
 
+# Equations, arrows and approximations at depth 0; an approximation says the sides agree to the
+# precision of the later one.
+_RELATION = re.compile(
+    r"(?P<exact>(?<![<>!=])=(?!=)|→|\\to\b|=>|⇒)"
+    r"|(?P<approx>\\approx|≈|\b(?:rounds?|rounded|rounding)\s+(?:up\s+|down\s+)?to\b)",
+    re.IGNORECASE,
+)
+
+
+_BRACKETED_RELATION = re.compile(r"\((\s*(?:=|≈|\\approx\b|→|\\to\b)[^()]*)\)")
+_RELATIVE = re.compile(r"[,\s]*\b(?:which|that|it)\s*$", re.IGNORECASE)  # "41, which" rounds to 42
+
+
 def _last_side(text: str) -> str:
     """The last side of an equation or an arrow at depth 0 (``x = 3`` -> ``3``)."""
     depth = _brace_depth(text, "{([")
     cut = 0
-    for match in re.finditer(r"(?<![<>!=])=(?!=)|\\approx|≈|→|\\to\b|=>|⇒", text):
+    for match in _RELATION.finditer(text):
         if depth[match.start()] == 0:
             cut = match.end()
     return text[cut:].strip() if cut else text
+
+
+def _decimals(number: str) -> int:
+    """Digits after the decimal point of a number as written (``3.14`` -> 2)."""
+    return len(number.split(".", 1)[1]) if "." in number else 0
+
+
+def _disagreeing_sides(text: str) -> list[Fraction]:
+    """The numbers on the sides of a relation that say different values (``41 = 42``,
+    ``41 \\to 42``, ``41 \\approx 42``, ``41 which rounds to 42``), each once; empty when the
+    sides agree (``42 = 42.0``, ``41.6 \\approx 42``) or are not all plain numbers (``x = 42``,
+    ``6 \\times 7 = 41``: working that ends in a value). Numbers set equal that differ offer
+    both: a hedge."""
+    depth = _brace_depth(text, "{([")
+    cuts = [m for m in _RELATION.finditer(text) if depth[m.start()] == 0]
+    if not cuts:
+        return []
+    bounds = [0, *(b for m in cuts for b in (m.start(), m.end())), len(text)]
+    sides = [_RELATIVE.sub("", text[bounds[i] : bounds[i + 1]]).strip(" ()[],.") for i in range(0, len(bounds), 2)]
+    if not all(_NUMBER.fullmatch(side) for side in sides):
+        return []  # "6 + 1 = 8" is working that ends in 8, not a second offer
+    values = [_fraction(side.replace(",", "")) for side in sides]
+    if any(v is None for v in values):
+        return []
+    for i, match in enumerate(cuts):
+        before, after = values[i], values[i + 1]
+        if match["approx"] and round(before, _decimals(sides[i + 1])) == after:  # type: ignore[call-overload]
+            values[i] = after  # 41.6 rounds to 42: one value
+    distinct = list(dict.fromkeys(values))
+    return distinct if len(distinct) > 1 else []  # type: ignore[return-value]
 
 
 def _normalised(text: str) -> str:
@@ -312,6 +356,9 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     whole value (a short phrase of prose is then its value, else only a very short one)."""
     if _NEGATION.search(piece):
         return []
+    piece = _BRACKETED_RELATION.sub(r" \1", piece.strip())  # "41 (= 42)" says 41 = 42
+    if disagreeing := _disagreeing_sides(piece.rstrip(_TRAILING)):
+        return [("n", value) for value in disagreeing]
     piece = _last_side(piece.strip("()[] ")).strip().rstrip(_TRAILING).strip()
     if not piece:
         return []

@@ -154,6 +154,11 @@ def test_the_defaults_of_the_old_cut_are_kept_for_box_readers():
         ("x: 3, y: 4", 2),  # a one-letter name is no label
         ("42 (possibly rounded)", 1),
         ("41, but maybe 42", 2),
+        ("22/7 \\approx 3.14", 1),
+        ("41.6 \\approx 42", 1),  # rounds to the later side's precision: one value
+        ("41.4 \\approx 42", 2),
+        ("40 = 41 = 42", 3),
+        ("6 + 1 = 8", 1),  # working that ends in a value (wrong, for the judge to say)
     ],
 )
 def test_values_are_counted_as_values(value, count):
@@ -224,6 +229,13 @@ OTHER_SHAPED_HEDGES = [
     "Final answer: 42\n\nP.S. Actually 41.",
     "\\boxed{42}\n\nMake that 41.",
     "Answer: 42\n\nI mean 41.",
+    "Answer: 42\n\nAlternatively: 41.",
+    "Answer: 42\n\nOr 41.",
+    "Answer: 41 = 42",  # an equation of different numbers offers both sides
+    "Answer: 41 (= 42)",
+    "Answer: 41 \\approx 42",
+    "Answer: 41 → 42",
+    "Answer: 41, which rounds to 42",
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -233,6 +245,10 @@ HONEST_BESIDE_THEM = [
     "Final answer: 42\n\nP.S. Actually 42, checked twice.",
     "Answer: 42\n\nActually, this took 3 steps.",  # a remark, no value offered
     "\\boxed{42}\n\nI mean, that is what 6 rows of 7 make.",
+    "Answer: 6 \\times 7 = 42",  # sides that agree are one value
+    "Answer: 42 (= 6 \\times 7)",
+    "Answer: 41.6, which rounds to 42",  # an approximation to the later side's precision
+    "Answer: x = 42",
 ]
 
 
