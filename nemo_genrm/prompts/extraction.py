@@ -243,15 +243,19 @@ _NEXT_SENTENCE = re.compile(rf"[.!?]\s+{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", r
 
 
 # A correction or an alternative that states a value, anywhere after the statement: "P.S.
-# Actually 41.", "Make that 41.", a paragraph "Alternatively: 41." (its value must be a value,
-# not prose: "Actually, this took 3 steps" offers nothing).
+# Actually 41.", "Make that 41.", a paragraph "Alternatively: 41." Its value must be a bare
+# value: "Actually, this took 3 steps" and "Actually, $w = 3$" (working) offer nothing. A match
+# starts at a sentence's or a line's first character only (linear in a run of blank lines).
 _CORRECTION = re.compile(
-    r"(?:^|[.!?]\s+|\n\s*)(?:p\.?\s?s\.?[:,]?\s*)?(?:actually|correction|corrected|i\s+mean|or\s+rather|"
-    rf"rather|make\s+(?:that|it)|update|edit|{_ALTERNATIVE_WORDS})\b[\s,:;.—–-]*"
+    r"(?:^|[.!?]\s+|(?<!\s)\n\s*)(?:p\.?\s?s\.?[:,]?\s*)?(?:actually|correction|corrected|i\s+mean|"
+    rf"or\s+rather|rather|make\s+(?:that|it)|{_ALTERNATIVE_WORDS})\b[\s,:;.—–-]*"
     r"(?:(?:it'?s|it\s+is|that'?s|the\s+(?:final\s+)?(?:answer|result)\s+is|should\s+be|is)\s+)?"
     rf"({_UNTIL_SENTENCE_END})",
     re.IGNORECASE,
 )
+
+
+_RELATION_SIGN = re.compile(r"=|\\(?:approx|to)\b|[≈→⇒<>≤≥]")
 
 
 def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[str]:
@@ -264,7 +268,8 @@ def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[st
     after = reading.shown(statement.end, end)
     found = [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
     rest = reading.shown(statement.end, until)
-    return found + [m[1] for m in _CORRECTION.finditer(rest) if m[1].strip() and not is_prose(m[1])]
+    corrections = [m[1] for m in _CORRECTION.finditer(rest)]
+    return found + [c for c in corrections if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
 
 
 def find_statements(

@@ -18,9 +18,10 @@ A stated value is read in three steps (:func:`value_keys`):
 3. each piece becomes a key: the last side of an equation, a number (exact, as a
    :class:`~fractions.Fraction`, arithmetic of numbers evaluated), a percentage, or the piece's
    normalised text; plain numbers set equal that differ (``41 = 42``, ``41 \\approx 42`` past
-   rounding) offer each. A piece of prose counts as its one number, as both ends of a range when
-   those are its only two (``between 41 and 42``, ``from 41 to 42``), and as nothing when it
-   holds several (working, not an alternative); a piece that negates (``not 41``) offers nothing.
+   rounding) offer each, and so do numbers side by side (``41 42``; ``1 000 042`` is one). A
+   piece of prose counts as its one number, as both ends of a range when those are its only two
+   (``between 41 and 42``, ``from 41 to 42``), and as nothing when it holds several (working,
+   not an alternative); a piece that negates (``not 41``) offers nothing.
 
 The reference is read the same way (:func:`reference_count`): an answer may state as many values
 as the reference holds (roots ``3 or 4``, ``x = 3, y = 4``) and no more.
@@ -43,8 +44,10 @@ Key = tuple[str, object]
 # ------------------------------------------------------------------------------------- cleaning
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname|mbox|emph)\s*\{([^{}]*)\}")
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
-# "~" is LaTeX's unbreakable space, except between two numbers: "41~42" is a range, two values.
-_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|\\left\b|\\right\b|\\displaystyle\b")
+_STRUCK = re.compile(r"~~[^~\n]+~~")
+# "~" is LaTeX's unbreakable space, except between two numbers: "41~42" is a range, two values
+# ("42~000" groups thousands).
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|~(?=\d{3}(?!\d))|\\left\b|\\right\b|\\displaystyle\b")
 _DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
 _EMPHASIS = re.compile(r"\*\*|__|`+")
 _QUOTES = "\"'“”„«»「」『』"
@@ -73,6 +76,7 @@ def _clean(text: str) -> str:
     text = _unbox(text)
     for _ in range(3):  # nested \text{\textbf{x}}
         text = _TEXT_COMMANDS.sub(r" \1 ", text)
+    text = _STRUCK.sub(" ", text)  # "~~41~~ 42": a struck-out value is withdrawn
     text = _SPACING.sub(" ", text)
     text = _DELIMITERS.sub(" ", text)
     text = _EMPHASIS.sub("", text)
@@ -294,16 +298,19 @@ def states_a_value(line: str) -> bool:
     return not is_prose(line) or is_number_phrase(line)
 
 
-# Equations, arrows and approximations at depth 0; an approximation says the sides agree to the
-# precision of the later one.
+# Equations, arrows and approximations at depth 0. "=" says the sides are equal; an arrow or
+# "rounded up/down to" that they agree to within one unit of the later side's last digit
+# (41.67 -> 42, 41.2 rounded up to 42); "\approx" and "rounds to" to within half of it
+# (41.6 \approx 42, 12,345 \approx 12,000).
 _RELATION = re.compile(
-    r"(?P<exact>(?<![<>!=])=(?!=)|→|\\to\b|=>|⇒)"
-    r"|(?P<approx>\\approx|≈|\b(?:rounds?|rounded|rounding)\s+(?:up\s+|down\s+)?to\b)",
+    r"(?P<exact>(?<![<>!=])=(?!=))"
+    r"|(?P<unit>→|\\to\b|=>|⇒|\b(?:rounded|rounding|rounds?)\s+(?:up|down)\s+to\b)"
+    r"|(?P<half>\\approx|≈|\b(?:rounds?|rounded|rounding)\s+to\b)",
     re.IGNORECASE,
 )
-
-
-_BRACKETED_RELATION = re.compile(r"\((\s*(?:=|≈|\\approx\b|→|\\to\b)[^()]*)\)")
+# "41 (= 42)", "42 (= 6 \times 7)": a number, then a bracket that sets it equal to something.
+_BRACKETED_RELATION = re.compile(r"([-−]?\d+(?:\.\d+)?)\s*\(\s*(=|≈|\\approx\b|→|\\to\b)([^()]*)\)")
+_LEADING_WORDS = re.compile(r"^(?:[^\W\d_]{2,}[ \t]+)+(?=[-−]?\d)")  # "final 42" after an arrow
 _RELATIVE = re.compile(r"[,\s]*\b(?:which|that|it)\s*$", re.IGNORECASE)  # "41, which" rounds to 42
 
 
@@ -317,23 +324,29 @@ def _last_side(text: str) -> str:
     return text[cut:].strip() if cut else text
 
 
-def _decimals(number: str) -> int:
-    """Digits after the decimal point of a number as written (``3.14`` -> 2)."""
-    return len(number.split(".", 1)[1]) if "." in number else 0
+def _last_digit_unit(number: str) -> Fraction:
+    """The value of the last significant digit of a number as written (``3.14`` -> 1/100,
+    ``42`` -> 1, ``12,000`` -> 1000)."""
+    digits = number.replace(",", "").lstrip("-−")
+    if "." in digits:
+        return Fraction(1, 10 ** len(digits.split(".", 1)[1]))
+    zeros = len(digits) - len(digits.rstrip("0"))
+    return Fraction(10 ** min(zeros, len(digits) - 1))
 
 
 def _disagreeing_sides(text: str) -> list[Fraction]:
     """The numbers on the sides of a relation that say different values (``41 = 42``,
     ``41 \\to 42``, ``41 \\approx 42``, ``41 which rounds to 42``), each once; empty when the
-    sides agree (``42 = 42.0``, ``41.6 \\approx 42``) or are not all plain numbers (``x = 42``,
-    ``6 \\times 7 = 41``: working that ends in a value). Numbers set equal that differ offer
-    both: a hedge."""
+    sides agree (``42 = 42.0``, ``41.6 \\approx 42``, ``41.67 \\to 42``) or are not all plain
+    numbers (``x = 42``, ``6 \\times 7 = 41``: working that ends in a value; ``41 cm = 42``).
+    Numbers set equal that differ offer both: a hedge."""
     depth = _brace_depth(text, "{([")
     cuts = [m for m in _RELATION.finditer(text) if depth[m.start()] == 0]
     if not cuts:
         return []
     bounds = [0, *(b for m in cuts for b in (m.start(), m.end())), len(text)]
     sides = [_RELATIVE.sub("", text[bounds[i] : bounds[i + 1]]).strip(" ()[],.") for i in range(0, len(bounds), 2)]
+    sides[-1] = _LEADING_WORDS.sub("", sides[-1])  # "41 → final 42"; "Month 12 = 4,200" keeps its label
     if not all(_NUMBER.fullmatch(side) for side in sides):
         return []  # "6 + 1 = 8" is working that ends in 8, not a second offer
     values = [_fraction(side.replace(",", "")) for side in sides]
@@ -341,10 +354,24 @@ def _disagreeing_sides(text: str) -> list[Fraction]:
         return []
     for i, match in enumerate(cuts):
         before, after = values[i], values[i + 1]
-        if match["approx"] and round(before, _decimals(sides[i + 1])) == after:  # type: ignore[call-overload]
-            values[i] = after  # 41.6 rounds to 42: one value
+        unit = _last_digit_unit(sides[i + 1])
+        close = abs(before - after) < unit if match["unit"] else abs(before - after) <= unit / 2  # type: ignore[operator]
+        if not match["exact"] and close:
+            values[i] = after  # an approximation to the later side's precision: one value
     distinct = list(dict.fromkeys(values))
     return distinct if len(distinct) > 1 else []  # type: ignore[return-value]
+
+
+# Numbers side by side with nothing between them but spaces are a list ("41 42"), unless they
+# group thousands ("1 000 000", "42 \, 000").
+_SPACED_NUMBERS = re.compile(r"[-−]?\d+(?:\.\d+)?(?:[ \t]+\d+(?:\.\d+)?)+")
+_SPACED_THOUSANDS = re.compile(r"[-−]?\d{1,3}(?:[ \t]+\d{3})+(?:\.\d+)?")
+
+
+def _each_number(numbers: list[str]) -> list[Key]:
+    """The keys of plain numbers as written, each distinct one once."""
+    found = [_fraction(n.replace(",", "")) for n in numbers]
+    return [("n", n) for n in dict.fromkeys(found) if n is not None]
 
 
 def _normalised(text: str) -> str:
@@ -356,7 +383,7 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     whole value (a short phrase of prose is then its value, else only a very short one)."""
     if _NEGATION.search(piece):
         return []
-    piece = _BRACKETED_RELATION.sub(r" \1", piece.strip())  # "41 (= 42)" says 41 = 42
+    piece = _BRACKETED_RELATION.sub(r"\1 \2 \3", piece.strip())  # "41 (= 42)" says 41 = 42
     if disagreeing := _disagreeing_sides(piece.rstrip(_TRAILING)):
         return [("n", value) for value in disagreeing]
     piece = _last_side(piece.strip("()[] ")).strip().rstrip(_TRAILING).strip()
@@ -385,14 +412,15 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         spelled = _spelled_number(piece)
         if spelled is not None:
             return [("n", spelled)]
+    if _SPACED_NUMBERS.fullmatch(piece) and not _SPACED_THOUSANDS.fullmatch(piece):  # "41 42": a list
+        return _each_number(piece.split())
     if not is_prose(piece):
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
     numbers = _NUMBER.findall(outside)
     ends = [end for match in _RANGE.finditer(outside) for end in match.groups() if end]
     if len(numbers) == 2 and len(ends) == 2 and all(_NUMBER.fullmatch(end.rstrip(_TRAILING)) for end in ends):
-        found = [_fraction(n.replace(",", "")) for n in numbers]  # a range: both ends are offered
-        return [("n", n) for n in found if n is not None]
+        return _each_number(numbers)  # a range: both ends are offered
     if len(numbers) == 1:
         number = _fraction(numbers[0].replace(",", ""))
         return [("n", number)] if number is not None else []
@@ -441,11 +469,16 @@ def is_whole_number(reference: str | None) -> bool:
     return len(keys) == 1 and all(k == "n" and isinstance(v, Fraction) and v.denominator == 1 for k, v in keys)
 
 
+_INEQUALITY = re.compile(r"[<>≤≥]|\\(?:le|ge|leq|geq|lt|gt)\b")
+
+
 def reference_count(reference: str | None) -> int:
-    """How many values the reference holds (at least 1): the most an answer may offer."""
+    """How many values the reference holds (at least 1): the most an answer may offer. An
+    inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both)."""
     if reference is None or not reference.strip():
         return 1
-    return max(1, len(value_keys(reference)))
+    bounds = len(set(_NUMBER.findall(reference))) if _INEQUALITY.search(reference) else 0
+    return max(1, len(value_keys(reference)), bounds)
 
 
 def numbers_in(text: str) -> Iterator[str]:

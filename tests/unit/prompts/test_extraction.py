@@ -158,6 +158,8 @@ def test_the_defaults_of_the_old_cut_are_kept_for_box_readers():
         ("41.6 \\approx 42", 1),  # rounds to the later side's precision: one value
         ("41.4 \\approx 42", 2),
         ("40 = 41 = 42", 3),
+        ("1 000 042", 1),  # thousands grouped by spaces: one number
+        ("41 42", 2),
         ("6 + 1 = 8", 1),  # working that ends in a value (wrong, for the judge to say)
     ],
 )
@@ -236,6 +238,8 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 41 \\approx 42",
     "Answer: 41 → 42",
     "Answer: 41, which rounds to 42",
+    "Answer: 41 → final 42",
+    "Answer: 41 42",  # numbers side by side
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -249,6 +253,9 @@ HONEST_BESIDE_THEM = [
     "Answer: 42 (= 6 \\times 7)",
     "Answer: 41.6, which rounds to 42",  # an approximation to the later side's precision
     "Answer: x = 42",
+    "Answer: 42 if we count from one",
+    "Answer: 42, then we are done",
+    "Answer: 2 hours 30 minutes",  # one value in two units: no offer the judge does not weigh
 ]
 
 
@@ -284,3 +291,27 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
     reasons = [str(m["genrm"]["reason"]) for m in out.metadata]
     assert reasons == ["hedged"] * len(OTHER_SHAPED_HEDGES) + ["judged"] * len(honest)
     assert out.rewards.tolist() == [0.0] * len(OTHER_SHAPED_HEDGES) + [1.0] * len(honest)
+
+
+@pytest.mark.parametrize(
+    ("response", "reference"),
+    [
+        ("Final Answer: The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}"),
+        ("Answer: 12 (if each of the 3 boxes holds 4 balls)", "12"),
+        ("The answer is 150 miles if the car travels at 50 mph for 3 hours.", "150"),
+        ("\\boxed{42.5 \\approx 43}", "43"),  # a tie rounds up
+        ("The answer is 12.5, which rounds to 13.", "13"),
+        ("Answer: 41.2, rounded up to 42", "42"),
+        ("Answer: 41.67 → 42", "42"),  # a bus count rounded up
+        ("Answer: 12,345 ≈ 12,000", "12000"),  # to significant figures
+        ("\\boxed{42 \\, 000}", "42000"),
+        ("\\boxed{42~000}", "42000"),
+        ("**Answer: 12**\n\nThe width is 4. Actually, $w = 3$ was a slip.", "12"),  # working, no offer
+        ("between 3 and 7", "3 < x < 7"),  # an interval against an inequality
+        ("Answer: Month 12 = 4,200", "4200"),
+        ("~~41~~ 42", "42"),  # struck out: withdrawn
+    ],
+)
+def test_honest_answers_in_common_formats_are_no_hedge(response, reference):
+    found = extract_answer(response, reference=reference)
+    assert found.ok, found
