@@ -422,8 +422,7 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     if len(numbers) == 2 and len(ends) == 2 and all(_NUMBER.fullmatch(end.rstrip(_TRAILING)) for end in ends):
         return _each_number(numbers)  # a range: both ends are offered
     if len(numbers) == 1:
-        number = _fraction(numbers[0].replace(",", ""))
-        return [("n", number)] if number is not None else []
+        return _each_number(numbers)
     if not numbers and len(piece.split()) <= (4 if whole else 3):  # "Paris", "forty-two", "New York"
         return [("t", _normalised(piece))]
     return []  # working, not an offer
@@ -445,9 +444,11 @@ def value_keys(value: str, *, slash_alternatives: bool = False) -> frozenset[Key
     # A value is short; past this it is working, and only its opening is read as an offer.
     cleaned = _clean(value[:_VALUE_CHARS])
     label = _LABEL.match(cleaned)
-    if label and not any(is_prose(piece) for piece in _split(cleaned[label.end() :])):
-        cleaned = cleaned[label.end() :]  # "Possible answers: 40, 41, 42" offers three
-    pieces = _split(cleaned)
+    after_label = _split(cleaned[label.end() :]) if label else []
+    if label and not any(is_prose(piece) for piece in after_label):
+        pieces = after_label  # "Possible answers: 40, 41, 42" offers three
+    else:
+        pieces = _split(cleaned)
     for piece in pieces:
         keys.extend(_piece_keys(piece, slash_alternatives, whole=len(pieces) == 1))
     return frozenset(keys)
