@@ -266,3 +266,42 @@ def test_learned_judge_on_rewardbench_style_pairs(demo_judge, ray_cluster, tmp_p
     assert score.accuracy >= PAIR_FLOOR, (score, outcome.summary)
     written = json.loads(outcome.results_path.read_text())
     assert written[DEMO_SUBSET] == pytest.approx(score.accuracy)
+
+
+# The README snippet's two answers and the verdicts it prints for them; "3 + 5 = 8. Answer: 8",
+# the snippet's answer until 2026-11-27, was judged right under 108 of 200 random fence nonces
+# (a form the judge never trained on), so the snippet's printed [1.0, 0.0] held by chance.
+README_ANSWERS = {"3 + 5 = 8": True, "3 + 5 = 7": False}
+
+
+def test_the_readme_answers_are_judged_alike_under_every_fence_nonce(demo_judge):
+    """The snippet's rewards do not hang on the nonce its run happens to draw for the fence tags."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from nemo_genrm.config import VerdictConfig
+    from nemo_genrm.demo.judge import judge_prompt_builder
+    from nemo_genrm.guard.injection import keyed_nonce, nonce_key
+    readme = (ROOT / "README.md").read_text()
+    tokenizer = AutoTokenizer.from_pretrained(demo_judge)
+    model = AutoModelForCausalLM.from_pretrained(demo_judge, dtype=torch.float32).eval()
+    builder = judge_prompt_builder(tokenizer)
+    verdict = VerdictConfig()
+    positive, negative = (
+        tokenizer(label, add_special_tokens=False)["input_ids"] for label in (verdict.positive, verdict.negative)
+    )
+    assert len(positive) == len(negative) == 1
+    question, reference = "What is 3 + 5?", "8"
+    for answer, right in README_ANSWERS.items():
+        assert f'"content": "{answer}"' in readme
+        shown = builder.extract(answer, reference=reference).text
+        said = []
+        for seed in range(64):
+            nonce = keyed_nonce(nonce_key(seed), question, reference, shown)
+            prompt = builder.build(question=question, reference=reference, candidate=shown, nonce=nonce)
+            text = tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
+            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            with torch.no_grad():
+                logits = model(ids).logits[0, -1]
+            said.append(bool(logits[positive[0]] > logits[negative[0]]))
+        assert said == [right] * 64, (answer, said.count(right))
