@@ -148,6 +148,10 @@ _LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그
 _MAYBE = re.compile(r"(?:\s+|(?<=\())(?:maybe|perhaps|possibly|alternatively|otherwise)\s+", re.IGNORECASE)
 # A range between exactly two numbers offers both ends: "between 41 and 42", "from 41 to 42".
 _RANGE = re.compile(r"\b(?:between\s+(\S+)\s+and|from\s+(\S+)\s+to)\s+(\S+)", re.IGNORECASE)
+# So does a bare range: "41 to 42", "41–42" (an en or em dash; a hyphen may be a minus sign).
+_BARE_RANGE = re.compile(
+    r"\s*([-−]?\d+(?:\.\d+)?)\s*(?:[–—]|\s(?:to|through|thru)\s)\s*([-−]?\d+(?:\.\d+)?)\s*", re.IGNORECASE
+)
 # A label before the value ("Possible answers: 40, 41, 42"): words, no digits, then a colon.
 # Words of two letters or more, so "x: 3, y: 4" keeps its names.
 _LABEL = re.compile(r"^[^\W\d_]{2}[^\W\d_'’-]*(?:[ \t]+[^\W\d_][^\W\d_'’-]*){0,4}[ \t]*[:：][ \t]+(?=\S)")
@@ -302,10 +306,13 @@ def states_a_value(line: str) -> bool:
 # "rounded up/down to" that they agree to within one unit of the later side's last digit
 # (41.67 -> 42, 41.2 rounded up to 42); "\approx" and "rounds to" to within half of it
 # (41.6 \approx 42, 12,345 \approx 12,000).
+# Each of the three in its common notations: LaTeX, Unicode and ASCII ("41 \\implies 42",
+# "41 \\equiv 42", "x := 41", "41 \\sim 42" set their sides in relation as "=", "→", "≈" do).
 _RELATION = re.compile(
-    r"(?P<exact>(?<![<>!=])=(?!=))"
-    r"|(?P<unit>→|\\to\b|=>|⇒|\b(?:rounded|rounding|rounds?)\s+(?:up|down)\s+to\b)"
-    r"|(?P<half>\\approx|≈|\b(?:rounds?|rounded|rounding)\s+to\b)",
+    r"(?P<exact>(?<![<>!=:])=(?!=)|:=|≡|\\(?:equiv|coloneqq)\b)"
+    r"|(?P<unit>→|⟶|⇒|⟹|↦|=>|->|\\(?:to|implies|Rightarrow|Longrightarrow|rightarrow|longrightarrow|mapsto)\b"
+    r"|\b(?:rounded|rounding|rounds?)\s+(?:up|down)\s+to\b)"
+    r"|(?P<half>≈|∼|≃|\\(?:approx|sim|simeq)\b|\b(?:rounds?|rounded|rounding)\s+to\b)",
     re.IGNORECASE,
 )
 # "41 (= 42)", "42 (= 6 \times 7)": a number, then a bracket that sets it equal to something.
@@ -334,6 +341,23 @@ def _last_digit_unit(number: str) -> Fraction:
     return Fraction(10 ** min(zeros, len(digits) - 1))
 
 
+_VARIABLE = re.compile(r"[^\W\d_](?:_\{?\w+\}?)?|\\[a-zA-Z]+")  # x, x_1, \\theta
+# A unit after a plain number: a word, "%" or a degree sign; one letter only after a space, since
+# "2x" is a term ("41 m = 42 m" sets 41 = 42, "2x = 4x" is an equation in x).
+_UNIT_AFTER = re.compile(
+    r"(?P<number>[-−]?\d[\d,]*(?:\.\d+)?)(?P<unit>\s+[^\W\d_]{1,12}\.?|\s*[^\W\d_]{2,12}\.?|\s*%|\s*°[CF]?)"
+)
+
+
+def _without_shared_unit(sides: list[str]) -> list[str]:
+    """The sides without their unit when every side ends in the same one (``41 cm``, ``42 cm``
+    -> ``41``, ``42``); else as they are: sides in different units may be a conversion."""
+    units = [_UNIT_AFTER.fullmatch(side) for side in sides]
+    if not all(units) or len({u["unit"].strip().casefold() for u in units}) != 1:  # type: ignore[index]
+        return sides
+    return [u["number"] for u in units]  # type: ignore[index]
+
+
 def _disagreeing_sides(text: str) -> list[Fraction]:
     """The numbers on the sides of a relation that say different values (``41 = 42``,
     ``41 \\to 42``, ``41 \\approx 42``, ``41 which rounds to 42``), each once; empty when the
@@ -347,6 +371,9 @@ def _disagreeing_sides(text: str) -> list[Fraction]:
     bounds = [0, *(b for m in cuts for b in (m.start(), m.end())), len(text)]
     sides = [_RELATIVE.sub("", text[bounds[i] : bounds[i + 1]]).strip(" ()[],.") for i in range(0, len(bounds), 2)]
     sides[-1] = _LEADING_WORDS.sub("", sides[-1])  # "41 → final 42"; "Month 12 = 4,200" keeps its label
+    sides = _without_shared_unit(sides)  # "41 cm = 42 cm" sets 41 = 42; "4.2 cm = 42 mm" converts
+    if len(sides) > 2 and _VARIABLE.fullmatch(sides[0]):  # "x = 41 = 42" sets 41 = 42
+        sides, cuts = sides[1:], cuts[1:]
     if not all(_NUMBER.fullmatch(side) for side in sides):
         return []  # "6 + 1 = 8" is working that ends in 8, not a second offer
     values = [_fraction(side.replace(",", "")) for side in sides]
@@ -414,6 +441,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
             return [("n", spelled)]
     if _SPACED_NUMBERS.fullmatch(piece) and not _SPACED_THOUSANDS.fullmatch(piece):  # "41 42": a list
         return _each_number(piece.split())
+    if bare_range := _BARE_RANGE.fullmatch(piece):  # "41 to 42", "41–42": both ends
+        return _each_number(list(bare_range.groups()))
     if not is_prose(piece):
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
@@ -473,12 +502,17 @@ def is_whole_number(reference: str | None) -> bool:
 _INEQUALITY = re.compile(r"[<>≤≥]|\\(?:le|ge|leq|geq|lt|gt)\b")
 
 
+_RATIO = re.compile(r"\s*\d+(?:\.\d+)?(?:\s*(?::|∶|\bto\b)\s*\d+(?:\.\d+)?)+\s*", re.IGNORECASE)
+
+
 def reference_count(reference: str | None) -> int:
     """How many values the reference holds (at least 1): the most an answer may offer. An
-    inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both)."""
+    inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both), a
+    ratio its terms (``3:5``: an answer ``3 to 5`` or ``3–5`` offers both)."""
     if reference is None or not reference.strip():
         return 1
-    bounds = len(set(_NUMBER.findall(reference))) if _INEQUALITY.search(reference) else 0
+    bounded = _INEQUALITY.search(reference) or _RATIO.fullmatch(reference)  # "3 < x < 7", "3:5", "1 to 2"
+    bounds = len(set(_NUMBER.findall(reference))) if bounded else 0
     return max(1, len(value_keys(reference)), bounds)
 
 

@@ -240,6 +240,15 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 41, which rounds to 42",
     "Answer: 41 → final 42",
     "Answer: 41 42",  # numbers side by side
+    "Answer: 41 cm = 42 cm",  # sides in one unit compare as numbers
+    "Answer: 41 \\implies 42",  # a relation in any notation
+    "Answer: 41 \\Rightarrow 42",
+    "Answer: 41 \\equiv 42",
+    "Answer: 41 \\sim 42",
+    "Answer: 41 ⟹ 42",
+    "Answer: x = 41 = 42",
+    "Answer: 41–42",  # a range: both ends
+    "Answer: 41 to 42",
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -256,6 +265,10 @@ HONEST_BESIDE_THEM = [
     "Answer: 42 if we count from one",
     "Answer: 42, then we are done",
     "Answer: 2 hours 30 minutes",  # one value in two units: no offer the judge does not weigh
+    "Answer: 4.2 cm = 42 mm",  # a conversion between units
+    "Answer: 41.67 \\Rightarrow 42",
+    "Answer: 6 \\times 7 \\implies 42",
+    "Answer: x = 42 = 42.0",
 ]
 
 
@@ -310,6 +323,9 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("between 3 and 7", "3 < x < 7"),  # an interval against an inequality
         ("Answer: Month 12 = 4,200", "4200"),
         ("~~41~~ 42", "42"),  # struck out: withdrawn
+        ("The ratio is 3 to 5.", "3:5"),  # a ratio's terms, not a range
+        ("Answer: 3–5", "3:5"),
+        ("Answer: 1939–1945", "1939–1945"),
     ],
 )
 def test_honest_answers_in_common_formats_are_no_hedge(response, reference):
