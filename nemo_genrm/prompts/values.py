@@ -149,7 +149,6 @@ _MAYBE = re.compile(r"(?:\s+|(?<=\())(?:maybe|perhaps|possibly|alternatively|oth
 # A range between exactly two numbers offers both ends: "between 41 and 42", "from 41 to 42".
 _RANGE = re.compile(r"\b(?:between\s+(\S+)\s+and|from\s+(\S+)\s+to)\s+(\S+)", re.IGNORECASE)
 # So does a bare range: "41 to 42", "41–42" (an en or em dash; a hyphen may be a minus sign).
-_NUMBER_IN_BRACKETS = re.compile(r"\s*([-−]?\d+(?:\.\d+)?)\s*[(\[]\s*([-−]?\d+(?:\.\d+)?)\s*[)\]]\s*")
 _BARE_RANGE = re.compile(
     r"\s*([-−]?\d+(?:\.\d+)?)\s*(?:[–—]|\s(?:to|through|thru)\s)\s*([-−]?\d+(?:\.\d+)?)\s*", re.IGNORECASE
 )
@@ -414,8 +413,6 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     piece = _BRACKETED_RELATION.sub(r"\1 \2 \3", piece.strip())  # "41 (= 42)" says 41 = 42
     if disagreeing := _disagreeing_sides(piece.rstrip(_TRAILING)):
         return [("n", value) for value in disagreeing]
-    if beside := _NUMBER_IN_BRACKETS.fullmatch(piece.rstrip(_TRAILING)):  # "41 (42)": a second number, no remark
-        return _each_number(list(beside.groups()))
     piece = _last_side(piece.strip("()[] ")).strip().rstrip(_TRAILING).strip()
     if not piece:
         return []
