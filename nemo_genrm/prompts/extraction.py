@@ -255,16 +255,6 @@ _CORRECTION = re.compile(
 )
 
 
-# A second value offered as "also" right: "42 is also possible", "42 would also work", "It could
-# also be 42", at a sentence's or a line's start.
-_ALSO_VALUE = r"[-−]?\d+(?:[.,]\d+)*|\\boxed\{[^{}]*\}|\$[^$]*\$"
-_ALSO = re.compile(
-    r"(?:^|[.!?;]\s+|(?<!\s)\n\s*)(?:(?:but|and|however|though|although)[,]?\s+)?"
-    rf"(?:(?P<before>{_ALSO_VALUE})\s+(?:is|would\s+be|could\s+be|may\s+be|might\s+be|would|could|may|might)?\s*"
-    r"also\s+(?:possible|correct|right|valid|acceptable|plausible|works?|fits?|an?\s+(?:valid\s+)?(?:answer|option|solution))"
-    rf"|(?:it|the\s+(?:final\s+)?(?:answer|result))\s+(?:could|may|might|can|would)\s+also\s+be\s+(?P<after>{_ALSO_VALUE}))",
-    re.IGNORECASE,
-)
 _RELATION_SIGN = re.compile(r"=|\\(?:approx|to)\b|[≈→⇒<>≤≥]")
 
 
@@ -279,8 +269,7 @@ def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[st
     found = [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
     rest = reading.shown(statement.end, until)
     corrections = [m[1] for m in _CORRECTION.finditer(rest)]
-    also = [m["before"] or m["after"] for m in _ALSO.finditer(rest)]
-    return found + also + [c for c in corrections if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
+    return found + [c for c in corrections if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
 
 
 def find_statements(

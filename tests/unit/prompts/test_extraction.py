@@ -249,8 +249,6 @@ OTHER_SHAPED_HEDGES = [
     "Answer: x = 41 = 42",
     "Answer: 41–42",  # a range: both ends
     "Answer: 41 to 42",
-    "Answer: 41. However, 42 is also possible.",  # a second value offered as also right
-    "\\boxed{41}\n\nIt could also be 42.",
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -271,7 +269,6 @@ HONEST_BESIDE_THEM = [
     "Answer: 41.67 \\Rightarrow 42",
     "Answer: 6 \\times 7 \\implies 42",
     "Answer: x = 42 = 42.0",
-    "Answer: 42. The method also works for 41 rows.",  # "also" about something else
 ]
 
 
