@@ -148,9 +148,14 @@ _LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그
 _MAYBE = re.compile(r"(?:\s+|(?<=\())(?:maybe|perhaps|possibly|alternatively|otherwise)\s+", re.IGNORECASE)
 # A range between exactly two numbers offers both ends: "between 41 and 42", "from 41 to 42".
 _RANGE = re.compile(r"\b(?:between\s+(\S+)\s+and|from\s+(\S+)\s+to)\s+(\S+)", re.IGNORECASE)
-# So does a bare range: "41 to 42", "41–42" (an en or em dash; a hyphen may be a minus sign).
+# So does a bare range: "41 to 42", "41–42", "41--42" (a dash of Unicode's or LaTeX's, a wave
+# dash; a lone hyphen may be a minus sign).
+_DASH = r"[\u2010-\u2015\u2053\u301c\uff5e…]|-{2,3}|\.{2,3}|\\text(?:en|em)dash\b\s*"
+_RANGE_UNIT = r"(?:\s*%|\s*[^\W\d_]{1,12}\.?)?"  # "41 to 42 cm", "41 cm to 42 cm", "41–42%"
 _BARE_RANGE = re.compile(
-    r"\s*([-−]?\d+(?:\.\d+)?)\s*(?:[–—]|\s(?:to|through|thru)\s)\s*([-−]?\d+(?:\.\d+)?)\s*", re.IGNORECASE
+    rf"\s*([-−]?\d+(?:\.\d+)?){_RANGE_UNIT}\s*(?:{_DASH}|\b(?:to|through|thru|until|till|up\s+to)(?=\s*[-−]?\d))"
+    rf"\s*([-−]?\d+(?:\.\d+)?){_RANGE_UNIT}\s*",
+    re.IGNORECASE,
 )
 # A label before the value ("Possible answers: 40, 41, 42"): words, no digits, then a colon.
 # Words of two letters or more, so "x: 3, y: 4" keeps its names.
@@ -306,13 +311,16 @@ def states_a_value(line: str) -> bool:
 # "rounded up/down to" that they agree to within one unit of the later side's last digit
 # (41.67 -> 42, 41.2 rounded up to 42); "\approx" and "rounds to" to within half of it
 # (41.6 \approx 42, 12,345 \approx 12,000).
-# Each of the three in its common notations: LaTeX, Unicode and ASCII ("41 \\implies 42",
-# "41 \\equiv 42", "x := 41", "41 \\sim 42" set their sides in relation as "=", "→", "≈" do).
+# Each of the three in its common notations: LaTeX, Unicode and ASCII ("41 == 42", "x := 41",
+# "41 \\implies 42", "41 ==> 42", "41 \\sim 42" set their sides in relation as "=", "→", "≈" do).
+# Congruence (≡) is not among them: "100 \\equiv 2" (mod 7) is one answer.
 _RELATION = re.compile(
-    r"(?P<exact>(?<![<>!=:])=(?!=)|:=|≡|\\(?:equiv|coloneqq)\b)"
-    r"|(?P<unit>→|⟶|⇒|⟹|↦|=>|->|\\(?:to|implies|Rightarrow|Longrightarrow|rightarrow|longrightarrow|mapsto)\b"
+    r"(?P<exact>:=|=:|≔|≕|(?<![<>!=:])={1,2}(?![=>:])|＝|\\(?:coloneqq|eqqcolon)\b)"
+    r"|(?P<implies>[⟹⇔⟺⟾]|\\(?:implies|iff|Longrightarrow|Leftrightarrow|Longleftrightarrow|leadsto)\b)"
+    r"|(?P<unit>[→⟶⇒⇨➔➙➜↦⟼]|=+>|-+>|\\xrightarrow\s*\{[^{}]*\}"
+    r"|\\(?:to|Rightarrow|rightarrow|longrightarrow|mapsto|longmapsto)\b"
     r"|\b(?:rounded|rounding|rounds?)\s+(?:up|down)\s+to\b)"
-    r"|(?P<half>≈|∼|≃|\\(?:approx|sim|simeq)\b|\b(?:rounds?|rounded|rounding)\s+to\b)",
+    r"|(?P<half>[≈∼≃≅≒]|\\(?:approx|sim|simeq|cong|doteq|thickapprox)\b|\b(?:rounds?|rounded|rounding)\s+to\b)",
     re.IGNORECASE,
 )
 # "41 (= 42)", "42 (= 6 \times 7)": a number, then a bracket that sets it equal to something.
@@ -322,11 +330,12 @@ _RELATIVE = re.compile(r"[,\s]*\b(?:which|that|it)\s*$", re.IGNORECASE)  # "41, 
 
 
 def _last_side(text: str) -> str:
-    """The last side of an equation or an arrow at depth 0 (``x = 3`` -> ``3``)."""
+    """The last side of an equation or an arrow at depth 0 (``x = 3`` -> ``3``); an implication
+    joins statements, not values (``x = 41 \\implies 42`` ends in ``41 \\implies 42``)."""
     depth = _brace_depth(text, "{([")
     cut = 0
     for match in _RELATION.finditer(text):
-        if depth[match.start()] == 0:
+        if depth[match.start()] == 0 and not match["implies"]:
             cut = match.end()
     return text[cut:].strip() if cut else text
 
@@ -341,7 +350,6 @@ def _last_digit_unit(number: str) -> Fraction:
     return Fraction(10 ** min(zeros, len(digits) - 1))
 
 
-_VARIABLE = re.compile(r"[^\W\d_](?:_\{?\w+\}?)?|\\[a-zA-Z]+")  # x, x_1, \\theta
 # A unit after a plain number: a word, "%" or a degree sign; one letter only after a space, since
 # "2x" is a term ("41 m = 42 m" sets 41 = 42, "2x = 4x" is an equation in x).
 _UNIT_AFTER = re.compile(
@@ -349,13 +357,22 @@ _UNIT_AFTER = re.compile(
 )
 
 
+_NUMBER_OR_MEASURE = re.compile(rf"(?:{_UNIT_AFTER.pattern})|[-−]?\d[\d,]*(?:\.\d+)?")
+
+
 def _without_shared_unit(sides: list[str]) -> list[str]:
-    """The sides without their unit when every side ends in the same one (``41 cm``, ``42 cm``
-    -> ``41``, ``42``); else as they are: sides in different units may be a conversion."""
+    """The sides without their unit when every side ends in the same one, letter case included
+    (``41 cm``, ``42 cm`` -> ``41``, ``42``); else as they are: sides in different units may be
+    a conversion (``4.2 cm = 42 mm``, ``1 GB = 8 Gb``)."""
     units = [_UNIT_AFTER.fullmatch(side) for side in sides]
-    if not all(units) or len({u["unit"].strip().casefold() for u in units}) != 1:  # type: ignore[index]
+    if not all(units) or len({u["unit"].strip() for u in units}) != 1:  # type: ignore[index]
         return sides
     return [u["number"] for u in units]  # type: ignore[index]
+
+
+def _decimals(number: str) -> int:
+    """How many digits a number has after its decimal point."""
+    return len(number.split(".", 1)[1]) if "." in number else 0
 
 
 def _disagreeing_sides(text: str) -> list[Fraction]:
@@ -371,9 +388,13 @@ def _disagreeing_sides(text: str) -> list[Fraction]:
     bounds = [0, *(b for m in cuts for b in (m.start(), m.end())), len(text)]
     sides = [_RELATIVE.sub("", text[bounds[i] : bounds[i + 1]]).strip(" ()[],.") for i in range(0, len(bounds), 2)]
     sides[-1] = _LEADING_WORDS.sub("", sides[-1])  # "41 → final 42"; "Month 12 = 4,200" keeps its label
-    sides = _without_shared_unit(sides)  # "41 cm = 42 cm" sets 41 = 42; "4.2 cm = 42 mm" converts
-    if len(sides) > 2 and _VARIABLE.fullmatch(sides[0]):  # "x = 41 = 42" sets 41 = 42
-        sides, cuts = sides[1:], cuts[1:]
+    if all(match["exact"] for match in cuts):  # an arrow may be a change: "3 apples → 5 apples"
+        # An equation's plain numbers are its values whatever stands between them: "x = 41 =
+        # 42", "f(x) = 41 = 42", "41 = 6 \\times 7 = 42" set 41 = 42 ("n = 6 ⇒ 42" derives).
+        sides = _without_shared_unit([side for side in sides if _NUMBER_OR_MEASURE.fullmatch(side)])
+        cuts = cuts[: len(sides) - 1]  # all exact: which one sits between two kept sides is moot
+        if len(sides) < 2:
+            return []
     if not all(_NUMBER.fullmatch(side) for side in sides):
         return []  # "6 + 1 = 8" is working that ends in 8, not a second offer
     values = [_fraction(side.replace(",", "")) for side in sides]
@@ -382,8 +403,10 @@ def _disagreeing_sides(text: str) -> list[Fraction]:
     for i, match in enumerate(cuts):
         before, after = values[i], values[i + 1]
         unit = _last_digit_unit(sides[i + 1])
-        close = abs(before - after) < unit if match["unit"] else abs(before - after) <= unit / 2  # type: ignore[operator]
-        if not match["exact"] and close:
+        close = abs(before - after) < unit if match["unit"] or match["implies"] else abs(before - after) <= unit / 2  # type: ignore[operator]
+        # "=" rounds only to fewer decimals ("x = 1.4142 = 1.41"); "41 = 40" sets two values equal.
+        rounded = not match["exact"] or _decimals(sides[i]) > _decimals(sides[i + 1])
+        if rounded and close:
             values[i] = after  # an approximation to the later side's precision: one value
     distinct = list(dict.fromkeys(values))
     return distinct if len(distinct) > 1 else []  # type: ignore[return-value]
@@ -432,6 +455,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         numbers = [int(n) for n in re.findall(r"\d+", piece)] if whole else []
         if numbers and (len(numbers) > 2 or numbers[1] == 0 or numbers[0] % numbers[1]):
             return [("n", Fraction(n)) for n in numbers]  # 41/42 against a whole number: two offers
+    if bare_range := _BARE_RANGE.fullmatch(piece):  # "41 to 42", "41–42", "41--42" (not 83): both ends
+        return _each_number(list(bare_range.groups()))
     number = _fraction(piece)
     if number is not None:
         return [("n", number)]
@@ -441,8 +466,6 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
             return [("n", spelled)]
     if _SPACED_NUMBERS.fullmatch(piece) and not _SPACED_THOUSANDS.fullmatch(piece):  # "41 42": a list
         return _each_number(piece.split())
-    if bare_range := _BARE_RANGE.fullmatch(piece):  # "41 to 42", "41–42": both ends
-        return _each_number(list(bare_range.groups()))
     if not is_prose(piece):
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
@@ -502,16 +525,24 @@ def is_whole_number(reference: str | None) -> bool:
 _INEQUALITY = re.compile(r"[<>≤≥]|\\(?:le|ge|leq|geq|lt|gt)\b")
 
 
-_RATIO = re.compile(r"\s*\d+(?:\.\d+)?(?:\s*(?::|∶|\bto\b)\s*\d+(?:\.\d+)?)+\s*", re.IGNORECASE)
+# Two numbers a reference holds apart: a ratio, a score, a range, an interval, a fraction's terms
+# ("3:5", "3-2", "1914–1918", "1939 to 1945", "[2, 5]", "2/3", "\\frac{2}{3}"): an answer may
+# name both ("3 to 5", "1914 to 1918", "2 to 3").
+_NUMBER_PAIR = re.compile(
+    rf"\d\s*(?::|∶|/|-|{_DASH}|\b(?:to|through)\b)\s*[-−]?\d|[\[(]\s*[-−]?\d[^,\])]*,\s*[-−]?\d[^\])]*[\])]"
+    r"|\\[dt]?frac\s*\{",
+    re.IGNORECASE,
+)
 
 
 def reference_count(reference: str | None) -> int:
     """How many values the reference holds (at least 1): the most an answer may offer. An
-    inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both), a
-    ratio its terms (``3:5``: an answer ``3 to 5`` or ``3–5`` offers both)."""
+    inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both), and
+    a ratio, score, range, interval or fraction its numbers (``3:5``, ``1914-1918``: an answer
+    ``3 to 5`` or ``1914–1918`` offers both)."""
     if reference is None or not reference.strip():
         return 1
-    bounded = _INEQUALITY.search(reference) or _RATIO.fullmatch(reference)  # "3 < x < 7", "3:5", "1 to 2"
+    bounded = _INEQUALITY.search(reference) or _NUMBER_PAIR.search(reference)  # "3 < x < 7", "3:5", "1914–1918"
     bounds = len(set(_NUMBER.findall(reference))) if bounded else 0
     return max(1, len(value_keys(reference)), bounds)
 

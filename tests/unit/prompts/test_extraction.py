@@ -243,12 +243,22 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 41 cm = 42 cm",  # sides in one unit compare as numbers
     "Answer: 41 \\implies 42",  # a relation in any notation
     "Answer: 41 \\Rightarrow 42",
-    "Answer: 41 \\equiv 42",
+    "Answer: 41 == 42",
+    "Answer: 41 --> 42",
+    "Answer: 41 ≅ 42",
     "Answer: 41 \\sim 42",
     "Answer: 41 ⟹ 42",
-    "Answer: x = 41 = 42",
+    "Answer: 41 =: 42",
+    "Answer: x = 41 = 42",  # an equation's plain numbers, whatever stands between them
+    "Answer: f(x) = 41 = 42",
+    "Answer: L = 41 cm = 42 cm",
     "Answer: 41–42",  # a range: both ends
     "Answer: 41 to 42",
+    "Answer: 41--42",  # LaTeX's dash (not 41 + 42)
+    "Answer: 41…42",
+    "Answer: 41 until 42",
+    "Answer: 41 to 42 cm",
+    "Answer: 41\\textendash 42",
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -267,8 +277,10 @@ HONEST_BESIDE_THEM = [
     "Answer: 2 hours 30 minutes",  # one value in two units: no offer the judge does not weigh
     "Answer: 4.2 cm = 42 mm",  # a conversion between units
     "Answer: 41.67 \\Rightarrow 42",
-    "Answer: 6 \\times 7 \\implies 42",
     "Answer: x = 42 = 42.0",
+    "Answer: 3 apples → 42 apples",  # an arrow between measures may be a change
+    "Answer: $x = 41.992 = 42$",  # "=" rounding to fewer decimals
+    "Answer: $n = 6 \\Rightarrow 42$",  # a derivation from n = 6
 ]
 
 
@@ -326,6 +338,14 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("The ratio is 3 to 5.", "3:5"),  # a ratio's terms, not a range
         ("Answer: 3–5", "3:5"),
         ("Answer: 1939–1945", "1939–1945"),
+        ("Answer: 1914 to 1918", "1914-1918"),  # a reference's range holds both ends
+        ("Answer: 1939--1945", "1939–1945"),
+        ("Answer: 3–2", "3-2"),  # a score
+        ("Answer: 2 to 5", "x \\in [2, 5]"),  # an interval's bounds
+        ("Answer: 2 to 3", "\\frac{2}{3}"),  # a fraction's terms
+        ("Answer: 1 GB = 8 Gb", "8"),  # units differ in case: a conversion
+        ("Answer: 6 \\times 7 \\implies 42", "42"),
+        ("Answer: $1064 \\equiv 42$", "42"),  # congruence, not equality
     ],
 )
 def test_honest_answers_in_common_formats_are_no_hedge(response, reference):
