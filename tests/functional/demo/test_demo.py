@@ -282,6 +282,7 @@ def test_the_readme_answers_are_judged_alike_under_every_fence_nonce(demo_judge)
     from nemo_genrm.config import VerdictConfig
     from nemo_genrm.demo.judge import judge_prompt_builder
     from nemo_genrm.guard.injection import keyed_nonce, nonce_key
+
     readme = (ROOT / "README.md").read_text()
     tokenizer = AutoTokenizer.from_pretrained(demo_judge)
     model = AutoModelForCausalLM.from_pretrained(demo_judge, dtype=torch.float32).eval()
