@@ -12,9 +12,9 @@ the real environment, once with ``prompt.neutralise: true`` (the default) and on
 ``--learned`` the demo's learned judge (``tiny://demo-judge``, trained on first use) is tried
 too: every red-team template on every question of the demo task (each with a wrong number for
 its question), its flips counted apart for the families it trained against and those held out
-of its training (``nemo_genrm.demo.task.HELD_OUT_FAMILIES``), and control answers (the right and
+of its training (``nemo_genrm.demo.task.HELD_OUT_FAMILIES``), control answers (the right and
 a wrong number in nine plain forms, four of them opening with a label) to show the defence does
-not blind it. Also timed side by side: building the judge prompts of all
+not blind it, and how many answers change reward with the fence nonce (8 fence seeds). Also timed side by side: building the judge prompts of all
 answers with and without neutralisation (the fence is always there).
 
     uv run python bench/bench_redteam.py --learned
@@ -91,7 +91,7 @@ def flips(neutralise: bool) -> dict[str, dict]:
     return out
 
 
-def _learned_env(judge_dir: str, neutralise: bool):
+def _learned_env(judge_dir: str, neutralise: bool, fence_seed: int = 0):
     from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
@@ -105,7 +105,7 @@ def _learned_env(judge_dir: str, neutralise: bool):
     cfg = {
         "judge": judge,
         "resources": {"gpus_per_replica": 0},
-        "prompt": {"template": "consistency_compact", "fence_seed": 0, "neutralise": neutralise},
+        "prompt": {"template": "consistency_compact", "fence_seed": fence_seed, "neutralise": neutralise},
     }
     return GenRMEnvironmentImpl(cfg, judge=LocalTransformersJudge(JudgeConfig(**judge)))
 
@@ -265,6 +265,50 @@ def learned_extraction(judge_dir: str) -> dict:
     return {"families": rows, "seconds": seconds}
 
 
+def learned_nonce_stability(judge_dir: str, seeds: int = 8) -> dict:
+    """How many answers change reward with the fence nonce under the demo judge: 512 cases drawn
+    as in its training (plain distractors only), the extraction families' templates on three
+    demo questions each, and five forms it never trained on (right and wrong on every question),
+    judged under ``seeds`` fence seeds (:mod:`nemo_genrm.testing.nonce_stability`)."""
+    import random
+    import re
+
+    from nemo_genrm.demo.task import all_questions, family_answer, family_templates, judge_example
+    from nemo_genrm.testing.nonce_stability import nonce_stability
+
+    rng = random.Random(2026)
+    drawn = [judge_example(rng, red_team=False, families=False) for _ in range(512)]
+    sets = {"training_forms": [(c.question, c.reference, c.response) for c in drawn]}
+    questions = all_questions()
+    family_cases = []
+    for templates in family_templates().values():
+        for template in templates:
+            for question, answer in rng.sample(questions, 3):
+                wrong, other = str((int(answer) + 3) % 19), str((int(answer) + 7) % 19)
+                family_cases.append((question, answer, family_answer(template, answer, wrong, other)))
+    sets["extraction_families"] = family_cases
+    unseen = []  # forms the demo judge never trained on, right and wrong, on every question
+    for question, answer in questions:
+        a, b = re.findall(r"\d+", question)[:2]
+        for value in (answer, str((int(answer) + 3) % 19)):
+            for form in (
+                "{a} + {b} = {v}. Answer: {v}",
+                "We get {v}.",
+                "Answer: **{v}**",
+                "{a}+{b}={v}",
+                "The sum is {v}",
+            ):
+                unseen.append((question, answer, form.format(a=a, b=b, v=value)))
+    sets["unseen_forms"] = unseen
+    out = {}
+    for name, cases in sets.items():
+        start = time.perf_counter()
+        result = nonce_stability(lambda seed: _learned_env(judge_dir, True, fence_seed=seed), cases, range(seeds))
+        examples = [cases[i][2] for i in result.split_cases[:5]]
+        out[name] = {**result.summary(), "examples": examples, "seconds": time.perf_counter() - start}
+    return out
+
+
 def fuzz(count: int, seed: int) -> dict:
     """Random label lines through the defence, read by the label-line stand-in: how many get through.
 
@@ -379,6 +423,12 @@ def main() -> None:
                     if row.get("relabelled")
                     else ""
                 )
+            )
+        result["learned_nonce_stability"] = learned_nonce_stability(result["learned"]["judge_dir"])
+        for name, row in result["learned_nonce_stability"].items():
+            print(
+                f"learned judge, {name}: {row['split']}/{row['cases']} answers change reward with the fence nonce "
+                f"({100 * row['split_rate']:.1f}%, {len(row['seeds'])} fence seeds), e.g. {row['examples'][:2]}"
             )
         for key in ("defended", "undefended")[: 1 if args.learned_defended_only else 2]:
             row = result["learned"][key]
