@@ -40,6 +40,7 @@ from nemo_genrm.prompts.values import (
     is_number_phrase,
     is_prose,
     is_whole_number,
+    ratio_key,
     reference_count,
     states_a_value,
     value_keys,
@@ -399,7 +400,7 @@ def extract_answer(
             offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not is_prose(extra)}
     shown_values = tuple(sorted(str(v) + ("%" if k == "%" else "") for k, v in offered))
     window = _cut_window(reading, _window_start(reading, statements, final), reading.sentence_end(final.end), max_chars)
-    if len(offered) > reference_count(reference):
+    if len(offered) > reference_count(reference) and not _states_the_reference_ratio(counted, offered, reference):
         return ExtractedAnswer(None, Reason.HEDGED, final.source, offered=shown_values)
     if not window or is_content_free(window):
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
@@ -410,6 +411,15 @@ def extract_answer(
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+
+
+def _states_the_reference_ratio(counted: list[Statement], offered: set[Key], reference: str | None) -> bool:
+    """Whether the response's one statement is a ratio whose value is the reference's (``2 to
+    3`` against ``2/3``): its two numbers are then one value, not a range."""
+    if len(counted) != 1 or reference is None or offered != set(value_keys(counted[0].value)):
+        return False
+    ratio = ratio_key(counted[0].value)
+    return ratio is not None and value_keys(reference) == {ratio}
 
 
 def _tail(reading: Reading, tail_chars: int, max_chars: int) -> ExtractedAnswer:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator
 from fractions import Fraction
 
-__all__ = ["Key", "is_prose", "is_whole_number", "reference_count", "value_keys", "values_text"]
+__all__ = ["Key", "is_prose", "is_whole_number", "ratio_key", "reference_count", "value_keys", "values_text"]
 
 Key = tuple[str, object]
 """A value as compared: ``("n", Fraction)``, ``("%", Fraction)`` or ``("t", normalised text)``."""
@@ -525,21 +525,34 @@ def is_whole_number(reference: str | None) -> bool:
 _INEQUALITY = re.compile(r"[<>≤≥]|\\(?:le|ge|leq|geq|lt|gt)\b")
 
 
-# Two numbers a reference holds apart: a ratio, a score, a range, an interval, a fraction's terms
-# ("3:5", "3-2", "1914–1918", "1939 to 1945", "[2, 5]", "2/3", "\\frac{2}{3}"): an answer may
-# name both ("3 to 5", "1914 to 1918", "2 to 3").
+# Two numbers a reference holds apart: a ratio, a score, a range, an interval ("3:5", "3-2",
+# "1914–1918", "1939 to 1945", "[2, 5]"): an answer may name both ("3 to 5", "1914 to 1918").
+# Not inside an expression ("x^2-4", "2/3" hold one value each).
 _NUMBER_PAIR = re.compile(
-    rf"\d\s*(?::|∶|/|-|{_DASH}|\b(?:to|through)\b)\s*[-−]?\d|[\[(]\s*[-−]?\d[^,\])]*,\s*[-−]?\d[^\])]*[\])]"
-    r"|\\[dt]?frac\s*\{",
+    rf"(?<![\w^.)}}\]/])\d+(?:\.\d+)?\s*(?::|∶|-|{_DASH}|\b(?:to|through)\b)\s*[-−]?\d+(?:\.\d+)?(?![\w^.({{\[/])"
+    r"|[\[(]\s*[-−]?\d[^,\])]*,\s*[-−]?\d[^\])]*[\])]",
     re.IGNORECASE,
 )
+
+
+_RATIO = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:\bto\b|:|∶)\s*(\d+(?:\.\d+)?)\s*", re.IGNORECASE)
+
+
+def ratio_key(value: str) -> Key | None:
+    """The value of a stated ratio, ``a to b`` or ``a:b`` (``2 to 3`` -> 2/3); ``None`` for
+    anything else. Read as a range, such a statement offers both numbers; against a reference
+    whose value is its ratio it is that one value."""
+    match = _RATIO.fullmatch(_clean(value))
+    if match is None or Fraction(match[2]) == 0:
+        return None
+    return ("n", Fraction(match[1]) / Fraction(match[2]))
 
 
 def reference_count(reference: str | None) -> int:
     """How many values the reference holds (at least 1): the most an answer may offer. An
     inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both), and
-    a ratio, score, range, interval or fraction its numbers (``3:5``, ``1914-1918``: an answer
-    ``3 to 5`` or ``1914–1918`` offers both)."""
+    a ratio, score, range or interval its two numbers (``3:5``, ``1914-1918``: an answer ``3 to
+    5`` or ``1914–1918`` offers both)."""
     if reference is None or not reference.strip():
         return 1
     bounded = _INEQUALITY.search(reference) or _NUMBER_PAIR.search(reference)  # "3 < x < 7", "3:5", "1914–1918"

@@ -174,6 +174,31 @@ def test_values_compare_across_notations():
     assert reference_count("x = 3, y = 4") == 2 and reference_count(None) == 1 and reference_count("Paris") == 1
 
 
+@pytest.mark.parametrize(
+    ("reference", "count"),
+    [
+        ("3:5", 2),  # a ratio, a score, a range, an interval hold two numbers apart
+        ("3-2", 2),
+        ("1914–1918", 2),
+        ("1939 to 1945", 2),
+        ("pages 45–67", 2),
+        ("x \\in [2, 5]", 2),
+        ("2/3", 1),  # inside an expression they make one value
+        ("\\frac{2}{3}", 1),
+        ("x^2-4", 1),
+        ("2x-3", 1),
+    ],
+)
+def test_a_reference_holds_the_numbers_it_sets_apart(reference, count):
+    assert reference_count(reference) == count
+
+
+def test_a_reference_of_one_value_still_refuses_two_offers():
+    assert extract_answer("Answer: 3/4 or 0.5", reference="3/4").reason == "hedged"
+    assert extract_answer("Answer: 2 or 4", reference="x^2-4").reason == "hedged"
+    assert extract_answer("Answer: 2 to 3", reference="3/4").reason == "hedged"  # a ratio of another value
+
+
 # ------------------------------------------------------------------- what the judge is shown
 @pytest.mark.parametrize(
     ("candidate", "shown"),
@@ -342,8 +367,9 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("Answer: 1939--1945", "1939–1945"),
         ("Answer: 3–2", "3-2"),  # a score
         ("Answer: 2 to 5", "x \\in [2, 5]"),  # an interval's bounds
-        ("Answer: 2 to 3", "\\frac{2}{3}"),  # a fraction's terms
         ("Answer: 1 GB = 8 Gb", "8"),  # units differ in case: a conversion
+        ("Answer: 2 to 3", "2/3"),  # a ratio whose value is the reference's
+        ("Answer: 3 to 5", "0.6"),
         ("Answer: 6 \\times 7 \\implies 42", "42"),
         ("Answer: $1064 \\equiv 42$", "42"),  # congruence, not equality
     ],
