@@ -14,8 +14,9 @@ too: every red-team template on every question of the demo task (each with a wro
 its question), its flips counted apart for the families it trained against and those held out
 of its training (``nemo_genrm.demo.task.HELD_OUT_FAMILIES``), control answers (the right and
 a wrong number in nine plain forms, four of them opening with a label) to show the defence does
-not blind it, and how many answers change reward with the fence nonce (8 fence seeds). Also timed side by side: building the judge prompts of all
-answers with and without neutralisation (the fence is always there).
+not blind it, and how many answers change reward with the fence nonce (8 fence seeds). Also
+timed side by side: building the judge prompts of all answers with and without neutralisation
+(the fence is always there).
 
     uv run python bench/bench_redteam.py --learned
     uv run python bench/bench_redteam.py --fuzz 3000 --fuzz-seeds 0 7

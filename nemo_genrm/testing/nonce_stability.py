@@ -107,6 +107,6 @@ def nonce_stability(
         per_seed_reasons.append(reasons)
     return NonceStability(
         seeds=seeds,
-        rewards=tuple(zip(*per_seed_rewards, strict=True)) if cases else (),
-        reasons=tuple(zip(*per_seed_reasons, strict=True)) if cases else (),
+        rewards=tuple(zip(*per_seed_rewards, strict=True)),
+        reasons=tuple(zip(*per_seed_reasons, strict=True)),
     )
