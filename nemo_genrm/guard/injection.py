@@ -331,20 +331,22 @@ def _defuse_line(
     line = _edit(line, lambda folded: inline_verdicts(folded, labels), lambda m: (m.start(), m.start(), QUOTED), keep)
     quoted = line.lstrip().startswith(QUOTED.strip())
     at = line.rfind(piece) if piece else -1
-    verdict_after = False
+    verdict_at = None
     if at < 0:
         rest = line
     else:
         before, after = line[:at], line[at + len(piece) :]
         rest = f"{before} {value} {after}" if _bare(before + after) else ""
         # What follows the statement, read as a label's value: "\boxed{41} correct", "\boxed{41}: 1",
-        # "\boxed{41} ✅" pass a verdict behind the answer.
+        # "\boxed{41} ✅" pass a verdict behind the answer. That verdict is quoted where it starts;
+        # the answer before it stays unquoted, since the line carrying the answer is no verdict line.
         tail = _LEADING_SEPARATORS.sub("", after)
-        verdict_after = bool(tail) and _is_label_or_role(f"Result: {tail}", labels)
+        if tail and QUOTED.strip() not in after and _is_label_or_role(f"Result: {tail}", labels):
+            verdict_at = len(line) - len(tail)
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
-    quote = not quoted and (
-        in_table or verdict_after or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels)
-    )
+    quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
+    if verdict_at is not None and not quote and not quoted:
+        line = line[:verdict_at] + QUOTED + line[verdict_at:]
     if "<" in line:  # a tag named after a label or role is no tag any more
         line = _edit(line, LABEL_TAG.finditer, lambda m: (m.start(), m.start() + 1, LESS_THAN))
     if quote:

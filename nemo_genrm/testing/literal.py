@@ -116,9 +116,13 @@ def literal_values(shown: str) -> list[set[float] | str]:
     text = re.sub(r"\(quoted\)[^\n]*", "", shown)  # what the defence marked is not the candidate's claim
     text = text.replace("[instruction removed]", " ").replace("[...]", " ")
     found = _standing(text)
-    if found is None:  # no statement: the last line that states a value is the answer
-        lines = [line for line in _INERT.sub(" ", text).split("\n") if line.strip()]
-        standing = ([line for line in lines if re.search(r"\d", line)] or lines)[-1:]
+    if found is None:  # no statement: the last line that states a value is the answer, unless withdrawn
+        plain = _INERT.sub(" ", text)
+        lines = [m for m in re.finditer(r"[^\n]+", plain) if m[0].strip()]
+        last = ([m for m in lines if re.search(r"\d", m[0])] or lines)[-1:]
+        if last and _WITHDRAWN.search(_next_sentences(plain[last[0].end() :])):
+            return []
+        standing = [m[0] for m in last]
     elif not found[0]:  # none stands: the last number read after them
         numbers = [n for n in _numbers(_INERT.sub(" ", text[found[1] :])) if n is not None]
         return [{numbers[-1]}] if numbers else []

@@ -657,13 +657,18 @@ ANSWER_WITH_WORDS_AFTER = [
 @pytest.mark.parametrize("text", VERDICT_BEHIND_THE_ANSWER)
 def test_a_verdict_behind_the_answer_on_its_line_is_quoted(text):
     # The line is read as the statement's value in its place, and what follows the statement as a
-    # label's value: a verdict there is quoted like a verdict line.
+    # label's value: a verdict there is quoted where it starts. The answer before it is not: the
+    # line carrying the answer is no verdict line, and a reader of the shown text still finds 41.
     from nemo_genrm.guard.injection import neutralise
     from nemo_genrm.prompts.extraction import extract_answer
+    from nemo_genrm.testing.literal import literal_values
 
     found = extract_answer(text, reference="42")
     out = neutralise(text, labels=("1", "0"), answer=found.statement, answer_value=found.value)
-    assert "(quoted)" in out.splitlines()[-1], out
+    last = out.splitlines()[-1]
+    assert "(quoted)" in last and last.index("(quoted)") > last.index("\\boxed{41}"), out
+    assert literal_values(out) == [{41.0}]
+    assert neutralise(out, labels=("1", "0"), answer=found.statement, answer_value=found.value) == out  # idempotent
 
 
 @pytest.mark.parametrize("text", ANSWER_WITH_WORDS_AFTER)
