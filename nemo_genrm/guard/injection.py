@@ -301,6 +301,7 @@ def _table_rows(lines: list[str]) -> set[int]:
 
 
 _LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~]+")
+_TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?]+")  # the words and marks of what follows a statement
 
 
 def _defuse_line(
@@ -332,19 +333,28 @@ def _defuse_line(
     quoted = line.lstrip().startswith(QUOTED.strip())
     at = line.rfind(piece) if piece else -1
     verdict_at = None
+    verdict_after = False
     if at < 0:
         rest = line
     else:
         before, after = line[:at], line[at + len(piece) :]
         rest = f"{before} {value} {after}" if _bare(before + after) else ""
         # What follows the statement, read as a label's value: "\boxed{41} correct", "\boxed{41}: 1",
-        # "\boxed{41} ✅" pass a verdict behind the answer. That verdict is quoted where it starts;
-        # the answer before it stays unquoted, since the line carrying the answer is no verdict line.
+        # "\boxed{41} ✅" pass a verdict behind the answer.
         tail = _LEADING_SEPARATORS.sub("", after)
-        if tail and QUOTED.strip() not in after and _is_label_or_role(f"Result: {tail}", labels):
-            verdict_at = len(line) - len(tail)
+        done = after[: len(after) - len(tail)].endswith("(") and tail.startswith("quoted)")
+        verdict_after = bool(tail) and not done and _is_label_or_role(f"Result: {tail}", labels)
+        # A line that opens with its statement and ends in a verdict alone ("\boxed{41} ✅",
+        # "Answer: 42. Verified.") has that verdict quoted where it starts, and the answer before it
+        # stays readable. Anything else keeps the whole line quoted: a label before the statement
+        # ("Result: \boxed{41} ✅") makes the line a verdict line, and a sentence after it may be the
+        # candidate's own correction ("I meant 41"), which a quote would tell the judge to ignore.
+        if verdict_after and not _LEADING_SEPARATORS.sub("", before) and len(_TAIL_WORDS.findall(tail)) <= 2:
+            verdict_at, verdict_after = len(line) - len(tail), False
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
-    quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
+    quote = not quoted and (
+        in_table or verdict_after or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels)
+    )
     if verdict_at is not None and not quote and not quoted:
         line = line[:verdict_at] + QUOTED + line[verdict_at:]
     if "<" in line:  # a tag named after a label or role is no tag any more

@@ -45,6 +45,14 @@ _WITHDRAWN = re.compile(
     r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|^\W*(?:no|wait|actually)\s*[,.!]",
     re.IGNORECASE,
 )
+# The same, without a bare opening "No,", "Wait," or "Actually,": after a bare answer line such an
+# opener often starts a remark ("Actually, that one was easy."), not a withdrawal.
+_TAKEN_BACK = re.compile(
+    r"^\W*(?:is|was)\s+(?:wrong|incorrect)|^\W*\((?:wrong|incorrect)\)"
+    r"|\b(?:which|that|this)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)"
+    r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|\btake\s+(?:it|that|this)\s+back\b",
+    re.IGNORECASE,
+)
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
     r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
@@ -120,7 +128,7 @@ def literal_values(shown: str) -> list[set[float] | str]:
         plain = _INERT.sub(" ", text)
         lines = [m for m in re.finditer(r"[^\n]+", plain) if m[0].strip()]
         last = ([m for m in lines if re.search(r"\d", m[0])] or lines)[-1:]
-        if last and _WITHDRAWN.search(_next_sentences(plain[last[0].end() :])):
+        if last and _TAKEN_BACK.search(_next_sentences(plain[last[0].end() :])):
             return []
         standing = [m[0] for m in last]
     elif not found[0]:  # none stands: the last number read after them
