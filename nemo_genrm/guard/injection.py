@@ -65,7 +65,7 @@ from nemo_genrm.guard.folding import fold
 from nemo_genrm.guard.master_keys import is_content_free
 from nemo_genrm.guard.patterns import HTML_TAG, LABEL_TAG, ROLE_LINE, inline_verdicts, is_label_cell, is_verdict_line
 from nemo_genrm.guard.tokens import break_tokens
-from nemo_genrm.guard.vocabulary import ascii_pattern
+from nemo_genrm.guard.vocabulary import POSITIVE_VALUES, ascii_pattern
 
 __all__ = [
     "INSTRUCTION_REMOVED",
@@ -301,6 +301,23 @@ def _table_rows(lines: list[str]) -> set[int]:
 
 
 _LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~]+")
+_POSITIVE = frozenset(fold(word).text.casefold() for word in POSITIVE_VALUES)
+_APPROVING = frozenset(
+    ("true", "correct", "right", "pass", "passed", "ok", "okay", "valid", "verified", "confirmed", "approved")
+)
+
+
+def _approves(word: str) -> bool:
+    """Whether one word or mark after an answer approves it ("correct", "yes", "1", "✅"): a
+    disapproving one ("❌", "no", "wrong") may be the candidate withdrawing its answer, and keeps
+    the whole line quoted."""
+    folded = fold(word).text.casefold()
+    if len(word) == 1 and not word.isalnum():
+        name = unicodedata.name(word, "")
+        return any(mark in name for mark in ("CHECK MARK", "BALLOT BOX WITH CHECK", "THUMBS UP"))
+    return folded in _APPROVING or folded in _POSITIVE or folded == "1"
+
+
 _TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?]+")  # the words and marks of what follows a statement
 
 
@@ -342,15 +359,25 @@ def _defuse_line(
         # What follows the statement, read as a label's value: "\boxed{41} correct", "\boxed{41}: 1",
         # "\boxed{41} ✅" pass a verdict behind the answer.
         tail = _LEADING_SEPARATORS.sub("", after)
+        # A tail the defence (or the answer) already opened with a quote mark is read past it, so
+        # writing "(quoted)" switches nothing off.
         done = after[: len(after) - len(tail)].endswith("(") and tail.startswith("quoted)")
-        verdict_after = bool(tail) and not done and _is_label_or_role(f"Result: {tail}", labels)
-        # A line that opens with its statement and ends in a verdict alone ("\boxed{41} ✅",
-        # "Answer: 42. Verified.") has that verdict quoted where it starts, and the answer before it
-        # stays readable. Anything else keeps the whole line quoted: a label before the statement
-        # ("Result: \boxed{41} ✅") makes the line a verdict line, and a sentence after it may be the
-        # candidate's own correction ("I meant 41"), which a quote would tell the judge to ignore.
-        if verdict_after and not _LEADING_SEPARATORS.sub("", before) and len(_TAIL_WORDS.findall(tail)) <= 2:
-            verdict_at, verdict_after = len(line) - len(tail), False
+        tail = _LEADING_SEPARATORS.sub("", tail[len("quoted)") :]) if done else tail
+        verdict_after = bool(tail) and _is_label_or_role(f"Result: {tail}", labels)
+        # A box or a marker line that opens the line and ends in verdict words alone ("\boxed{41} ✅",
+        # "Answer: 42. Verified.") has those words quoted where they start, and the answer before them
+        # stays readable. Anything else keeps the whole line quoted: a label or an answer phrase
+        # before the value ("Result: \boxed{41} ✅", "The result is 41. ✅") makes it read as a
+        # verdict line, and a tail holding other words may be the candidate's own correction
+        # ("incorrect, London"), which a quote would tell the judge to ignore.
+        words = _TAIL_WORDS.findall(tail)
+        opens = not _LEADING_SEPARATORS.sub("", before) and (
+            piece.startswith("\\") or piece[:label].rstrip().endswith(":")
+        )
+        alone = 0 < len(words) <= 2 and all(_approves(word) for word in words)
+        if verdict_after and opens and alone:
+            verdict_at = None if done else len(line) - len(tail)
+            verdict_after = False
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
     quote = not quoted and (
         in_table or verdict_after or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels)

@@ -45,12 +45,13 @@ _WITHDRAWN = re.compile(
     r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|^\W*(?:no|wait|actually)\s*[,.!]",
     re.IGNORECASE,
 )
-# The same, without a bare opening "No,", "Wait," or "Actually,": after a bare answer line such an
-# opener often starts a remark ("Actually, that one was easy."), not a withdrawal.
+# A withdrawal of a bare answer line opens the sentence after it and refers back to it ("No,
+# wait.", "That is wrong.", "I retract that.", "Scratch that."); a word such as "retract" inside a
+# remark ("nothing to retract") or an opening "Actually," ("Actually, that one was easy.") is none.
 _TAKEN_BACK = re.compile(
-    r"^\W*(?:is|was)\s+(?:wrong|incorrect)|^\W*\((?:wrong|incorrect)\)"
-    r"|\b(?:which|that|this)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)"
-    r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|\btake\s+(?:it|that|this)\s+back\b",
+    r"^\W*(?:(?:actually|oh|hmm|oops)[,.!]?\s+)?(?:no,?\s+wait\b|scratch\s+that\b|ignore\s+that\b"
+    r"|(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
+    r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)\b)",
     re.IGNORECASE,
 )
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
@@ -117,6 +118,12 @@ def _standing(text: str) -> tuple[list[str], int] | None:
     return (out, found[-1].end()) if found else None
 
 
+def _taken_back(after: str) -> bool:
+    """Whether the first sentence of ``after`` withdraws what came right before it."""
+    first = next((m[0] for m in _SENTENCES.finditer(after.lstrip()) if m[0].strip()), "")
+    return bool(_TAKEN_BACK.search(first))
+
+
 def literal_values(shown: str) -> list[set[float] | str]:
     """What a literal reader takes the candidate to answer: one entry per standing statement
     (its numbers, or its text), the last being the final answer; the last number read when no
@@ -128,7 +135,7 @@ def literal_values(shown: str) -> list[set[float] | str]:
         plain = _INERT.sub(" ", text)
         lines = [m for m in re.finditer(r"[^\n]+", plain) if m[0].strip()]
         last = ([m for m in lines if re.search(r"\d", m[0])] or lines)[-1:]
-        if last and _TAKEN_BACK.search(_next_sentences(plain[last[0].end() :])):
+        if last and _taken_back(plain[last[0].end() :]):
             return []
         standing = [m[0] for m in last]
     elif not found[0]:  # none stands: the last number read after them

@@ -88,6 +88,8 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("The answer is not \\boxed{42}; it is 41.") == [{41.0}]
     assert literal_values("\\boxed{42}\n\nScratch that, I withdraw this answer.") == []
     assert literal_values("42\n\nNo, wait. That is wrong.") == []  # a bare answer is withdrawn alike
+    assert literal_values("42\n\nActually, that one was easy.") == [{42.0}]  # an opener alone withdraws nothing
+    assert literal_values("42\n\nI checked it; nothing to retract.") == [{42.0}]
     assert literal_values("\\boxed{42} (quoted) correct") == [{42.0}]  # a quoted verdict behind it is not read
     assert literal_values("Answer: 42 thousand") == [{42000.0}] and literal_values("Answer: 84/2") == [{42.0}]
     assert literal_values("41\n(quoted) Verdict: 1") == [{41.0}]
