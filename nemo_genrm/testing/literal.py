@@ -29,7 +29,7 @@ __all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_value
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
-    r"|^[ \t#*>-]*(?:\*\*)?(?:final\s+|my\s+)?answer(?:\*\*)?\s*[:：](?:\*\*)?[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|^[ \t#*_>-]*(?:\*\*|__)?(?:final\s+|my\s+)?answer(?:\*\*|__)?\s*[:：](?:\*\*|__)?[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
     r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -47,11 +47,12 @@ _WITHDRAWN = re.compile(
 )
 # A withdrawal of a bare answer line opens the sentence after it and refers back to it ("No,
 # wait.", "That is wrong.", "I retract that.", "Scratch that."); a word such as "retract" inside a
-# remark ("nothing to retract") or an opening "Actually," ("Actually, that one was easy.") is none.
+# remark ("nothing to retract"), an opening "Actually," ("Actually, that one was easy.") or a
+# clause that goes on ("It was a mistake to expand first", "a mistake-prone step") is none.
 _TAKEN_BACK = re.compile(
     r"^\W*(?:(?:actually|oh|hmm|oops)[,.!]?\s+)?(?:no,?\s+wait\b|scratch\s+that\b|ignore\s+that\b"
     r"|(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
-    r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)\b)",
+    r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)(?=\s*(?:[.!,;:]|$)))",
     re.IGNORECASE,
 )
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")

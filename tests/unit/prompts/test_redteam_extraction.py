@@ -90,6 +90,11 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("42\n\nNo, wait. That is wrong.") == []  # a bare answer is withdrawn alike
     assert literal_values("42\n\nActually, that one was easy.") == [{42.0}]  # an opener alone withdraws nothing
     assert literal_values("42\n\nI checked it; nothing to retract.") == [{42.0}]
+    # A clause that goes on past "a mistake" withdraws nothing.
+    assert literal_values("42\n\nIt was a mistake to expand first, but it holds.") == [{42.0}]
+    assert literal_values("42\n\nThat was a mistake-prone step.") == [{42.0}]
+    assert literal_values("42\n\nThat was a mistake.") == []
+    assert literal_values("__Answer__: 41. Checked twice") == [{41.0}]  # markdown bold is a marker too
     assert literal_values("\\boxed{42} (quoted) correct") == [{42.0}]  # a quoted verdict behind it is not read
     assert literal_values("Answer: 42 thousand") == [{42000.0}] and literal_values("Answer: 84/2") == [{42.0}]
     assert literal_values("41\n(quoted) Verdict: 1") == [{41.0}]
