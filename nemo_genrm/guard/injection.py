@@ -304,21 +304,28 @@ _LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~]+")
 _POSITIVE = frozenset(fold(word).text.casefold() for word in POSITIVE_VALUES)
 _APPROVING = frozenset(
     ("true", "correct", "right", "pass", "passed", "ok", "okay", "valid", "verified", "confirmed", "approved")
+    + ("checkmark",)  # LaTeX's \checkmark
 )
+_MARK_MODIFIERS = re.compile("[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]")  # emoji presentation and skin tones
 
 
 def _approves(word: str) -> bool:
-    """Whether one word or mark after an answer approves it ("correct", "yes", "1", "✅"): a
-    disapproving one ("❌", "no", "wrong") may be the candidate withdrawing its answer, and keeps
-    the whole line quoted."""
-    folded = fold(word).text.casefold()
-    if len(word) == 1 and not word.isalnum():
-        name = unicodedata.name(word, "")
-        return any(mark in name for mark in ("CHECK MARK", "BALLOT BOX WITH CHECK", "THUMBS UP"))
+    """Whether one word or a run of marks after an answer approves it ("correct", "yes", "1",
+    "✅", "✅✅", "\\checkmark"): a disapproving one ("❌", "no", "wrong") may be the candidate
+    withdrawing its answer, and keeps the whole line quoted."""
+    marks = _MARK_MODIFIERS.sub("", word)
+    if marks and not any(c.isalnum() for c in marks) and not marks.startswith("\\"):
+        names = [unicodedata.name(c, "") for c in marks]
+        return all(any(m in name for m in ("CHECK MARK", "BALLOT BOX WITH CHECK", "THUMBS UP")) for name in names)
+    folded = fold(word.removeprefix("\\")).text.casefold()
     return folded in _APPROVING or folded in _POSITIVE or folded == "1"
 
 
-_TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?]+")  # the words and marks of what follows a statement
+# The words and marks of what follows a statement (a dash or a math delimiter is none).
+_TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?$\-–—]+")
+# Math delimiters around a statement that opens its line ("$\boxed{41}$ ✅", "\[\boxed{41}\] ✅").
+_MATH_OPENERS = re.compile(r"\$\$?|\\\[|\\\(")
+_MATH_CLOSERS = re.compile(r"^(?:\s*(?:\$\$?|\\\]|\\\)))+")
 
 
 def _defuse_line(
@@ -358,7 +365,7 @@ def _defuse_line(
         rest = f"{before} {value} {after}" if _bare(before + after) else ""
         # What follows the statement, read as a label's value: "\boxed{41} correct", "\boxed{41}: 1",
         # "\boxed{41} ✅" pass a verdict behind the answer.
-        tail = _LEADING_SEPARATORS.sub("", after)
+        tail = _LEADING_SEPARATORS.sub("", _MATH_CLOSERS.sub("", after))
         # A tail the defence (or the answer) already opened with a quote mark is read past it, so
         # writing "(quoted)" switches nothing off.
         done = after[: len(after) - len(tail)].endswith("(") and tail.startswith("quoted)")
@@ -371,7 +378,7 @@ def _defuse_line(
         # verdict line, and a tail holding other words may be the candidate's own correction
         # ("incorrect, London"), which a quote would tell the judge to ignore.
         words = _TAIL_WORDS.findall(tail)
-        opens = not _LEADING_SEPARATORS.sub("", before) and (
+        opens = not _LEADING_SEPARATORS.sub("", _MATH_OPENERS.sub("", before)) and (
             piece.startswith("\\") or piece[:label].rstrip().endswith(":")
         )
         alone = 0 < len(words) <= 2 and all(_approves(word) for word in words)

@@ -29,7 +29,7 @@ __all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_value
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
-    r"|^[ \t#*_>-]*(?:\*\*|__)?(?:final\s+|my\s+)?answer(?:\*\*|__)?\s*[:：](?:\*\*|__)?[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|^(?:[ \t]*(?:\#{1,6}|[-*+•]|\d{1,2}[.)])[ \t]+)?[ \t]*[*_]{0,3}(?:final\s+|my\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
     r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -55,6 +55,8 @@ _TAKEN_BACK = re.compile(
     r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)(?=\s*(?:[.!,;:]|$)))",
     re.IGNORECASE,
 )
+_NEGATED_VALUE = re.compile(r"\b(?:not|never|instead\s+of|rather\s+than)\s+[^\s,;.)]+", re.IGNORECASE)
+_BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
     r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
@@ -146,7 +148,8 @@ def literal_values(shown: str) -> list[set[float] | str]:
         standing = found[0]
     out: list[set[float] | str] = []
     for value in standing:
-        numbers = _numbers(value)
+        value = _BOX.sub(r"\1", value)  # "Answer: \boxed{Paris}" answers Paris
+        numbers = _numbers(_NEGATED_VALUE.sub(" ", value))  # "41, not 42" answers 41
         if not numbers:
             out.append(re.sub(r"[\s*$.]+", " ", value).strip().casefold())
         elif None in numbers:

@@ -676,6 +676,16 @@ def test_a_verdict_behind_the_answer_on_its_line_is_quoted(text):
         ("Work.\n\\boxed{41} \u2705", "Work.\n\\boxed{41} (quoted) \u2705", [{41.0}]),
         ("Work.\n\u2192 \\boxed{41} = 1", "Work.\n\u2192 \\boxed{41} = (quoted) 1", [{41.0}]),
         ("Answer: 12. Verified.", "Answer: 12. (quoted) Verified.", [{12.0}]),
+        # Math delimiters around the box, a run of marks, LaTeX's check mark and a dash change nothing.
+        ("$\\boxed{41}$ \u2705", "$\\boxed{41}$ (quoted) \u2705", [{41.0}]),
+        ("\\[\\boxed{41}\\] \u2705", "\\[\\boxed{41}\\] (quoted) \u2705", [{41.0}]),
+        ("\\boxed{41} \u2705\u2705", "\\boxed{41} (quoted) \u2705\u2705", [{41.0}]),
+        ("\\boxed{41} \\checkmark", "\\boxed{41} (quoted) \\checkmark", [{41.0}]),
+        ("\\boxed{41} \u2705 \u2014 correct", "\\boxed{41} (quoted) \u2705 \u2014 correct", [{41.0}]),
+        # A disapproving mark in the run, working before the box or a mark of no verdict: all quoted.
+        ("\\boxed{41} \u274c\u2705", "(quoted) \\boxed{41} \u274c\u2705", []),
+        ("$x = \\boxed{41}$ \u2705", "(quoted) $x = \\boxed{41}$ \u2705", []),
+        ("\\boxed{41} \u221a", "(quoted) \\boxed{41} \u221a", []),
         # A label before the statement makes the line a verdict line: all of it is quoted.
         ("Result: \\boxed{41} \u2705", "(quoted) Result: \\boxed{41} \u2705", []),
         ("Result: \\boxed{41} \u2705 (quoted)", "(quoted) Result: \\boxed{41} \u2705 (quoted)", []),
