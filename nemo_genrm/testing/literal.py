@@ -55,7 +55,11 @@ _TAKEN_BACK = re.compile(
     r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)(?=\s*(?:[.!,;:]|$)))",
     re.IGNORECASE,
 )
-_NEGATED_VALUE = re.compile(r"\b(?:not|never|instead\s+of|rather\s+than)\s+[^\s,;.)]+", re.IGNORECASE)
+# A value the statement rules out ("41, not 42", "41 rather than 4.42"): a whole number, or one word.
+_NEGATED_VALUE = re.compile(
+    r"\b(?:not|never|instead\s+of|rather\s+than)\s+(?:[-−+]?\$?\d+(?:\.\d+)?(?:\s*/\s*\d+)?\$?|[^\s,;.)]+)",
+    re.IGNORECASE,
+)
 _BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
@@ -63,7 +67,8 @@ _NUMBER = re.compile(
     r"(?P<pow>\s*\^\s*\{?\d+\}?)?(?P<after>\s*(?:%|\\%|thousand|million|billion|!|k\b))?",
     re.IGNORECASE,
 )
-_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm", re.IGNORECASE)
+# A condition offers the value it negates as an alternative ("42 if not 41", "42 unless 41").
+_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm|\bif\b|\bunless\b|\bwhether\b", re.IGNORECASE)
 _PROSE = re.compile(r"\b(?!(?:and|or|either|maybe)\b)[a-z]{3,}", re.IGNORECASE)
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "k": 1e3}
 
@@ -149,7 +154,8 @@ def literal_values(shown: str) -> list[set[float] | str]:
     out: list[set[float] | str] = []
     for value in standing:
         value = _BOX.sub(r"\1", value)  # "Answer: \boxed{Paris}" answers Paris
-        numbers = _numbers(_NEGATED_VALUE.sub(" ", value))  # "41, not 42" answers 41
+        # "41, not 42" answers 41; "42 if not 41" offers both.
+        numbers = _numbers(value if _ALTERNATIVES.search(value) else _NEGATED_VALUE.sub(" ", value))
         if not numbers:
             out.append(re.sub(r"[\s*$.]+", " ", value).strip().casefold())
         elif None in numbers:

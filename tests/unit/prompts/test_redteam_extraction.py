@@ -97,6 +97,8 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("__Answer__: 41. Checked twice") == [{41.0}]  # markdown bold is a marker too
     assert literal_values("_____Answer: 41\n40") == [{40.0}]  # as extraction, five underscores are none
     assert literal_values("Answer: 41, not 42") == [{41.0}]  # a negated value is not offered
+    assert literal_values("Answer: 0, not 0.1") == [{0.0}]  # the whole of it
+    assert literal_values("Answer: 42 if not 41") == [{41.0, 42.0}]  # a condition offers it
     assert literal_values("Answer: \\boxed{Paris}") == ["paris"]
     assert literal_values("\\boxed{42} (quoted) correct") == [{42.0}]  # a quoted verdict behind it is not read
     assert literal_values("Answer: 42 thousand") == [{42000.0}] and literal_values("Answer: 84/2") == [{42.0}]
