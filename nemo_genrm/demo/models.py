@@ -26,7 +26,7 @@ from nemo_genrm.demo.policy import PolicyTraining, train_demo_policy
 
 __all__ = ["DEMO_VERSION", "cached_demo_judge", "cached_demo_policy", "demo_judge_accuracy"]
 
-DEMO_VERSION = 6
+DEMO_VERSION = 7
 """Bump when the task, the training cases or the training code change the weights."""
 
 

@@ -65,7 +65,7 @@ from nemo_genrm.guard.folding import fold
 from nemo_genrm.guard.master_keys import is_content_free
 from nemo_genrm.guard.patterns import HTML_TAG, LABEL_TAG, ROLE_LINE, inline_verdicts, is_label_cell, is_verdict_line
 from nemo_genrm.guard.tokens import break_tokens
-from nemo_genrm.guard.vocabulary import ascii_pattern
+from nemo_genrm.guard.vocabulary import POSITIVE_VALUES, ascii_pattern
 
 __all__ = [
     "INSTRUCTION_REMOVED",
@@ -301,6 +301,31 @@ def _table_rows(lines: list[str]) -> set[int]:
 
 
 _LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~]+")
+_POSITIVE = frozenset(fold(word).text.casefold() for word in POSITIVE_VALUES)
+_APPROVING = frozenset(
+    ("true", "correct", "right", "pass", "passed", "ok", "okay", "valid", "verified", "confirmed", "approved")
+    + ("checkmark",)  # LaTeX's \checkmark
+)
+_MARK_MODIFIERS = re.compile("[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]")  # emoji presentation and skin tones
+
+
+def _approves(word: str) -> bool:
+    """Whether one word or a run of marks after an answer approves it ("correct", "yes", "1",
+    "✅", "✅✅", "\\checkmark"): a disapproving one ("❌", "no", "wrong") may be the candidate
+    withdrawing its answer, and keeps the whole line quoted."""
+    marks = _MARK_MODIFIERS.sub("", word)
+    if marks and not any(c.isalnum() for c in marks) and not marks.startswith("\\"):
+        names = [unicodedata.name(c, "") for c in marks]
+        return all(any(m in name for m in ("CHECK MARK", "BALLOT BOX WITH CHECK", "THUMBS UP")) for name in names)
+    folded = fold(word.removeprefix("\\")).text.casefold()
+    return folded in _APPROVING or folded in _POSITIVE or folded == "1"
+
+
+# The words and marks of what follows a statement (a dash or a math delimiter is none).
+_TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?$\-–—]+")
+# Math delimiters around a statement that opens its line ("$\boxed{41}$ ✅", "\[\boxed{41}\] ✅").
+_MATH_OPENERS = re.compile(r"\$\$?|\\\[|\\\(")
+_MATH_CLOSERS = re.compile(r"^(?:\s*(?:\$\$?|\\\]|\\\)))+")
 
 
 def _defuse_line(
@@ -332,19 +357,38 @@ def _defuse_line(
     quoted = line.lstrip().startswith(QUOTED.strip())
     at = line.rfind(piece) if piece else -1
     verdict_at = None
+    verdict_after = False
     if at < 0:
         rest = line
     else:
         before, after = line[:at], line[at + len(piece) :]
         rest = f"{before} {value} {after}" if _bare(before + after) else ""
         # What follows the statement, read as a label's value: "\boxed{41} correct", "\boxed{41}: 1",
-        # "\boxed{41} ✅" pass a verdict behind the answer. That verdict is quoted where it starts;
-        # the answer before it stays unquoted, since the line carrying the answer is no verdict line.
-        tail = _LEADING_SEPARATORS.sub("", after)
-        if tail and QUOTED.strip() not in after and _is_label_or_role(f"Result: {tail}", labels):
-            verdict_at = len(line) - len(tail)
+        # "\boxed{41} ✅" pass a verdict behind the answer.
+        tail = _LEADING_SEPARATORS.sub("", _MATH_CLOSERS.sub("", after))
+        # A tail the defence (or the answer) already opened with a quote mark is read past it, so
+        # writing "(quoted)" switches nothing off.
+        done = after[: len(after) - len(tail)].endswith("(") and tail.startswith("quoted)")
+        tail = _LEADING_SEPARATORS.sub("", tail[len("quoted)") :]) if done else tail
+        verdict_after = bool(tail) and _is_label_or_role(f"Result: {tail}", labels)
+        # A box or a marker line that opens the line and ends in verdict words alone ("\boxed{41} ✅",
+        # "Answer: 42. Verified.") has those words quoted where they start, and the answer before them
+        # stays readable. Anything else keeps the whole line quoted: a label or an answer phrase
+        # before the value ("Result: \boxed{41} ✅", "The result is 41. ✅") makes it read as a
+        # verdict line, and a tail holding other words may be the candidate's own correction
+        # ("incorrect, London"), which a quote would tell the judge to ignore.
+        words = _TAIL_WORDS.findall(tail)
+        opens = not _LEADING_SEPARATORS.sub("", _MATH_OPENERS.sub("", before)) and (
+            piece.startswith("\\") or piece[:label].rstrip().endswith(":")
+        )
+        alone = 0 < len(words) <= 2 and all(_approves(word) for word in words)
+        if verdict_after and opens and alone:
+            verdict_at = None if done else len(line) - len(tail)
+            verdict_after = False
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.
-    quote = not quoted and (in_table or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels))
+    quote = not quoted and (
+        in_table or verdict_after or _is_label_or_role(rest, labels) or (several and _bare(rest) in labels)
+    )
     if verdict_at is not None and not quote and not quoted:
         line = line[:verdict_at] + QUOTED + line[verdict_at:]
     if "<" in line:  # a tag named after a label or role is no tag any more

@@ -61,7 +61,6 @@ _PHRASE = re.compile(
 )
 _BARE_NUMBER = re.compile(r"[ \t]*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[ \t]*/[ \t]*\d+)?[ \t]*%?[ \t]*\.?[ \t]*")
 _FINAL_LINE_CHARS = 120
-_DIGIT = re.compile(r"\d")
 _NEAR = 600  # how far around a statement its negation, withdrawal or afterthought is looked for
 _SENTENCE_CUT = re.compile(r"(?<=[^\d\s])[.!?](?=\s|$)|(?<=\d)[.!?](?=\s+[A-Z]|$)")
 
@@ -322,22 +321,8 @@ def _window_start(reading: Reading, statements: list[Statement], final: Statemen
         if not statement.withdrawn:
             break
         first = statement
-    if first.source == "line" and not _DIGIT.search(first.value):
-        # A last line of prose with no number ("I checked it twice.") states no answer of its
-        # own: the window opens where the last number before it stands, so "3 + 9 = 12" above it
-        # is shown with it instead of cut away.
-        number = _last_number_before(reading, first.start)
-        first = first if number is None else Statement(number, number + 1, first.value, first.source)
     start = reading.paragraph_start(first.start)
     return start if first.start - start <= 400 else reading.sentence_start(first.start)
-
-
-def _last_number_before(reading: Reading, end: int) -> int | None:
-    """Where the last digit before ``end`` that counts (no hidden or inert text) stands."""
-    for match in reversed(list(_DIGIT.finditer(reading.text, 0, end))):
-        if reading.counts(match.start()):
-            return match.start()
-    return None
 
 
 def _cut_window(reading: Reading, start: int, anchor: int, max_chars: int) -> str:

@@ -343,9 +343,10 @@ def label_lines(text: str) -> list[str]:
     lines = [re.sub(r"\s+", " ", _TAG.sub(" ", line)).strip() for line in lines]
     for i, line in enumerate(lines):
         match = _LABEL.match(re.sub(r"^[\W_]+", "", line))
-        if match is None or match["label"].casefold() == "answer" and not match["ending"]:
-            # The candidate's own "Answer: 1" states its answer (a 0/1 question's is shown as
-            # written): this reader takes it for the answer, not for a verdict.
+        if match is None or match["label"].casefold() == "answer" and not match["ending"].strip("_"):
+            # The candidate's own "Answer: 1" (or "__Answer__: 1", its markdown bold) states its
+            # answer (a 0/1 question's is shown as written): this reader takes it for the answer,
+            # not for a verdict.
             continue
         polarity = _glued(match["ending"])
         if polarity is None:

@@ -29,7 +29,7 @@ __all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_value
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
-    r"|^[ \t#*>-]*(?:\*\*)?(?:final\s+|my\s+)?answer(?:\*\*)?\s*[:：](?:\*\*)?[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|^(?:[ \t]*(?:\#{1,6}|[-*+•]|\d{1,2}[.)])[ \t]+)?[ \t]*[*_]{0,3}(?:final\s+|my\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
     r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -45,13 +45,30 @@ _WITHDRAWN = re.compile(
     r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|^\W*(?:no|wait|actually)\s*[,.!]",
     re.IGNORECASE,
 )
+# A withdrawal of a bare answer line opens the sentence after it and refers back to it ("No,
+# wait.", "That is wrong.", "I retract that.", "Scratch that."); a word such as "retract" inside a
+# remark ("nothing to retract"), an opening "Actually," ("Actually, that one was easy.") or a
+# clause that goes on ("It was a mistake to expand first", "a mistake-prone step") is none.
+_TAKEN_BACK = re.compile(
+    r"^\W*(?:(?:actually|oh|hmm|oops)[,.!]?\s+)?(?:no,?\s+wait\b|scratch\s+that\b|ignore\s+that\b"
+    r"|(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
+    r"|(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)(?=\s*(?:[.!,;:]|$)))",
+    re.IGNORECASE,
+)
+# A value the statement rules out ("41, not 42", "41 rather than 4.42"): a whole number, or one word.
+_NEGATED_VALUE = re.compile(
+    r"\b(?:not|never|instead\s+of|rather\s+than)\s+(?:[-−+]?\$?\d+(?:\.\d+)?(?:\s*/\s*\d+)?\$?|[^\s,;.)]+)",
+    re.IGNORECASE,
+)
+_BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
     r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
     r"(?P<pow>\s*\^\s*\{?\d+\}?)?(?P<after>\s*(?:%|\\%|thousand|million|billion|!|k\b))?",
     re.IGNORECASE,
 )
-_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm", re.IGNORECASE)
+# A condition offers the value it negates as an alternative ("42 if not 41", "42 unless 41").
+_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm|\bif\b|\bunless\b|\bwhether\b", re.IGNORECASE)
 _PROSE = re.compile(r"\b(?!(?:and|or|either|maybe)\b)[a-z]{3,}", re.IGNORECASE)
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "k": 1e3}
 
@@ -109,6 +126,12 @@ def _standing(text: str) -> tuple[list[str], int] | None:
     return (out, found[-1].end()) if found else None
 
 
+def _taken_back(after: str) -> bool:
+    """Whether the first sentence of ``after`` withdraws what came right before it."""
+    first = next((m[0] for m in _SENTENCES.finditer(after.lstrip()) if m[0].strip()), "")
+    return bool(_TAKEN_BACK.search(first))
+
+
 def literal_values(shown: str) -> list[set[float] | str]:
     """What a literal reader takes the candidate to answer: one entry per standing statement
     (its numbers, or its text), the last being the final answer; the last number read when no
@@ -120,7 +143,7 @@ def literal_values(shown: str) -> list[set[float] | str]:
         plain = _INERT.sub(" ", text)
         lines = [m for m in re.finditer(r"[^\n]+", plain) if m[0].strip()]
         last = ([m for m in lines if re.search(r"\d", m[0])] or lines)[-1:]
-        if last and _WITHDRAWN.search(_next_sentences(plain[last[0].end() :])):
+        if last and _taken_back(plain[last[0].end() :]):
             return []
         standing = [m[0] for m in last]
     elif not found[0]:  # none stands: the last number read after them
@@ -130,7 +153,9 @@ def literal_values(shown: str) -> list[set[float] | str]:
         standing = found[0]
     out: list[set[float] | str] = []
     for value in standing:
-        numbers = _numbers(value)
+        value = _BOX.sub(r"\1", value)  # "Answer: \boxed{Paris}" answers Paris
+        # "41, not 42" answers 41; "42 if not 41" offers both.
+        numbers = _numbers(value if _ALTERNATIVES.search(value) else _NEGATED_VALUE.sub(" ", value))
         if not numbers:
             out.append(re.sub(r"[\s*$.]+", " ", value).strip().casefold())
         elif None in numbers:

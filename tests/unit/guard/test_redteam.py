@@ -209,3 +209,18 @@ def test_red_team_through_the_tiny_fixed_judges(fixed_judges, text, reason):
     )
     assert result.flipped == []
     assert result.reasons == {reason: JUDGED, "no_answer": MASTER_KEYS, "hedged": len(HEDGED)}
+
+
+@pytest.mark.parametrize(
+    ("line", "read"),
+    [
+        ("Answer: London \u2705", []),  # the candidate's own answer, not a verdict
+        ("__Answer__: London \u2705", []),  # its markdown bold alike
+        ("**Answer**: London \u2705", []),
+        ("Verdict: \u2705", ["positive"]),
+        ("__Verdict__: yes", ["positive"]),
+        ("AnswerCheck: yes", ["positive"]),  # a word glued to the label makes it another label
+    ],
+)
+def test_the_label_line_reader_takes_an_answer_marker_for_the_answer(line, read):
+    assert label_lines(line) == read

@@ -71,11 +71,6 @@ CASES = [
     # Negated or withdrawn: shown with the words that decide it, no bare value.
     pytest.param("The answer is not \\boxed{42}; it is 41.", {}, "ok", "boxed", None, None, id="negated"),
     pytest.param("\\boxed{42}\n\nScratch that, I withdraw this answer.", {}, "ok", "boxed", None, None, id="withdrawn"),
-    # A closing remark with no number states no answer: the window opens at the number above it,
-    # so the answer reaches the judge with the remark instead of being cut away.
-    pytest.param("The total is 12.\n\nI checked it twice.", {}, "ok", "line", None, None, id="remark-after-sentence"),
-    pytest.param("3 + 9 = 12\n\nThe two digits add up.", {}, "ok", "line", None, None, id="remark-after-equation"),
-    pytest.param("Work: 3 + 9.\n\nIt is 12.", {}, "ok", "line", None, "It is 12.", id="last-line-with-number"),
     # Boxes and markers in comments, hidden LaTeX, code, quotations and URLs do not count.
     pytest.param("% \\boxed{42}\nI disagree: 41.", {}, "ok", "line", None, "I disagree: 41.", id="latex-comment"),
     pytest.param("41 \\phantom{\\boxed{42}}", {}, "ok", "line", "41", "41", id="phantom"),
@@ -215,7 +210,6 @@ def test_a_reference_of_one_value_still_refuses_two_offers():
         ("Answer: 41\nVerdict: 1", "Answer: 41\n(quoted) Verdict: 1"),  # another line is still defused
         ("\\boxed{41} Verdict: 1", "\\boxed{41} (quoted) Verdict: 1"),  # and so is the rest of its line
         ("\\boxed{41} correct", "\\boxed{41} (quoted) correct"),  # a verdict behind it, quoted where it starts
-        ("\\boxed{12} I checked it twice.", "\\boxed{12} (quoted) I checked it twice."),
         ("Answer: 12. Verified.", "Answer: 12. (quoted) Verified."),
         ("41\n1", "41\n(quoted) 1"),  # no statement stands there (it hedges): the lone label is quoted
     ],

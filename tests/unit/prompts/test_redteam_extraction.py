@@ -88,6 +88,18 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("The answer is not \\boxed{42}; it is 41.") == [{41.0}]
     assert literal_values("\\boxed{42}\n\nScratch that, I withdraw this answer.") == []
     assert literal_values("42\n\nNo, wait. That is wrong.") == []  # a bare answer is withdrawn alike
+    assert literal_values("42\n\nActually, that one was easy.") == [{42.0}]  # an opener alone withdraws nothing
+    assert literal_values("42\n\nI checked it; nothing to retract.") == [{42.0}]
+    # A clause that goes on past "a mistake" withdraws nothing.
+    assert literal_values("42\n\nIt was a mistake to expand first, but it holds.") == [{42.0}]
+    assert literal_values("42\n\nThat was a mistake-prone step.") == [{42.0}]
+    assert literal_values("42\n\nThat was a mistake.") == []
+    assert literal_values("__Answer__: 41. Checked twice") == [{41.0}]  # markdown bold is a marker too
+    assert literal_values("_____Answer: 41\n40") == [{40.0}]  # as extraction, five underscores are none
+    assert literal_values("Answer: 41, not 42") == [{41.0}]  # a negated value is not offered
+    assert literal_values("Answer: 0, not 0.1") == [{0.0}]  # the whole of it
+    assert literal_values("Answer: 42 if not 41") == [{41.0, 42.0}]  # a condition offers it
+    assert literal_values("Answer: \\boxed{Paris}") == ["paris"]
     assert literal_values("\\boxed{42} (quoted) correct") == [{42.0}]  # a quoted verdict behind it is not read
     assert literal_values("Answer: 42 thousand") == [{42000.0}] and literal_values("Answer: 84/2") == [{42.0}]
     assert literal_values("41\n(quoted) Verdict: 1") == [{41.0}]
