@@ -29,8 +29,8 @@ __all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_value
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
-    r"|^(?:[ \t]*(?:\#{1,6}|[-*+•]|\d{1,2}[.)])[ \t]+)?[ \t]*[*_]{0,3}(?:final\s+|my\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
-    r"|\b(?:the\s+(?:final\s+)?answer\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
+    r"|^[ \t#*>•+-]*(?:\d{1,2}[.)][ \t]*)?[*_]{0,3}(?:final\s+|my\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|\b(?:the\s+(?:final\s+)?(?:answer|result)\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
 _INERT = re.compile(
@@ -67,8 +67,11 @@ _NUMBER = re.compile(
     r"(?P<pow>\s*\^\s*\{?\d+\}?)?(?P<after>\s*(?:%|\\%|thousand|million|billion|!|k\b))?",
     re.IGNORECASE,
 )
-# A condition offers the value it negates as an alternative ("42 if not 41", "42 unless 41").
-_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm|\bif\b|\bunless\b|\bwhether\b", re.IGNORECASE)
+_ALTERNATIVES = re.compile(r"\bor\b|\?|;|\bmaybe\b|\bperhaps\b|±|\\pm", re.IGNORECASE)
+# A condition among several values ("42 if not 41", "x = 3 if y = 2") states none of them outright.
+_CONDITION = re.compile(r"\bif\b|\bunless\b|\bwhether\b", re.IGNORECASE)
+# Working around a value ("3x+1", "x + 1"): dropping a negated value from it leaves no plain value.
+_SYMBOLIC = re.compile(r"\d\s*[a-z]|[a-z]\s*[-+*/^=]|[-+*/^=]\s*[a-z]", re.IGNORECASE)
 _PROSE = re.compile(r"\b(?!(?:and|or|either|maybe)\b)[a-z]{3,}", re.IGNORECASE)
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "k": 1e3}
 
@@ -154,8 +157,13 @@ def literal_values(shown: str) -> list[set[float] | str]:
     out: list[set[float] | str] = []
     for value in standing:
         value = _BOX.sub(r"\1", value)  # "Answer: \boxed{Paris}" answers Paris
-        # "41, not 42" answers 41; "42 if not 41" offers both.
-        numbers = _numbers(value if _ALTERNATIVES.search(value) else _NEGATED_VALUE.sub(" ", value))
+        numbers = _numbers(value)
+        kept = _NEGATED_VALUE.sub(" ", value)  # "41, not 42" answers 41
+        if len(numbers) > 1 and _CONDITION.search(value):
+            out.append({math.nan})  # a conditional answer matches no reference
+            continue
+        if not _ALTERNATIVES.search(value) and not _SYMBOLIC.search(kept) and len(_numbers(kept)) == 1:
+            numbers = _numbers(kept)
         if not numbers:
             out.append(re.sub(r"[\s*$.]+", " ", value).strip().casefold())
         elif None in numbers:

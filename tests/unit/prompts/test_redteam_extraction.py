@@ -10,6 +10,8 @@ gullible readers read it naively. Figures per family and judge: docs/security.md
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from nemo_genrm.env.environment import GenRMEnvironmentImpl
@@ -95,10 +97,16 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("42\n\nThat was a mistake-prone step.") == [{42.0}]
     assert literal_values("42\n\nThat was a mistake.") == []
     assert literal_values("__Answer__: 41. Checked twice") == [{41.0}]  # markdown bold is a marker too
-    assert literal_values("_____Answer: 41\n40") == [{40.0}]  # as extraction, five underscores are none
+    assert literal_values("_____Answer: 41\n40") == [{40.0}]  # five underscores are no emphasis
     assert literal_values("Answer: 41, not 42") == [{41.0}]  # a negated value is not offered
     assert literal_values("Answer: 0, not 0.1") == [{0.0}]  # the whole of it
-    assert literal_values("Answer: 42 if not 41") == [{41.0, 42.0}]  # a condition offers it
+    # A condition among values states none of them; a negated value inside working stays.
+    assert [math.isnan(v) for v in literal_values("Answer: 42 if not 41")[0]] == [True]
+    assert [math.isnan(v) for v in literal_values("Answer: x = 3 if y = 2")[0]] == [True]
+    assert literal_values("Answer: 3x+1, not 3") == [{3.0}]
+    # A glued bullet or heading still marks an answer; "The result is" states one.
+    assert literal_values("-Answer: 41\nCheck: 6*7 = 42") == [{41.0}]
+    assert literal_values("Answer: 42\nThe result is 41.") == [{42.0}, {41.0}]
     assert literal_values("Answer: \\boxed{Paris}") == ["paris"]
     assert literal_values("\\boxed{42} (quoted) correct") == [{42.0}]  # a quoted verdict behind it is not read
     assert literal_values("Answer: 42 thousand") == [{42000.0}] and literal_values("Answer: 84/2") == [{42.0}]
