@@ -92,7 +92,19 @@ def demo_pairwise_examples(n: int = 100, seed: int = 0) -> list[RewardBenchExamp
         while len(drawn) < 2:
             case = judge_example(rng, question)
             extracted = builder.extract(case.response)
-            plain = extracted.ok and neutralise(extracted.text, labels=("1", "0"), markers=markers) == extracted.text
+            # Read as the environment's prompt reads it: with the answer it states, so a line the
+            # defence quotes because of what follows that answer is not plain either.
+            stated = builder.extract(extracted.text) if extracted.ok else None
+            plain = stated is not None and (
+                neutralise(
+                    extracted.text,
+                    labels=("1", "0"),
+                    markers=markers,
+                    answer=stated.statement,
+                    answer_value=stated.value,
+                )
+                == extracted.text
+            )
             if plain and case.label not in drawn:
                 drawn[case.label] = extracted.text
         examples.append(

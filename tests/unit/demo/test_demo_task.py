@@ -65,7 +65,7 @@ def test_judge_cases_are_balanced_and_labelled_by_what_the_judge_is_shown():
     assert judged_number("Answer: 7") == "7" and judged_number("Thought process:") is None
     # So are the extraction families, attacks and twins of each.
     families = {f: [t.text for t in ts] for f, ts in family_templates().items()}
-    assert len(families) == 8 and sum(len(v) for v in families.values()) >= 250
+    assert len(families) == 9 and sum(len(v) for v in families.values()) >= 250
 
 
 @pytest.mark.parametrize(
