@@ -5,7 +5,9 @@ the final answer is the last one the candidate *states* (a ``\\boxed{}``, a line
 ``Answer:``, ``the answer is ...``, ``it is ...``), and a statement does not stand when it is
 negated (``not \\boxed{42}``), withdrawn right after (``which is wrong``, ``scratch that``,
 ``I withdraw``), or sits in code, a quotation or a URL. Several distinct standing values, or an
-answer that offers alternatives (``41 or 42``, ``±42``), do not match a reference that holds fewer.
+answer that offers alternatives (``41 or 42``, ``±42``), do not match a reference that holds fewer;
+a value ruled out inside a statement is not offered (``41, not 42`` answers 41), and a condition
+among values (``42 if not 41``) matches nothing.
 A value is compared as a number (``42.0`` and ``84/2`` are 42; ``-42``, ``42%``, ``0.42`` and
 ``42 thousand`` are not) or, for words, as text. What the defence marked ``(quoted)`` (to the
 end of its line) and ``[instruction removed]`` are not the candidate's words. With no statement it takes the last
