@@ -23,7 +23,7 @@ from nemo_genrm.config import PromptConfig, VerdictConfig
 from nemo_genrm.demo.judge import DEMO_TEMPLATE
 from nemo_genrm.demo.task import judge_example
 from nemo_genrm.evals.reward_bench.data import RewardBenchExample
-from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH, fence, neutralise
+from nemo_genrm.guard.injection import NONCE_ALPHABET, NONCE_LENGTH, fence
 from nemo_genrm.prompts import PromptBuilder, load_template, template_labels_from_config
 from nemo_genrm.tasks.digit_addition import all_questions
 
@@ -84,7 +84,6 @@ def demo_pairwise_examples(n: int = 100, seed: int = 0) -> list[RewardBenchExamp
     builder = PromptBuilder(PromptConfig(template=DEMO_TEMPLATE), VerdictConfig())
     _, joiner, _ = _joiner()
     questions = all_questions()
-    markers = tuple(VerdictConfig().choice_markers)
     examples = []
     for i in range(n):
         question = rng.choice(questions)
@@ -92,19 +91,9 @@ def demo_pairwise_examples(n: int = 100, seed: int = 0) -> list[RewardBenchExamp
         while len(drawn) < 2:
             case = judge_example(rng, question)
             extracted = builder.extract(case.response)
-            # Read as the environment's prompt reads it: with the answer it states, so a line the
-            # defence quotes because of what follows that answer is not plain either.
-            stated = builder.extract(extracted.text) if extracted.ok else None
-            plain = stated is not None and (
-                neutralise(
-                    extracted.text,
-                    labels=("1", "0"),
-                    markers=markers,
-                    answer=stated.statement,
-                    answer_value=stated.value,
-                )
-                == extracted.text
-            )
+            # The environment's prompt shows the response as build() defuses it; a rating request
+            # shows it as written, so only responses the defence leaves alone show both the same.
+            plain = extracted.ok and builder.neutralise_candidate(extracted.text) == extracted.text
             if plain and case.label not in drawn:
                 drawn[case.label] = extracted.text
         examples.append(

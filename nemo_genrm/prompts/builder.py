@@ -435,6 +435,15 @@ class PromptBuilder:
                 "special_tokens": tuple(special_tokens),
             }
 
+    def neutralise_candidate(self, candidate: str) -> str:
+        """The candidate as :meth:`build` places it in the fence: defused with the answer it states
+        (the line stating the final answer is the answer, never a verdict line: ``Answer: 1``);
+        unchanged when ``prompt.neutralise`` is off."""
+        if self._neutral is None:
+            return candidate
+        stated = self.extract(candidate)
+        return neutralise(candidate, answer=stated.statement, answer_value=stated.value, **self._neutral)
+
     def extract(self, response: object, reference: str | None = None) -> ExtractedAnswer:
         """:func:`extract_answer` with the configured options (and the reference, which says how
         many values an answer may offer)."""
@@ -466,9 +475,7 @@ class PromptBuilder:
             # The question comes from the policy's data too (a user message, a dataset row):
             # chat tokens or verdict lines in it must not steer the judge either.
             question = neutralise(question, instructions=False, **self._neutral) if question else question
-            # The line stating the final answer is the answer, never a verdict line ("Answer: 1").
-            stated = self.extract(candidate)
-            candidate = neutralise(candidate, answer=stated.statement, answer_value=stated.value, **self._neutral)
+            candidate = self.neutralise_candidate(candidate)
         if nonce is None:
             nonce = keyed_nonce(self._nonce_key, question or "", reference or "", candidate)
         fenced = fence(candidate, nonce)
