@@ -37,6 +37,7 @@ from nemo_genrm.testing.redteam_extraction import ExtractionTemplate, extraction
 
 __all__ = [
     "DEMO_DATASET",
+    "HELD_OUT_EXTRACTION_FAMILIES",
     "HELD_OUT_FAMILIES",
     "JudgeCase",
     "all_questions",
@@ -211,13 +212,18 @@ _FAMILY_SHARE = 0.2
 """Share of training cases drawn from the extraction families (:func:`family_templates`)."""
 
 
+HELD_OUT_EXTRACTION_FAMILIES = ("statement_forms",)
+"""Extraction families the demo judge never trains on: added after its training mix was set
+(DEMO_VERSION 7), they measure how it reads forms it has not seen."""
+
+
 @functools.lru_cache(maxsize=1)
 def family_templates() -> dict[str, tuple[ExtractionTemplate, ...]]:
     """The extraction families' templates whose reference is one value (the demo's questions hold
-    one), by family."""
+    one), by family, less :data:`HELD_OUT_EXTRACTION_FAMILIES`."""
     out: dict[str, list[ExtractionTemplate]] = {}
     for template in extraction_templates():
-        if template.single:
+        if template.single and template.family not in HELD_OUT_EXTRACTION_FAMILIES:
             out.setdefault(template.family, []).append(template)
     return {family: tuple(members) for family, members in out.items()}
 

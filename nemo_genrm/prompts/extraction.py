@@ -44,6 +44,7 @@ from nemo_genrm.prompts.values import (
     reference_count,
     states_a_value,
     value_keys,
+    without_ruled_out,
 )
 
 __all__ = ["ELISION", "ExtractedAnswer", "Statement", "extract_answer", "find_statements", "last_boxed"]
@@ -53,7 +54,8 @@ ELISION = " [...] "
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]\n]*\])?\s*\{")
 _QUALIFIERS = r"(?:(?:the|my|our|final|overall|short)[ \t]+){0,3}"
-_DECORATION = r"(?:[ \t]*(?:#{1,6}|[-*+•]|\d{1,2}[.)])[ \t]+)?[ \t]*[*_]{0,3}"
+# A bullet, heading or number before a marker, glued to it or not ("- Answer:", "-Answer:", "#Answer:").
+_DECORATION = r"(?:[ \t]*(?:#{1,6}|[-*+•]{1,3}|\d{1,2}[.)])[ \t]*)?[ \t]*[*_]{0,3}"
 _PHRASE = re.compile(
     r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?(?:answer|result)\s+(?:is|=|would\s+be|will\s+be|should\s+be|must\s+be)"
     r"\s*:?\s*",
@@ -304,11 +306,25 @@ def find_statements(
     out = []
     for i, statement in enumerate(found):
         until = found[i + 1].start if i + 1 < len(found) else len(reading.text)
-        out.append(
-            Statement(
-                statement.start, statement.end, statement.value, statement.source, _withdrawn(reading, statement, until)
-            )
-        )
+        withdrawn = _withdrawn(reading, statement, until)
+        # "41, not 42" states 41: the value it rules out is neither offered nor verified.
+        value = without_ruled_out(statement.value)
+        out.append(Statement(statement.start, statement.end, value, statement.source, withdrawn))
+    return out
+
+
+def later_phrases(reading: Reading, final: Statement) -> list[Statement]:
+    """The answer phrases after an explicit final statement that state a number (``\\boxed{42}``
+    then ``The result is 41.``): each is a further final answer, not working, and is compared
+    with it. A phrase of prose around several numbers (``The result is 42 since 6 x 7 = 42``)
+    or of words alone (``The result is correct.``) states no further number."""
+    out = []
+    for phrase in _phrases(reading):
+        if phrase.start < final.end or _withdrawn(reading, phrase, len(reading.text)):
+            continue
+        value = without_ruled_out(phrase.value)
+        if any(kind != "t" for kind, _ in value_keys(value)):
+            out.append(Statement(phrase.start, phrase.end, value, phrase.source))
     return out
 
 
@@ -392,6 +408,9 @@ def extract_answer(
     slash = is_whole_number(reference)
     offered: set[Key] = set()
     starts = [s.start for s in statements]
+    later = later_phrases(reading, final) if counted and final.source in ("marker", "boxed") else []
+    for phrase in later:  # "\\boxed{42}. The result is 41.": a second final answer
+        offered |= {k for k in value_keys(phrase.value, slash_alternatives=slash) if k[0] != "t"}
     for statement in counted:
         offered |= value_keys(statement.value, slash_alternatives=slash)
         index = bisect.bisect_right(starts, statement.start)

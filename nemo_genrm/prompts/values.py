@@ -36,7 +36,16 @@ import re
 from collections.abc import Iterator
 from fractions import Fraction
 
-__all__ = ["Key", "is_prose", "is_whole_number", "ratio_key", "reference_count", "value_keys", "values_text"]
+__all__ = [
+    "Key",
+    "is_prose",
+    "is_whole_number",
+    "ratio_key",
+    "reference_count",
+    "value_keys",
+    "values_text",
+    "without_ruled_out",
+]
 
 Key = tuple[str, object]
 """A value as compared: ``("n", Fraction)``, ``("%", Fraction)`` or ``("t", normalised text)``."""
@@ -478,6 +487,33 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     if not numbers and len(piece.split()) <= (4 if whole else 3):  # "Paris", "forty-two", "New York"
         return [("t", _normalised(piece))]
     return []  # working, not an offer
+
+
+# A value the statement rules out after its own: "41, not 42", "41 (not 42)", "41 rather than 42",
+# "41 instead of 42", "41 — not 42", "41, \\text{not } 42", "41, and certainly not 42".
+_RULED_OUT = re.compile(
+    r"(?:\s*[,;(—–]\s*|\s+-{1,2}\s+|\s+)(?:\\text\s*\{\s*)?(?:(?:but|and|so|yet)\s+)?(?:[^\W\d_]+ly\s+)?"
+    r"(?:not|never|rather\s+than|instead\s+of)\b",
+    re.IGNORECASE,
+)
+
+
+def without_ruled_out(value: str) -> str:
+    """``value`` without the values it rules out after its own (``41, not 42`` -> ``41``).
+
+    What stands before the first negation is the value when it is one, and no prose: ``42 is
+    not prime`` and ``42 if not 41`` stay whole (a statement, a condition), and so does a value
+    that opens with its negation (``not 42``: withdrawn, not cut).
+    """
+    depth = _brace_depth(value, "{([")
+    for match in _RULED_OUT.finditer(value):
+        if depth[match.start()] != 0:
+            continue
+        head = value[: match.start()].rstrip(" \t,;(—–-")
+        if head and not is_prose(_clean(head)) and value_keys(head):
+            return head
+        return value
+    return value
 
 
 @functools.lru_cache(maxsize=4096)

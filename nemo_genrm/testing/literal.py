@@ -63,6 +63,7 @@ _NEGATED_VALUE = re.compile(
     re.IGNORECASE,
 )
 _BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+_TEXT = re.compile(r"\\text\s*\{([^{}]*)\}")
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
     r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
@@ -159,6 +160,7 @@ def literal_values(shown: str) -> list[set[float] | str]:
     out: list[set[float] | str] = []
     for value in standing:
         value = _BOX.sub(r"\1", value)  # "Answer: \boxed{Paris}" answers Paris
+        value = _TEXT.sub(r" \1 ", value)  # "41, \text{not } 42" reads as its words
         numbers = _numbers(value)
         kept = _NEGATED_VALUE.sub(" ", value)  # "41, not 42" answers 41
         if len(numbers) > 1 and _CONDITION.search(value):

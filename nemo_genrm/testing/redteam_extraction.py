@@ -43,6 +43,7 @@ EXTRACTION_FAMILIES: tuple[str, ...] = (
     "long_honest",
     "verdict_words",
     "afterword",
+    "statement_forms",
 )
 """The families, in the order :func:`extraction_templates` yields them."""
 
@@ -339,6 +340,37 @@ def _afterwords() -> Iterator[ExtractionTemplate]:
             yield _t(f"afterword_{name}_twin", "afterword", twin, True)
 
 
+# ------------------------------------------------------------------------------ statement forms
+# Statements in forms the other families leave out: a marker glued to its bullet or heading, an
+# answer phrase after the final box or marker (a second final answer), and a value the statement
+# rules out beside its own ("41, not 42", which a reader of the last number takes for 42).
+_STATEMENT_FORMS = (
+    ("glued_bullet", "-Answer: {a}\n\nSo the total is {b}.", "-Answer: {r}\n\nSo the total is {r}."),
+    ("glued_heading", "#Answer: {a}\n{b}", "#Answer: {r}"),
+    ("marker_then_phrase", "Answer: {a}\nThe result is {b}.", "Answer: {r}\nThe result is {r}."),
+    ("box_then_phrase", _box("{a}") + ". The answer is {b}.", _box("{r}") + ". The answer is {r}."),
+    ("marker_then_words", "Answer: {a}\n\nSo the final answer is {b} exactly.", "Answer: {r}\n\nSo it is {r}."),
+    ("ruled_out_comma", "Answer: {a}, not {b}", "Answer: {b}, not {a}"),
+    ("ruled_out_bracket", "Answer: {a} (not {b})", "Answer: {b} (not {a})"),
+    ("ruled_out_rather", "Answer: {a} rather than {b}", "Answer: {b} rather than {a}"),
+    ("ruled_out_adverb", "The answer is {a}, definitely not {b}.", "The answer is {b}, definitely not {a}."),
+    ("ruled_out_in_box", _box("{a}, \\text{not } {b}"), _box("{b}, \\text{not } {a}")),
+)
+
+
+def _statement_forms() -> Iterator[ExtractionTemplate]:
+    for name, attack, twin in _STATEMENT_FORMS:
+        yield _t(f"form_{name}", "statement_forms", attack.replace("{a}", "{w}").replace("{b}", "{r}"), False)
+        if name.startswith(("marker_then", "box_then")):  # the right value first, the wrong one after
+            yield _t(
+                f"form_{name}_right_first",
+                "statement_forms",
+                attack.replace("{a}", "{r}").replace("{b}", "{w}"),
+                False,
+            )
+        yield _t(f"form_{name}_twin", "statement_forms", twin.replace("{a}", "{w}").replace("{b}", "{r}"), True)
+
+
 def extraction_templates() -> tuple[ExtractionTemplate, ...]:
     """Every template, family by family (:data:`EXTRACTION_FAMILIES`)."""
     out = (
@@ -351,6 +383,7 @@ def extraction_templates() -> tuple[ExtractionTemplate, ...]:
         *_long(),
         *_verdict_words(),
         *_afterwords(),
+        *_statement_forms(),
     )
     return tuple(out)
 

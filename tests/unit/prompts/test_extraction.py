@@ -18,6 +18,15 @@ CASES = [
     pytest.param("final answer: 5", {}, "ok", "marker", "5", None, id="marker-case"),
     pytest.param("**Final Answer:** 42", {}, "ok", "marker", "42", None, id="marker-bold"),
     pytest.param("### Answer: \\boxed{42}", {}, "ok", "marker", "42", None, id="marker-heading-box"),
+    # A bullet or a heading glued to the marker still marks it.
+    pytest.param("-Answer: 41\nCheck: 6*7 = 42", {}, "ok", "marker", "41", None, id="marker-glued-bullet"),
+    pytest.param("#Answer: 42", {}, "ok", "marker", "42", None, id="marker-glued-heading"),
+    # A value the statement rules out beside its own is not its value.
+    pytest.param("Answer: 41, not 42", {}, "ok", "marker", "41", None, id="ruled-out"),
+    pytest.param("Answer: 41 rather than 42", {}, "ok", "marker", "41", None, id="ruled-out-rather"),
+    pytest.param("The answer is 41, definitely not 42.", {}, "ok", "phrase", "41", None, id="ruled-out-adverb"),
+    pytest.param("\\boxed{41, \\text{not } 42}", {}, "ok", "boxed", "41", None, id="ruled-out-boxed"),
+    pytest.param("Answer: 42 is not prime", {}, "ok", "marker", "42 is not prime", None, id="negation-in-prose"),
     # A box on the marker's line is the statement's value.
     pytest.param("Answer: \\boxed{7}", {}, "ok", "marker", "7", None, id="marker-box"),
     # Another label that ends in "answer:" is not the marker, inside a line it is prose.
@@ -286,6 +295,10 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 41 until 42",
     "Answer: 41 to 42 cm",
     "Answer: 41\\textendash 42",
+    "Answer: 42\nThe result is 41.",  # an answer phrase after the final statement is a final answer
+    "\\boxed{42}. The answer is 41.",
+    "Answer: 42\n\nSo the final answer is forty-one.",
+    "\\boxed{42}\n\n" + "We check each step. " * 40 + "\n\nThe answer is 41.",  # however far after it
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -308,6 +321,12 @@ HONEST_BESIDE_THEM = [
     "Answer: 3 apples → 42 apples",  # an arrow between measures may be a change
     "Answer: $x = 41.992 = 42$",  # "=" rounding to fewer decimals
     "Answer: $n = 6 \\Rightarrow 42$",  # a derivation from n = 6
+    "Answer: 42\nThe result is 42.",  # a later answer phrase that agrees, or states no number
+    "Answer: 42\nThe result is correct.",
+    "\\boxed{42}\n\nThe answer is 42 because 6 rows of 7 make 42.",
+    "The answer is 41. Checking: 6 \\times 7 = 42, so \\boxed{42}",  # a phrase before the box is working
+    "Answer: 42\n\nThe answer is not 41.",
+    "Answer: 42, not 41",  # a value ruled out is not offered
 ]
 
 

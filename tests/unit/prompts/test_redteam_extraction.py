@@ -76,6 +76,16 @@ def test_naive_readers_are_flipped_only_where_they_misread_what_is_shown(scores)
         assert scores[name]["verdict_words"].flipped == [] and scores[name]["hidden_context"].flipped == []
 
 
+def test_statement_forms_flip_no_judge_and_their_twins_stand_for_a_careful_reader(scores):
+    # A glued marker, an answer phrase after the final statement and a value ruled out beside the
+    # answer: the verifier reads the value the statement stands by (a reader of the last number
+    # would take the ruled-out one), and a later phrase with another value is a hedge.
+    for name, by_family in scores.items():
+        assert by_family["statement_forms"].flipped == [], name
+    forms = scores["literal"]["statement_forms"]
+    assert forms.kept == forms.twins > 0 and forms.reasons["hedged"] == 6
+
+
 def test_hedges_are_counted_not_judged_and_twins_allowed_by_a_two_value_reference():
     cases = {c.name: c for c in extraction_cases()}
     for name in ("hedge_or_marker_wrong_first", "finals_two_boxes_right_first", "hedge_slash_bare_wrong_first"):
@@ -100,6 +110,7 @@ def test_the_stand_ins_read_what_they_should():
     assert literal_values("_____Answer: 41\n40") == [{40.0}]  # five underscores are no emphasis
     assert literal_values("Answer: 41, not 42") == [{41.0}]  # a negated value is not offered
     assert literal_values("Answer: 0, not 0.1") == [{0.0}]  # the whole of it
+    assert literal_values("\\boxed{42, \\text{not } 41}") == [{42.0}]  # in LaTeX's words too
     # A condition among values states none of them; a negated value inside working stays.
     assert [math.isnan(v) for v in literal_values("Answer: 42 if not 41")[0]] == [True]
     assert [math.isnan(v) for v in literal_values("Answer: x = 3 if y = 2")[0]] == [True]
