@@ -321,6 +321,30 @@ def _approves(word: str) -> bool:
     return folded in _APPROVING or folded in _POSITIVE or folded == "1"
 
 
+# A closing sentence that only says the candidate trusts its answer ("I hope it is correct.", the
+# closing line of the Minerva format; "I am confident this is right"): every word from this list
+# or approving, one of them approving, none disapproving.
+_TRUSTING = frozenset(
+    "i we hope think believe am are confident sure it this that is the answer result should be will".split()
+)
+_TRUSTING_WORDS = 8
+
+
+def _trusts_answer(words: list[str]) -> bool:
+    """Whether a statement's tail is only the candidate saying it trusts its answer."""
+    folded = [fold(word).text.casefold() for word in words]
+    return (
+        0 < len(words) <= _TRUSTING_WORDS
+        and any(_approves(word) for word in words)
+        and all(word in _TRUSTING or _approves(raw) for word, raw in zip(folded, words, strict=True))
+    )
+
+
+# A marker label that opens a statement whose value an answer phrase introduces ("Final Answer:
+# The final answer is $42$", the Minerva format): a label of words without a verb, then a colon.
+_MARKER_LABEL = re.compile(r"[^\W\d](?:(?!\b(?:is|are|was|were|be)\b)[^:\n]){0,39}:\s*\S", re.IGNORECASE)
+
+
 # The words and marks of what follows a statement (a dash or a math delimiter is none).
 _TAIL_WORDS = re.compile(r"[^\s()\[\]{}.,;:!?$\-–—]+")
 # Math delimiters around a statement that opens its line ("$\boxed{41}$ ✅", "\[\boxed{41}\] ✅").
@@ -379,9 +403,9 @@ def _defuse_line(
         # ("incorrect, London"), which a quote would tell the judge to ignore.
         words = _TAIL_WORDS.findall(tail)
         opens = not _LEADING_SEPARATORS.sub("", _MATH_OPENERS.sub("", before)) and (
-            piece.startswith("\\") or piece[:label].rstrip().endswith(":")
+            piece.startswith("\\") or piece[:label].rstrip().endswith(":") or _MARKER_LABEL.match(piece[:label])
         )
-        alone = 0 < len(words) <= 2 and all(_approves(word) for word in words)
+        alone = (0 < len(words) <= 2 and all(_approves(word) for word in words)) or _trusts_answer(words)
         if verdict_after and opens and alone:
             verdict_at = None if done else len(line) - len(tail)
             verdict_after = False

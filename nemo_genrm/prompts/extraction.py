@@ -64,7 +64,9 @@ _PHRASE = re.compile(
 _BARE_NUMBER = re.compile(r"[ \t]*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[ \t]*/[ \t]*\d+)?[ \t]*%?[ \t]*\.?[ \t]*")
 _FINAL_LINE_CHARS = 120
 _NEAR = 600  # how far around a statement its negation, withdrawal or afterthought is looked for
-_SENTENCE_CUT = re.compile(r"(?<=[^\d\s])[.!?](?=\s|$)|(?<=\d)[.!?](?=\s+[A-Z]|$)")
+# Where a value's sentence ends: not inside "i.e." or "e.g."; after a digit, "!" and "?" end it only
+# before another sentence ("5!" is a factorial, "42?" a doubt the verifier must not read as 42).
+_SENTENCE_CUT = re.compile(r"(?<=[^\d\s])(?<!\.[a-zA-Z])[.!?](?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|$)|(?<=\d)[!?](?=\s+[A-Z])")
 
 # A statement is negated by a negation right before it (at most two words between, no clause break).
 _NEGATED_BEFORE = re.compile(
@@ -156,8 +158,8 @@ def _boxes(reading: Reading) -> list[Statement]:
 
 def _marker_pattern(marker: str) -> re.Pattern[str]:
     core = re.escape(marker.strip())
-    if marker.strip().endswith(":") and len(marker.strip()) > 1:  # "**Answer**:" and "Answer :" too
-        core = re.escape(marker.strip()[:-1]) + r"[*_]{0,3}[ \t]*:"
+    if marker.strip().endswith(":") and len(marker.strip()) > 1:  # "**Answer**:", "Answer :", "Answer："
+        core = re.escape(marker.strip()[:-1]) + r"[*_]{0,3}[ \t]*[:：]"
     qualifiers = _QUALIFIERS if marker.strip()[:1].isalpha() else ""
     return re.compile(rf"^{_DECORATION}{qualifiers}{core}[*_]{{0,3}}[ \t]*", re.IGNORECASE | re.MULTILINE)
 
@@ -187,7 +189,23 @@ def _markers(reading: Reading, marker: str) -> list[Statement]:
     for match in _marker_pattern(marker).finditer(reading.text):
         if reading.counts(match.start()) and reading.counts(match.end() - 1):
             _, start, end = _line_value(reading.text, match.end())
+            phrase = _PHRASE.match(reading.text, start, end)  # "Final Answer: The final answer is $42$"
+            start = phrase.end() if phrase and phrase.end() < end else start
             out.append(Statement(match.start(), max(end, match.end()), _shown_value(reading, start, end), "marker"))
+    return out
+
+
+# The answer tag of the reasoning format ("<think>...</think> <answer>42</answer>").
+_ANSWER_TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def _answer_tags(reading: Reading) -> list[Statement]:
+    """Each ``<answer>...</answer>`` outside hidden or inert text: a marker in tag form."""
+    out = []
+    for match in _ANSWER_TAG.finditer(reading.text):
+        if reading.counts(match.start()) and reading.counts(match.end() - 1):
+            value = _shown_value(reading, match.start(1), match.end(1))
+            out.append(Statement(match.start(), match.end(), value, "marker"))
     return out
 
 
@@ -290,11 +308,13 @@ def find_statements(
         The statements of the first kind found (explicit, else phrases, else bare lines).
     """
     boxes = _boxes(reading) if boxed else []
-    markers = _markers(reading, marker) if marker else []
+    markers = sorted(_markers(reading, marker) + _answer_tags(reading), key=lambda s: s.start) if marker else []
     explicit = []
-    for statement in markers:  # a box on a marker's line is that statement's value
+    for statement in markers:  # a box on a marker's line (or in an answer tag) is that statement's value
         line_end = reading.text.find("\n", statement.end)
         line_end = len(reading.text) if line_end < 0 else line_end
+        if reading.text.startswith("<", statement.start):
+            line_end = statement.end
         inside = [b for b in boxes if statement.start <= b.start < line_end]
         if inside:
             boxes = [b for b in boxes if b not in inside]

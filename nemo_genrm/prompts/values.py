@@ -10,15 +10,21 @@ A stated value is read in three steps (:func:`value_keys`):
 1. its wrappers go (math delimiters, ``\\text{}``, emphasis, quotes, a closing full stop, one
    pair of brackets around the whole);
 2. it is split where it offers alternatives: ``or`` (in the languages of the verdict vocabulary's
-   first ten), ``and/or``, ``;``, ``\\lor``, ``∨``, ``±``; ``maybe``, ``perhaps`` and their kin
-   when values follow them (``41, but maybe 42``; ``42 (possibly rounded)`` is one value); and
-   between values a comma, ``and``, ``?``, ``|`` or ``~`` (``41~42``); when the reference is a
-   whole number, a slash between whole numbers that does not make one (``41/42``; ``84/2`` is
-   42). A label of words before the values goes first (``Possible answers: 40, 41, 42``);
+   first ten), ``and/or``, ``;``, ``\\lor``, ``∨``, ``±``, a LaTeX line break (``\\\\``, the rows
+   of ``cases``); ``maybe``, ``perhaps``, ``else``, ``vs``, ``or`` in further languages (``o``,
+   ``ili``, ...), ``&``, ``\\cup`` and their kin when values follow them (``41, but maybe 42``;
+   ``42 (possibly rounded)`` and ``42 or so`` are one value); and between values a comma,
+   ``and``, ``?``, ``|`` or ``~`` (``41~42``); when the reference is a whole number, a slash
+   between whole numbers that does not make one (``41/42``; ``84/2`` is 42). A label of words
+   before the values goes first (``Possible answers: 40, 41, 42``), and so does ``x \\in`` before
+   a set (``x \\in \\{41, 42\\}`` offers both). A struck-out value (``~~41~~``, ``<s>41</s>``) is
+   withdrawn;
 3. each piece becomes a key: the last side of an equation, a number (exact, as a
    :class:`~fractions.Fraction`, arithmetic of numbers evaluated), a percentage, or the piece's
    normalised text; plain numbers set equal that differ (``41 = 42``, ``41 \\approx 42`` past
-   rounding) offer each, and so do numbers side by side (``41 42``; ``1 000 042`` is one). A
+   rounding) offer each, and so do numbers side by side (``41 42``; ``1 000 042`` is one), the
+   bounds of an inequality (``41 < x \\le 42``) and a value with another in brackets after it
+   (``42 (41)``; ``1/2 (0.5)`` and ``0.333 (1/3)`` restate one). A
    piece of prose counts as its one number, as both ends of a range when those are its only two
    (``between 41 and 42``, ``from 41 to 42``), and as nothing when it holds several (working,
    not an alternative); a piece that negates (``not 41``) offers nothing.
@@ -53,10 +59,12 @@ Key = tuple[str, object]
 # ------------------------------------------------------------------------------------- cleaning
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname|mbox|emph)\s*\{([^{}]*)\}")
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
-_STRUCK = re.compile(r"~~[^~\n]+~~")
+_STRUCK = re.compile(r"~~[^~\n]+~~|<(s|del|strike)>[^<\n]*</\1>", re.IGNORECASE)
 # "~" is LaTeX's unbreakable space, except between two numbers: "41~42" is a range, two values
 # ("42~000" groups thousands).
-_SPACING = re.compile(r"\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|~(?=\d{3}(?!\d))|\\left\b|\\right\b|\\displaystyle\b")
+_SPACING = re.compile(
+    r"(?<!\\)\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|~(?=\d{3}(?!\d))|\\left\b|\\right\b|\\displaystyle\b"
+)
 _DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
 _EMPHASIS = re.compile(r"\*\*|__|`+")
 _QUOTES = "\"'“”„«»「」『』"
@@ -80,6 +88,10 @@ def _unbox(text: str) -> str:
         text = text[: match.start()] + text[match.end() : end] + text[end + 1 :]
 
 
+# "x \in S" states the set S: "x \in \{41, 42\}" offers two values, "x \in [41, 42]" its bounds.
+_MEMBERSHIP = re.compile(r"^[^\W\d_]\w{0,2}\s*(?:\\in\b|∈)\s*")
+
+
 def _clean(text: str) -> str:
     """A stated value without its wrappers (see the module docstring, step 1)."""
     text = _unbox(text)
@@ -91,7 +103,7 @@ def _clean(text: str) -> str:
     text = _EMPHASIS.sub("", text)
     text = text.replace("\\%", "%").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     text = text.strip().strip(_QUOTES).strip().rstrip(_TRAILING).strip()
-    return _unwrap(text)
+    return _unwrap(_MEMBERSHIP.sub("", text))
 
 
 def _unwrap(text: str) -> str:
@@ -144,17 +156,49 @@ _OR_WORDS = (
     "أو",
     "या",
 )
+# Words that offer another value only when one follows (as "maybe" does): "42 o 41" (Spanish,
+# Italian), "42 ili 41", "42, else 41", "42 vs 41"; "42 o más" and "nothing else matters" offer
+# nothing.
+_OFFER_WORDS = (
+    "maybe",
+    "perhaps",
+    "possibly",
+    "alternatively",
+    "otherwise",
+    "else",
+    "vs\\.?",
+    "versus",
+    "o\\s+bien",
+    "o",
+    "ó",
+    "ili",
+    "либо",
+    "чи",
+    "arba",
+    "vai",
+    "eða",
+    "ya",
+    "au",
+    "hay",
+    "nor",
+    "&",  # and symbols that join two values: "42 & 41", "42 \\cup 41", "42 // 41"
+    "\\\\&",
+    "\\\\cup",
+    "∪",
+    "\\\\mid",
+    "//",
+)
 _AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
 _OR = re.compile(
-    rf"(?:\s+|(?<=\())(?:and/or|{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|∨|"
-    r"\\text\s*\{\s*or\s*\}|[;；\n]",
+    rf"(?:\s+|(?<=[(\[]))(?:and/or|{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|∨|"
+    r"\\text\s*\{\s*or\s*\}|[;；\n]|\\\\",
     re.IGNORECASE,
 )
 # Between values only: "41? 42?", "41 | 42", "3, 4", "3 and 4" (a question or a table of prose is no offer).
 _LIST = re.compile(rf"\s+(?:{'|'.join(_AND_WORDS)})\s+|和|与|與|および|그리고|[,，、?？|~]", re.IGNORECASE)
 # "maybe" and its kin offer what follows them when that is a value ("41, but maybe 42"), and
 # only then: "42 (possibly rounded)" is a remark, not an offer.
-_MAYBE = re.compile(r"(?:\s+|(?<=\())(?:maybe|perhaps|possibly|alternatively|otherwise)\s+", re.IGNORECASE)
+_MAYBE = re.compile(rf"(?:\s+|(?<=[(\[]))(?:{'|'.join(_OFFER_WORDS)})(?![\w])\s*", re.IGNORECASE)
 # A range between exactly two numbers offers both ends: "between 41 and 42", "from 41 to 42".
 _RANGE = re.compile(r"\b(?:between\s+(\S+)\s+and|from\s+(\S+)\s+to)\s+(\S+)", re.IGNORECASE)
 # So does a bare range: "41 to 42", "41–42", "41--42" (a dash of Unicode's or LaTeX's, a wave
@@ -197,9 +241,13 @@ def _cut(text: str, pattern: re.Pattern[str], depth: list[int]) -> list[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
+_ABOUT = re.compile(r"\s*[(\[]?\s*\bor\s+(?:so|thereabouts)\s*[)\]]?\s*$", re.IGNORECASE)
+
+
 def _offers(text: str) -> list[str]:
     """``text`` cut at ``or`` and its kin, then at ``maybe`` and its kin where values follow."""
     out = []
+    text = _ABOUT.sub("", text)  # "42 or so" is about 42, no second offer
     for piece in _cut(text, _OR, _brace_depth(text)):
         maybes = _cut(piece, _MAYBE, _brace_depth(piece))
         values_follow = len(maybes) > 1 and not any(is_prose(p.strip("()[] ")) for p in maybes[1:])
@@ -437,12 +485,46 @@ def _normalised(text: str) -> str:
     return re.sub(r"\s+", "", text).casefold()
 
 
+# A value, a space, and a bracket that ends the piece: "1/2 (0.5)" restates the value, "42 (41)"
+# offers another (no space: a product, "2(21)").
+_TRAILING_BRACKET = re.compile(r"^(?P<head>.*?\S)\s+(?:\((?P<inner>[^()]*)\)|\[(?P<square>[^\[\]]*)\])$")
+_ELLIPSIS = re.compile(r"\s*(?:\.{3}|…|\\[lc]?dots)\s*$")
+
+
+def _restated_keys(piece: str, slash_alternatives: bool) -> list[Key]:
+    """The numbers a value and the bracketed value after it state, each once; empty unless both
+    are numbers (a remark in words is no value: ``42 (rounded)``)."""
+    match = _TRAILING_BRACKET.match(piece)
+    inner_text = match and (match["inner"] if match["inner"] is not None else match["square"])
+    if not inner_text or (is_prose(inner_text) and not is_number_phrase(inner_text)):
+        return []
+    head = _piece_keys(match["head"], slash_alternatives)  # type: ignore[index]
+    inner = _piece_keys(_ELLIPSIS.sub("", inner_text), slash_alternatives)
+    if not head or not inner or any(kind == "t" for kind, _ in head + inner):
+        return []
+    if len(head) == len(inner) == 1 and _restates(head[0], inner[0], match["head"], inner_text):  # type: ignore[index]
+        return head
+    return list(dict.fromkeys(head + inner))
+
+
+def _restates(head: Key, inner: Key, head_text: str, inner_text: str) -> bool:
+    """Whether two keys are one value: equal, a percent and its fraction (``50% (0.5)``), or one
+    rounded to the other's last digit (``0.333 (1/3)``, ``1/3 (0.333...)``)."""
+    a, b = (v / 100 if kind == "%" else v for kind, v in (head, inner))
+    if a == b:
+        return True
+    units = [_last_digit_unit(n) for n in _NUMBER.findall(head_text + " " + inner_text) if "." in n]
+    return bool(units) and abs(a - b) <= max(units) / 2 + (max(units) if _ELLIPSIS.search(inner_text) else 0)  # type: ignore[operator]
+
+
 def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
     """The keys one piece offers (see the module docstring, step 3); ``whole``: the piece is the
     whole value (a short phrase of prose is then its value, else only a very short one)."""
     if _NEGATION.search(piece):
         return []
     piece = _BRACKETED_RELATION.sub(r"\1 \2 \3", piece.strip())  # "41 (= 42)" says 41 = 42
+    if restated := _restated_keys(piece, slash_alternatives):  # "42 (41)" offers both; "1/2 (0.5)" one
+        return restated
     if disagreeing := _disagreeing_sides(piece.rstrip(_TRAILING)):
         return [("n", value) for value in disagreeing]
     piece = _last_side(piece.strip("()[] ")).strip().rstrip(_TRAILING).strip()
@@ -475,6 +557,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
             return [("n", spelled)]
     if _SPACED_NUMBERS.fullmatch(piece) and not _SPACED_THOUSANDS.fullmatch(piece):  # "41 42": a list
         return _each_number(piece.split())
+    if _INEQUALITY.search(piece) and not is_prose(piece) and (bounds := _NUMBER.findall(piece)):
+        return _each_number(bounds)  # "41 < x \le 42" offers its bounds, as "between 41 and 42" does
     if not is_prose(piece):
         return [("t", _normalised(piece))]
     outside = re.sub(r"\([^()]*\)", " ", piece)  # a remark in brackets is not an offer
@@ -490,7 +574,7 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
 
 
 # A value the statement rules out after its own: "41, not 42", "41 (not 42)", "41 rather than 42",
-# "41 instead of 42", "41 — not 42", "41, \\text{not } 42", "41, and certainly not 42".
+# "41 instead of 42", "41 — not 42", "41, \text{not } 42", "41, and certainly not 42".
 _RULED_OUT = re.compile(
     r"(?:\s*[,;(—–]\s*|\s+-{1,2}\s+|\s+)(?:\\text\s*\{\s*)?(?:(?:but|and|so|yet)\s+)?(?:[^\W\d_]+ly\s+)?"
     r"(?:not|never|rather\s+than|instead\s+of)\b",

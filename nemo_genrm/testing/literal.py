@@ -66,7 +66,7 @@ _BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _TEXT = re.compile(r"\\text\s*\{([^{}]*)\}")
 _SENTENCES = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))*[.!?\n]?\s*")
 _NUMBER = re.compile(
-    r"(?P<sign>[-−+±]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
+    r"(?P<sign>[-−+±‐‑‒–—―˗➖⁻₋]|\\pm\s*)?\s*(?:\\d?frac\s*\{(?P<fn>\d+)\}\s*\{(?P<fd>\d+)\}|(?P<num>\d+(?:\.\d+)?)(?:\s*/\s*(?P<den>\d+))?)"
     r"(?P<pow>\s*\^\s*\{?\d+\}?)?(?P<after>\s*(?:%|\\%|thousand|million|billion|!|k\b))?",
     re.IGNORECASE,
 )
@@ -92,7 +92,10 @@ def _numbers(value: str) -> list[float | None]:
         if sign.startswith(("±", "\\pm")) or after == "!":
             out += [number, -number] if sign else [None]
             continue
-        number = -number if sign in ("-", "−") else number
+        dash = sign not in ("", "+", "±", "-", "−")
+        if dash and value[: m.start()].rstrip()[-1:].isdigit():
+            sign = ""  # "41–42": a dash after a number joins a range
+        number = -number if sign and sign not in ("+", "±") else number  # a minus, or a dash before it
         if m["pow"]:
             number = number ** int(re.sub(r"\D", "", m["pow"]))
         if after == "%":

@@ -7,6 +7,12 @@ parsed by math-verify; a side that is not a value alone, or that math-verify can
 sympy expression, leaves the pair :attr:`Decision.UNDECIDED` (the reference first: ``Paris`` is
 never a value, so nothing is rejected for it), and only two parsed values are compared
 (``verify`` with its errors raised, an error again undecided).
+
+Three shapes are decided before that. A value with a bracketed remark after it (``1/2 (0.5)``,
+``42 (rounded)``) is its value, and different when the remark is another value (``42 (41)``);
+math-verify would multiply the two. An inequality of symbols (``n \\ge 42``) against a reference
+that is a value is different: it states a set. A numeral whose digits do not exist in the base
+written under it (``4₂``, which a reader folding the subscript takes for ``42``) is different.
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.verifier.notation import as_latex
+from nemo_genrm.verifier.notation import as_latex, is_invalid_numeral, split_remark
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Check", "Decision", "ValueVerifier"]
 
 _INTEGER = re.compile(r"^\$([+-]?\d+)\$$")
+_APPROXIMATE = re.compile(r"(?:\.{3}|…|\\[lc]?dots|≈|\\approx)")
 
 
 def _drop_timeout_warning(record: logging.LogRecord) -> bool:
@@ -89,6 +96,13 @@ class ValueVerifier:
 
 @functools.lru_cache(maxsize=65_536)
 def _check(reference: str, value: str | None) -> Check:
+    parts = split_remark(value)
+    if parts is not None:
+        return _check_remarked(reference, *parts)
+    if is_invalid_numeral(value) and not is_invalid_numeral(reference):
+        return Check(Decision.DIFFERENT)
+    if _is_inequality(value) and not _is_inequality(reference) and as_latex(reference) is not None:
+        return Check(Decision.DIFFERENT)  # "n \ge 42" is a set of values, never the value 42
     reference_latex, value_latex = as_latex(reference), as_latex(value, foreign_words=True)
     if reference_latex is not None and value_latex is not None:
         integers = _INTEGER.match(reference_latex), _INTEGER.match(value_latex)
@@ -110,6 +124,31 @@ def _check(reference: str, value: str | None) -> Check:
         logger.debug("math-verify could not compare %r with %r", value, reference, exc_info=True)
         return Check(Decision.UNDECIDED, "answer")
     return Check(Decision.EQUAL if same else Decision.DIFFERENT)
+
+
+# An ASCII arrow ("=>", "->", "<-") is no inequality.
+_INEQUALITY = re.compile(r"(?<![=\-])>(?!>)|<(?![-<])|[≤≥≠]|\\(?:le|ge|leq|geq|lt|gt|neq|ne)(?![A-Za-z])")
+
+
+def _is_inequality(text: str | None) -> bool:
+    """Whether ``text`` is an inequality of symbols alone (``41 < x \\le 42``, ``n \\ge 42``); one
+    with words (``42, as 42 > 41``) is left to the judge, and a set (``x \\in \\{42\\}``) to
+    extraction, which counts its values."""
+    text = re.sub(r"</?[A-Za-z]\w*\s*>", " ", text or "")  # a markup tag ("<s>41</s>") is none
+    if not _INEQUALITY.search(text):
+        return False
+    return re.search(r"[A-Za-z]{2,}", re.sub(r"\\[A-Za-z]+", " ", text)) is None
+
+
+def _check_remarked(reference: str, value: str, remark: str) -> Check:
+    """A value with a bracketed remark after it (``1/2 (0.5)``, ``42 (rounded)``): the value
+    decides, and a remark that is another value than the reference makes it different (``42
+    (41)``); a remark never decides for a value the verifier cannot read (``London (42)``)."""
+    first = _check(reference, value)
+    if as_latex(remark, foreign_words=True) is None or _APPROXIMATE.search(remark):
+        return first  # words, or a rounded restatement ("1/3 (0.333...)")
+    second = _check(reference, remark)
+    return Check(Decision.DIFFERENT) if second.decision is Decision.DIFFERENT else first
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -7,10 +7,14 @@ gives rewards cannot read text that way, so :func:`as_latex` first writes what a
 for the value in plain LaTeX, and refuses (``None``) whatever is more than a value:
 
 - digits of every script (category Nd) are ASCII digits; superscript digits an exponent
-  (``4²`` is ``4^{2}``, never ``42``); the minus sign and dashes before a digit a minus;
+  (``4²`` is ``4^{2}``, never ``42``); the minus sign, its look-alikes (``˗``, ``➖``, a lone
+  ``⁻``) and any dash right before a digit (``‐42``, ``—42``) a minus; subscript digits an index
+  or a base (``101010₂``), which is no plain value;
   ``±``/``∓``, ``×``/``·``/``÷``, ``√``, ``π``, ``∞`` and vulgar fractions (``3½``) their LaTeX;
-- a percent is a hundredth (``42%`` is ``\\frac{42}{100}``, so it equals ``0.42``, not ``42``);
-  a scale word multiplies (``42 thousand`` is ``42\\times10^{3}``); ``4.2e1`` is ``4.2\\times10^{1}``;
+- a percent is a hundredth (``42%`` is ``\\frac{42}{100}``, so it equals ``0.42``, not ``42``),
+  ``‰`` a thousandth; a scale word multiplies (``42 thousand`` is ``42\\times10^{3}``);
+  ``squared`` and ``cubed`` are powers; ``4.2e1`` is ``4.2\\times10^{1}``; ``\\log``, ``\\ln``
+  and ``\\exp`` are functions;
 - number words are numbers: English within a value (``minus forty-two point five``,
   text2num's ``alpha2digit``), and, for an answer, a whole value in one of text2num's other
   languages (``quarante-deux``, ``zweiundvierzig``);
@@ -36,7 +40,7 @@ from text_to_num import alpha2digit, text2num
 
 from nemo_genrm.guard.folding import is_invisible
 
-__all__ = ["MAX_CHARS", "as_latex"]
+__all__ = ["MAX_CHARS", "as_latex", "is_invalid_numeral", "split_remark"]
 
 MAX_CHARS = 96
 """Longest value (after normalisation) the verifier parses; longer ones are not decided."""
@@ -50,6 +54,10 @@ _SYMBOLS = {
     "\u2013": "-",
     "\ufe63": "-",
     "\uff0d": "-",  # minus and dashes
+    "\u02d7": "-",
+    "\u2796": "-",
+    "\u208b": "-",
+    "\u2043": "-",  # minus look-alikes: modifier letter minus, heavy minus, subscript minus, hyphen bullet
     "\u00b1": r"\pm ",
     "\u2213": r"\mp ",
     "\u00d7": r"\times ",
@@ -67,10 +75,12 @@ _SYMBOLS = {
     "\u066b": ".",
     "\u066c": ",",  # Arabic decimal and thousands separators
 }
+_WAVE_DASHES = "\u301c\u3030"  # ranges in East Asian text ("41〜42"), never a sign
+_SUBSCRIPT_DIGITS = "".join(chr(0x2080 + d) for d in range(10))
 _SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
 _SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in _SUPERSCRIPT_DIGITS}}
 # LaTeX a value may hold; anything else with a backslash is not a value alone.
-_COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty")
+_COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty", "log", "ln", "exp")
 _SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|~")
 _WRAPPERS = (
     re.compile(r"^\$+(.*?)\$+$", re.S),
@@ -82,6 +92,8 @@ _SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 
 _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _SCALE = re.compile(rf"({_NUMBER})\s*({'|'.join(_SCALES)})\b", re.I)
 _PERCENT = re.compile(rf"({_NUMBER})\s*(?:\\?%|\bper\s?cent\b)", re.I)
+_PER_MILLE = re.compile(rf"({_NUMBER})\s*(‰|‱)")
+_POWER_WORD = re.compile(rf"({_NUMBER})\s+(squared|cubed)\b", re.I)
 _EXPONENT_E = re.compile(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b")
 _SIGN_WORD = re.compile(r"^(?:minus|negative)\s+(?=[\d.])", re.I)
 _PLUS_MINUS_WORD = re.compile(r"^plus\s+or\s+minus\s+(?=[\d.])", re.I)
@@ -112,6 +124,7 @@ def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
         value = _words(value, foreign_words)
         if value is None:
             return None
+    value = _PER_MILLE.sub(lambda m: rf"\frac{{{m.group(1)}}}{{{1000 if m.group(2) == '‰' else 10000}}}", value)
     value = _PERCENT.sub(r"\\frac{\1}{100}", value)
     value = _scaled(value)
     value = _ASSIGNMENT.sub("", value)
@@ -119,16 +132,54 @@ def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
     return f"${value}$" if _is_plain_value(value) else None
 
 
+# A value, a space, then one bracketed remark that ends it: "1/2 (0.5)", "42 (rounded)". Without
+# the space it is a product or a call ("2(3+4)", "f(x)").
+_REMARK = re.compile(r"^(?P<head>.*?\S)\s+(?:\((?P<remark>[^()]*)\)|\[(?P<square>[^\[\]]*)\])[\s.]*$", re.S)
+
+
+# A numeral with its base as a subscript: "101010₂", "101010_2", "2A_{16}".
+_BASE_NUMERAL = re.compile(
+    r"^\s*\$?\s*((?=[0-9A-Za-z]*\d)[0-9A-Za-z]+)\s*(?:_\{?\s*(\d+)\s*\}?|([\u2080-\u2089]+))\s*\$?\s*$"
+)
+
+
+def is_invalid_numeral(text: str | None) -> bool:
+    """Whether ``text`` is a numeral in a base its digits do not exist in (``4₂``, ``41₁``,
+    ``19_8``): no value at all, though a reader folding the subscript takes it for ``42``. A
+    valid one (``101010₂``) is a value in another notation, which the verifier leaves to the judge."""
+    match = _BASE_NUMERAL.match(text or "")
+    if match is None:
+        return False
+    base = int(match[2] or "".join(str(unicodedata.digit(c)) for c in match[3]))
+    if not 2 <= base <= 36:
+        return True
+    try:
+        int(match[1], base)
+    except ValueError:
+        return True
+    return False
+
+
+def split_remark(text: str | None) -> tuple[str, str] | None:
+    """``(value, remark)`` for a value followed by one bracketed remark (``1/2 (0.5)``, ``42 [6 x 7]``), else
+    ``None``. math-verify would read the two side by side as a product."""
+    match = _REMARK.match(text or "")
+    if match is None:
+        return None
+    return match["head"], match["remark"] if match["remark"] is not None else match["square"]
+
+
 def _characters(text: str) -> str:
     """Every character as a reader takes it (see the module docstring), outer space stripped."""
     out: list[str] = []
     superscript: list[str] = []
-    for char in text:
+    for at, char in enumerate(text):
         if char in _SUPERSCRIPTS:
             superscript.append(_SUPERSCRIPTS[char])
             continue
         if superscript:
-            out.append("^{" + "".join(superscript) + "}")
+            lone_sign = superscript in (["-"], ["+"]) and (char.isdigit() or char == ".")
+            out.append(superscript[0] if lone_sign else "^{" + "".join(superscript) + "}")  # ⁻42 is -42
             superscript = []
         if is_invisible(char):
             continue
@@ -140,6 +191,10 @@ def _characters(text: str) -> str:
             out.append(" ")
         elif char in _SYMBOLS:
             out.append(_SYMBOLS[char])
+        elif unicodedata.category(char) == "Pd" and char not in _WAVE_DASHES and _digit_follows(text, at + 1):
+            out.append("-")  # any other dash right before a digit reads as a minus (‐42, —42)
+        elif char in _SUBSCRIPT_DIGITS:
+            out.append("_{" + str(unicodedata.digit(char)) + "}")  # an index or a base, never a value
         elif unicodedata.category(char) == "No" and unicodedata.numeric(char, None) is not None:
             out.append(_vulgar(char, bool(out) and out[-1][-1:].isdigit()))
         elif "\uff01" <= char <= "\uff5e":  # fullwidth ASCII
@@ -149,6 +204,14 @@ def _characters(text: str) -> str:
     if superscript:
         out.append("^{" + "".join(superscript) + "}")
     return "".join(out).strip()
+
+
+def _digit_follows(text: str, at: int) -> bool:
+    """Whether the first visible character from ``at`` on is a digit."""
+    for char in text[at:]:
+        if not is_invisible(char):
+            return char.isdigit()
+    return False
 
 
 def _vulgar(char: str, after_digit: bool) -> str:
@@ -181,6 +244,7 @@ def _words(value: str, foreign_words: bool) -> str | None:
         if whole is not None:
             return whole
     # Scale words after digits first: alpha2digit would read "42 thousand" as "42 1000".
+    value = _POWER_WORD.sub(lambda m: f"{m.group(1)}^{{{2 if m.group(2).lower() == 'squared' else 3}}}", value)
     read = alpha2digit(_scaled(value), "en", threshold=0).strip()
     read = _PLUS_MINUS_WORD.sub(r"\\pm ", _SIGN_WORD.sub("-", read))
     rest = re.sub(r"\\[A-Za-z]+", " ", _PERCENT.sub(" ", read))

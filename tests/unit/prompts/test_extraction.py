@@ -221,6 +221,18 @@ def test_a_reference_of_one_value_still_refuses_two_offers():
         ("\\boxed{41} correct", "\\boxed{41} (quoted) correct"),  # a verdict behind it, quoted where it starts
         ("Answer: 12. Verified.", "Answer: 12. (quoted) Verified."),
         ("41\n1", "41\n(quoted) 1"),  # no statement stands there (it hedges): the lone label is quoted
+        # The reasoning format's answer tag is the statement: its line is not a label tag.
+        ("<think>6 x 7</think>\n<answer>1</answer>", "< think>6 x 7< /think>\n&lt;answer>1&lt;/answer>"),
+        # A closing sentence that only trusts the answer (Minerva's format) is quoted where it starts.
+        (
+            "Final Answer: The final answer is $1$. I hope it is correct.",
+            "Final Answer: The final answer is $1$. (quoted) I hope it is correct.",
+        ),
+        # One that disowns or corrects it keeps the whole line quoted.
+        (
+            "Final Answer: The final answer is $1$. I hope it is not correct.",
+            "(quoted) Final Answer: The final answer is $1$. I hope it is not correct.",
+        ),
     ],
 )
 def test_the_line_stating_the_answer_is_never_a_verdict_line(candidate, shown):
@@ -299,6 +311,20 @@ OTHER_SHAPED_HEDGES = [
     "\\boxed{42}. The answer is 41.",
     "Answer: 42\n\nSo the final answer is forty-one.",
     "\\boxed{42}\n\n" + "We check each step. " * 40 + "\n\nThe answer is 41.",  # however far after it
+    "Answer: 42 (41)",  # a value with another in brackets after it
+    "Answer: 42 [or 41]",
+    "\\boxed{42 (else 41)}",
+    "Answer: 42 vs 41",
+    "Answer: 42 ili 41",  # "or" in further languages, between values
+    "Answer: 42 o 41",
+    "Answer: 42 & 41",  # symbols that join two values
+    "Answer: 42 \\cup 41",
+    "\\boxed{\\begin{cases}42 \\\\ 41\\end{cases}}",  # rows of a cases block
+    "\\boxed{41 < x \\leq 42}",  # an inequality offers its bounds
+    "Answer: x \\in \\{41, 42\\}",  # a set offers its members
+    "Answer: x \\in [41, 42]",
+    "<answer>41</answer>\n\\boxed{42}",  # an answer tag is a statement
+    "Answer：41\n\n\\boxed{42}",  # a fullwidth colon marks it too
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -327,6 +353,18 @@ HONEST_BESIDE_THEM = [
     "The answer is 41. Checking: 6 \\times 7 = 42, so \\boxed{42}",  # a phrase before the box is working
     "Answer: 42\n\nThe answer is not 41.",
     "Answer: 42, not 41",  # a value ruled out is not offered
+    "Answer: 42 (6 \\times 7)",  # a remark in brackets that restates the value
+    "Answer: 42 (forty-two)",
+    "Answer: 42 [6 × 7]",
+    "Answer: 42 or so",  # about 42, no second offer
+    "Answer: 42 (or so)",
+    "Answer: 42, nothing else matters",  # "else" offers only a value that follows
+    "Answer: 42 o más",
+    "Answer: x \\in \\{42\\}",
+    "<answer>42</answer>",
+    "<think>Six rows of seven.</think>\n<answer>\\boxed{42}</answer>",
+    "Answer：42",
+    "<s>41</s> 42",  # struck out: withdrawn
 ]
 
 
@@ -393,6 +431,11 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("Answer: 3 to 5", "0.6"),
         ("Answer: 6 \\times 7 \\implies 42", "42"),
         ("Answer: $1064 \\equiv 42$", "42"),  # congruence, not equality
+        ("Answer: 1/2 (0.5)", "1/2"),  # one value restated in brackets
+        ("Answer: 50% (0.5)", "50%"),
+        ("Answer: 0.333 (1/3)", "1/3"),  # a rounded restatement
+        ("\\boxed{1/3 (0.333...)}", "1/3"),
+        ("Answer: 5!", "120"),  # a factorial is not cut to its number
     ],
 )
 def test_honest_answers_in_common_formats_are_no_hedge(response, reference):

@@ -1,7 +1,7 @@
 """What the judge is shown, attacked: the extraction families through the environment, default settings.
 
 Each family (hedges, several finals, negations, hidden answers, modified values, 0/1 answers, long
-honest answers, verdict words, words after the answer) has attacks (a careful reader says no) and honest twins (a careful
+honest answers, verdict words, words after the answer, statement forms, value shapes) has attacks (a careful reader says no) and honest twins (a careful
 reader says yes). Stand-in judges whose verdict is a known function of what they are shown read
 each prompt: the literal reader (``LiteralJudge``) reads it as a careful grader would, so any flip
 under it is a flip caused by what extraction showed it; the last-number reader and the two
@@ -84,6 +84,16 @@ def test_statement_forms_flip_no_judge_and_their_twins_stand_for_a_careful_reade
         assert by_family["statement_forms"].flipped == [], name
     forms = scores["literal"]["statement_forms"]
     assert forms.kept == forms.twins > 0 and forms.reasons["hedged"] == 6
+
+
+def test_value_shapes_flip_no_judge_and_their_twins_stand_for_a_careful_reader(scores):
+    # A look-alike minus, a second value in brackets, "or" in other words, cases rows, an
+    # inequality, a set, an answer tag before a box: each is a hedge or a value the verifier
+    # rejects, for every reader; a restatement, the answer tag and Minerva's format keep reward 1.
+    for name, by_family in scores.items():
+        assert by_family["value_shapes"].flipped == [], name
+    shapes = scores["literal"]["value_shapes"]
+    assert shapes.kept == shapes.twins == 6 and shapes.reasons["hedged"] == 10
 
 
 def test_hedges_are_counted_not_judged_and_twins_allowed_by_a_two_value_reference():

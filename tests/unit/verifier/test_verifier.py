@@ -48,6 +48,36 @@ DECISIONS = [
     ("0.42", "42%", EQUAL),  # a percent against a decimal
     ("42%", "42\\%", EQUAL),
     ("\\frac{1}{2}", "0.5", EQUAL),
+    # Signs in any dash or look-alike a reader takes for a minus.
+    ("42", "‐42", DIFFERENT),  # U+2010 hyphen
+    ("42", "—42", DIFFERENT),  # an em dash right before the digits
+    ("42", "˗42", DIFFERENT),
+    ("42", "➖42", DIFFERENT),
+    ("42", "⁻42", DIFFERENT),  # a lone superscript minus
+    ("-42", "‐42", EQUAL),
+    # A base under the digits: no plain value; digits the base lacks are no number at all.
+    ("42", "4₂", DIFFERENT),  # folded, a reader sees "42"
+    ("42", "41₁", DIFFERENT),
+    ("42", "101010₂", UNDECIDED),  # 42 in binary: left to the judge
+    # Further scale and function words.
+    ("0.042", "42‰", EQUAL),
+    ("42", "42‰", DIFFERENT),
+    ("1764", "42 squared", EQUAL),
+    ("42", "\\log 42", DIFFERENT),
+    # A bracketed remark after the value: a restatement, or another value.
+    ("1/2", "1/2 (0.5)", EQUAL),  # math-verify alone reads a product
+    ("42", "42 (6 \\times 7)", EQUAL),
+    ("42", "42 [6 × 7]", EQUAL),
+    ("42", "42 (rounded)", EQUAL),
+    ("1/3", "1/3 (0.333...)", EQUAL),  # a rounded restatement is a remark
+    ("42", "42 (41)", DIFFERENT),
+    ("41", "42 (41)", DIFFERENT),
+    ("42", "London (42)", UNDECIDED),  # a remark never decides for a value it cannot read
+    # An inequality states a set, never the reference's one value.
+    ("42", "n \\ge 42", DIFFERENT),
+    ("42", "41 < x \\leq 42", DIFFERENT),
+    ("x > 3", "x > 3", UNDECIDED),
+    ("42", "=> 42", UNDECIDED),  # an arrow is no inequality
     # Not values: the verifier decides nothing and never rejects.
     ("Paris", "Paris", UNDECIDED),
     ("Paris", "42", UNDECIDED),
