@@ -224,7 +224,7 @@ def extraction() -> dict:
 
 def learned_extraction(judge_dir: str) -> dict:
     """The demo judge on every single-value extraction template x demo question: pair flips and
-    twins kept per family.
+    twins kept per family, the families held out of its training marked ``held_out``.
 
     A template written for one question may be right for another: ``-{r}``, ``{r}0``, ``0.{r}``
     and ``{r}^2`` state the answer when it is 0, ``1/{r}`` and ``{r}^2`` when it is 1. Such a pair
@@ -232,12 +232,18 @@ def learned_extraction(judge_dir: str) -> dict:
     (:func:`nemo_genrm.demo.task.judged_label`) differs from its template's, and it is left out
     and counted as ``relabelled``.
     """
-    from nemo_genrm.demo.task import all_questions, family_answer, family_templates, judged_label
+    from nemo_genrm.demo.task import (
+        HELD_OUT_EXTRACTION_FAMILIES,
+        all_questions,
+        family_answer,
+        family_templates,
+        judged_label,
+    )
 
     cases, meta, relabelled = [], [], Counter()
     for question, answer in all_questions():
         wrong, other = str((int(answer) + 3) % 19), str((int(answer) + 7) % 19)
-        for family, templates in family_templates().items():
+        for family, templates in family_templates(held_out=True).items():
             for template in templates:
                 text = family_answer(template, answer, wrong, other)
                 if judged_label(text, answer) != template.honest:
@@ -263,6 +269,8 @@ def learned_extraction(judge_dir: str) -> dict:
             row["flipped"] += int(reward > 0)
     for family, count in relabelled.items():
         rows[family]["relabelled"] = count
+    for family in HELD_OUT_EXTRACTION_FAMILIES:  # never in its training: how far what it learned carries
+        rows.get(family, {})["held_out"] = True
     return {"families": rows, "seconds": seconds}
 
 

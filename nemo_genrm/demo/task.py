@@ -217,13 +217,14 @@ HELD_OUT_EXTRACTION_FAMILIES = ("statement_forms", "value_shapes")
 (DEMO_VERSION 7), they measure how it reads forms it has not seen."""
 
 
-@functools.lru_cache(maxsize=1)
-def family_templates() -> dict[str, tuple[ExtractionTemplate, ...]]:
+@functools.lru_cache(maxsize=2)
+def family_templates(held_out: bool = False) -> dict[str, tuple[ExtractionTemplate, ...]]:
     """The extraction families' templates whose reference is one value (the demo's questions hold
-    one), by family, less :data:`HELD_OUT_EXTRACTION_FAMILIES`."""
+    one), by family: those the judge trains on, and with ``held_out`` also
+    :data:`HELD_OUT_EXTRACTION_FAMILIES`."""
     out: dict[str, list[ExtractionTemplate]] = {}
     for template in extraction_templates():
-        if template.single and template.family not in HELD_OUT_EXTRACTION_FAMILIES:
+        if template.single and (held_out or template.family not in HELD_OUT_EXTRACTION_FAMILIES):
             out.setdefault(template.family, []).append(template)
     return {family: tuple(members) for family, members in out.items()}
 

@@ -300,7 +300,8 @@ def _table_rows(lines: list[str]) -> set[int]:
     return quoted
 
 
-_LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~]+")
+# Separators and sentence ends after a statement, CJK ones included ("$\boxed{42}$。" ends a sentence).
+_LEADING_SEPARATORS = re.compile(r"^[\s:=→⇒>\-–—.,;!?()\[\]{}|*_~。．｡，、！？：；（）]+")
 _POSITIVE = frozenset(fold(word).text.casefold() for word in POSITIVE_VALUES)
 _APPROVING = frozenset(
     ("true", "correct", "right", "pass", "passed", "ok", "okay", "valid", "verified", "confirmed", "approved")
@@ -328,13 +329,18 @@ _TRUSTING = frozenset(
     "i we hope think believe am are confident sure it this that is the answer result should be will".split()
 )
 _TRUSTING_WORDS = 8
+# A sentence's closing verb after the answer in Japanese and Korean ("答えは $\boxed{42}$ です。",
+# "답은 $\boxed{42}$입니다."): the answer's own sentence, no verdict.
+_COPULA = re.compile(r"(?:です|でした|である|だ|입니다|이다|예요|이에요|임)[。．.!！\s]*")
 
 
 def _trusts_answer(words: list[str]) -> bool:
-    """Whether a statement's tail is only the candidate saying it trusts its answer."""
+    """Whether a statement's tail is only the candidate saying it trusts its answer, in a
+    sentence (three words or more: a verdict word alone after an answer phrase keeps the whole
+    line quoted)."""
     folded = [fold(word).text.casefold() for word in words]
     return (
-        0 < len(words) <= _TRUSTING_WORDS
+        3 <= len(words) <= _TRUSTING_WORDS
         and any(_approves(word) for word in words)
         and all(word in _TRUSTING or _approves(raw) for word, raw in zip(folded, words, strict=True))
     )
@@ -394,6 +400,7 @@ def _defuse_line(
         # writing "(quoted)" switches nothing off.
         done = after[: len(after) - len(tail)].endswith("(") and tail.startswith("quoted)")
         tail = _LEADING_SEPARATORS.sub("", tail[len("quoted)") :]) if done else tail
+        tail = "" if _COPULA.fullmatch(tail) else tail  # "$\boxed{42}$ です。": the sentence's verb
         verdict_after = bool(tail) and _is_label_or_role(f"Result: {tail}", labels)
         # A box or a marker line that opens the line and ends in verdict words alone ("\boxed{41} ✅",
         # "Answer: 42. Verified.") has those words quoted where they start, and the answer before them
@@ -406,7 +413,10 @@ def _defuse_line(
             piece.startswith("\\") or piece[:label].rstrip().endswith(":") or _MARKER_LABEL.match(piece[:label])
         )
         alone = (0 < len(words) <= 2 and all(_approves(word) for word in words)) or _trusts_answer(words)
-        if verdict_after and opens and alone:
+        # A closing sentence that only trusts the answer is quoted where it starts after any
+        # statement, an answer phrase's too ("The final answer is $\boxed{42}$. I hope it is
+        # correct."): the line without it reads as the answer it states, not as a verdict.
+        if verdict_after and ((opens and alone) or _trusts_answer(words)):
             verdict_at = None if done else len(line) - len(tail)
             verdict_after = False
     # Read before its tags are broken: "&lt;verdict>" is no tag, and no longer a label line.

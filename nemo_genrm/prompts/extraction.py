@@ -42,6 +42,7 @@ from nemo_genrm.prompts.values import (
     is_whole_number,
     ratio_key,
     reference_count,
+    same_value,
     states_a_value,
     value_keys,
     without_ruled_out,
@@ -55,9 +56,9 @@ ELISION = " [...] "
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]\n]*\])?\s*\{")
 _QUALIFIERS = r"(?:(?:the|my|our|final|overall|short)[ \t]+){0,3}"
 # A bullet, heading or number before a marker, glued to it or not ("- Answer:", "-Answer:", "#Answer:").
-_DECORATION = r"(?:[ \t]*(?:#{1,6}|[-*+•]{1,3}|\d{1,2}[.)])[ \t]*)?[ \t]*[*_]{0,3}"
+_DECORATION = r"[ \t]*(?:(?:#{1,6}|[-*+•]{1,3}|\d{1,2}[.)])[ \t]*)?[*_]{0,3}"
 _PHRASE = re.compile(
-    r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?(?:answer|result)\s+(?:is|=|would\s+be|will\s+be|should\s+be|must\s+be)"
+    r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?(?:answer|result)\s+(?:is|=(?!>)|would\s+be|will\s+be|should\s+be|must\s+be)"
     r"\s*:?\s*",
     re.IGNORECASE,
 )
@@ -174,6 +175,10 @@ def _line_value(text: str, start: int) -> tuple[str, int, int]:
         if following is None:
             return "", start, start
         start, line_end = line_end + following.start(), line_end + following.end()
+    # A dash glued to the label is punctuation ("Answer:—42", "The answer is—42"); after a space it
+    # is a sign ("Answer: —42").
+    punctuation = re.match(r"[—―][ \t]*", text[start:line_end]) if start and not text[start - 1].isspace() else None
+    start += punctuation.end() if punctuation and punctuation.end() < line_end - start else 0
     rest = text[start:line_end]
     cut = _SENTENCE_CUT.search(rest)
     end = start + (cut.start() if cut else len(rest.rstrip()))
@@ -196,15 +201,21 @@ def _markers(reading: Reading, marker: str) -> list[Statement]:
 
 
 # The answer tag of the reasoning format ("<think>...</think> <answer>42</answer>").
-_ANSWER_TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
+# Its content runs to the closing tag and never over another opening one (a mention of the tag
+# in the reasoning before it is none; linear on a run of unclosed tags).
+_ANSWER_TAG = re.compile(r"<\s*answer\s*>((?:(?!<\s*/?\s*answer\s*>).)*)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
 
 
 def _answer_tags(reading: Reading) -> list[Statement]:
-    """Each ``<answer>...</answer>`` outside hidden or inert text: a marker in tag form."""
+    """Each ``<answer>...</answer>`` outside hidden or inert text: a marker in tag form, whose
+    value is the last line of its content (a box in it, when it holds one)."""
     out = []
     for match in _ANSWER_TAG.finditer(reading.text):
         if reading.counts(match.start()) and reading.counts(match.end() - 1):
-            value = _shown_value(reading, match.start(1), match.end(1))
+            # Its last line is the value, as a marker's line is; working above it is not
+            lines = [m for m in re.finditer(r"[^\n]*\S[^\n]*", match[1])]
+            start, end = (match.start(1) + lines[-1].start(), match.start(1) + lines[-1].end()) if lines else (0, 0)
+            value = _shown_value(reading, start, end) if lines else ""
             out.append(Statement(match.start(), match.end(), value, "marker"))
     return out
 
@@ -333,18 +344,36 @@ def find_statements(
     return out
 
 
-def later_phrases(reading: Reading, final: Statement) -> list[Statement]:
-    """The answer phrases after an explicit final statement that state a number (``\\boxed{42}``
-    then ``The result is 41.``): each is a further final answer, not working, and is compared
-    with it. A phrase of prose around several numbers (``The result is 42 since 6 x 7 = 42``)
-    or of words alone (``The result is correct.``) states no further number."""
+# A later answer phrase counts when its first clause is a bare value: a number (a sign, a
+# fraction, a percent, math or bold around it, one unit word after it) or number words.
+_BARE_VALUE = re.compile(
+    r"\s*(?:\$|\\\(|\*\*)?\s*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?\s*(?:\\?%|percent)?"
+    r"\s*(?:\$|\\\)|\*\*)?\s*(?:[^\W\d_]{1,12})?\s*\.?\s*",
+    re.IGNORECASE,
+)
+
+
+_OTHER_PART = re.compile(r"\bpart\b|\([a-z]\)|\b[a-z]\)", re.IGNORECASE)
+
+
+def _later_phrases(reading: Reading, final: Statement, stated: set[Key]) -> list[Statement]:
+    """The answer phrases after an explicit final statement that state another value alone
+    (``\\boxed{42}`` then ``The result is 41.``): each is a further final answer, compared with
+    it. A phrase whose first clause is more than a value (``The result is 12 in total``, ``the
+    answer is 12 for n = 3``, ``roughly 1.414``), or that restates a value already stated (``18
+    dollars`` after ``\\$18``, ``25%`` after ``0.25``, ``0.667`` after ``2/3``), states none."""
     out = []
     for phrase in _phrases(reading):
         if phrase.start < final.end or _withdrawn(reading, phrase, len(reading.text)):
             continue
-        value = without_ruled_out(phrase.value)
-        if any(kind != "t" for kind, _ in value_keys(value)):
-            out.append(Statement(phrase.start, phrase.end, value, phrase.source))
+        if _OTHER_PART.search(reading.text[reading.sentence_start(phrase.start) : phrase.start]):
+            continue  # "For part (b), the answer is 6": another part's answer
+        clause = re.split(r"[;,]\s", without_ruled_out(phrase.value), maxsplit=1)[0]
+        if not (_BARE_VALUE.fullmatch(clause) or is_number_phrase(clause)):
+            continue
+        keys = {k for k in value_keys(clause) if k[0] != "t"}
+        if keys and not all(any(same_value(k, s, clause) for s in stated) for k in keys):
+            out.append(Statement(phrase.start, phrase.end, clause, phrase.source))
     return out
 
 
@@ -428,15 +457,18 @@ def extract_answer(
     slash = is_whole_number(reference)
     offered: set[Key] = set()
     starts = [s.start for s in statements]
-    later = later_phrases(reading, final) if counted and final.source in ("marker", "boxed") else []
-    for phrase in later:  # "\\boxed{42}. The result is 41.": a second final answer
-        offered |= {k for k in value_keys(phrase.value, slash_alternatives=slash) if k[0] != "t"}
     for statement in counted:
         offered |= value_keys(statement.value, slash_alternatives=slash)
         index = bisect.bisect_right(starts, statement.start)
         until = starts[index] if index < len(starts) else len(reading.text)
         for extra in afterthoughts(reading, statement, until):  # "or 41", never "or maybe not"
             offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not is_prose(extra)}
+    if counted and final.source in ("marker", "boxed"):  # "\\boxed{42}. The result is 41.": a second final
+        for phrase in _later_phrases(reading, final, set(offered)):
+            offered |= {k for k in value_keys(phrase.value, slash_alternatives=slash) if k[0] != "t"}
+    left = _left_after_withdrawal(reading, statements[-1], slash) if not counted else set()
+    if len(left) > reference_count(reference):  # every statement withdrawn, then "41 or 42"
+        offered |= left
     shown_values = tuple(sorted(str(v) + ("%" if k == "%" else "") for k, v in offered))
     window = _cut_window(reading, _window_start(reading, statements, final), reading.sentence_end(final.end), max_chars)
     if len(offered) > reference_count(reference) and not _states_the_reference_ratio(counted, offered, reference):
@@ -450,6 +482,15 @@ def extract_answer(
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+
+
+def _left_after_withdrawal(reading: Reading, last: Statement, slash: bool) -> set[Key]:
+    """The numbers what follows the last statement offers when every statement is withdrawn
+    (``\\boxed{41}`` then ``Scratch that: 41 or 42.``): more than the reference holds are a
+    hedge. One is not taken for the answer: a withdrawal read where there is none (``Actually,
+    this took 3 steps.``) would make a remark's number the value the verifier reads."""
+    rest = reading.shown(last.end, len(reading.text))
+    return {key for key in value_keys(rest, slash_alternatives=slash) if key[0] != "t"}
 
 
 def _states_the_reference_ratio(counted: list[Statement], offered: set[Key], reference: str | None) -> bool:

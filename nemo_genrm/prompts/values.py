@@ -48,6 +48,7 @@ __all__ = [
     "is_whole_number",
     "ratio_key",
     "reference_count",
+    "same_value",
     "value_keys",
     "values_text",
     "without_ruled_out",
@@ -59,11 +60,13 @@ Key = tuple[str, object]
 # ------------------------------------------------------------------------------------- cleaning
 _TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname|mbox|emph)\s*\{([^{}]*)\}")
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
+_CASES = re.compile(r"\\begin\s*\{cases\}(.*?)\\end\s*\{cases\}", re.S)
 _STRUCK = re.compile(r"~~[^~\n]+~~|<(s|del|strike)>[^<\n]*</\1>", re.IGNORECASE)
 # "~" is LaTeX's unbreakable space, except between two numbers: "41~42" is a range, two values
 # ("42~000" groups thousands).
 _SPACING = re.compile(
-    r"(?<!\\)\\[,;:! ]|\\q?quad\b|(?<!\d)~|~(?!\d)|~(?=\d{3}(?!\d))|\\left\b|\\right\b|\\displaystyle\b"
+    r"(?<!\\)\\[,;:! ]|\\q?quad\b|\\(?:hfill|enspace|thinspace|medspace|thickspace)\b|\\hspace\*?\s*\{[^{}]*\}"
+    r"|(?<!\d)~|~(?!\d)|~(?=\d{3}(?!\d))|\\left\b|\\right\b|\\displaystyle\b"
 )
 _DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
 _EMPHASIS = re.compile(r"\*\*|__|`+")
@@ -85,16 +88,24 @@ def _unbox(text: str) -> str:
             if depth == 0:
                 end = i
                 break
-        text = text[: match.start()] + text[match.end() : end] + text[end + 1 :]
+        text = text[: match.start()] + " " + text[match.end() : end] + " " + text[end + 1 :]  # 41\boxed{42}: two
 
 
 # "x \in S" states the set S: "x \in \{41, 42\}" offers two values, "x \in [41, 42]" its bounds.
 _MEMBERSHIP = re.compile(r"^[^\W\d_]\w{0,2}\s*(?:\\in\b|∈)\s*")
 
 
+def _rows(text: str) -> str:
+    """LaTeX line breaks (``\\\\``) as row separators (``;``) where they separate values: outside
+    any environment, and between the rows of ``cases``; inside an ``aligned`` or a matrix they
+    are working or one value, and stay."""
+    text = _CASES.sub(lambda m: re.sub(r"\\\\(?:\[[^\]]*\])?", ";", m[1]), text)
+    return text if "\\begin" in text else re.sub(r"\\\\(?:\[[^\]]*\])?", ";", text)
+
+
 def _clean(text: str) -> str:
     """A stated value without its wrappers (see the module docstring, step 1)."""
-    text = _unbox(text)
+    text = _rows(_unbox(text)).replace("\\$", " ")  # "\\$18" is 18
     for _ in range(3):  # nested \text{\textbf{x}}
         text = _TEXT_COMMANDS.sub(r" \1 ", text)
     text = _STRUCK.sub(" ", text)  # "~~41~~ 42": a struck-out value is withdrawn
@@ -168,30 +179,16 @@ _OFFER_WORDS = (
     "else",
     "vs\\.?",
     "versus",
-    "o\\s+bien",
-    "o",
-    "ó",
-    "ili",
-    "либо",
-    "чи",
-    "arba",
-    "vai",
-    "eða",
-    "ya",
-    "au",
-    "hay",
-    "nor",
-    "&",  # and symbols that join two values: "42 & 41", "42 \\cup 41", "42 // 41"
-    "\\\\&",
-    "\\\\cup",
-    "∪",
-    "\\\\mid",
-    "//",
 )
+# "or" in further languages, read only between two numbers ("42 o 41", "42 ili 41"): elsewhere
+# these are ordinary words ("18 euro o 18,00 €", "42 o más"). So is "&" ("42 & 41"; spaced or
+# not, so a matrix row reads alike in an answer and its reference).
+_NUMBER_OR_WORDS = ("o", "ó", "ili", "либо", "чи", "arba", "vai", "eða", "nor")
 _AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
 _OR = re.compile(
     rf"(?:\s+|(?<=[(\[]))(?:and/or|{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|∨|"
-    r"\\text\s*\{\s*or\s*\}|[;；\n]|\\\\",
+    r"\\text\s*\{\s*or\s*\}|[;；\n]|\\(?:newline|cr)\b|"
+    rf"(?<=\d)\s+(?:{'|'.join(_NUMBER_OR_WORDS)})\s+(?=[-−]?\d)|(?<=\d)\s*\\?&\s*(?=[-−]?\d)",
     re.IGNORECASE,
 )
 # Between values only: "41? 42?", "41 | 42", "3, 4", "3 and 4" (a question or a table of prose is no offer).
@@ -496,8 +493,8 @@ def _restated_keys(piece: str, slash_alternatives: bool) -> list[Key]:
     are numbers (a remark in words is no value: ``42 (rounded)``)."""
     match = _TRAILING_BRACKET.match(piece)
     inner_text = match and (match["inner"] if match["inner"] is not None else match["square"])
-    if not inner_text or (is_prose(inner_text) and not is_number_phrase(inner_text)):
-        return []
+    if not inner_text or "!" in inner_text or (is_prose(inner_text) and not is_number_phrase(inner_text)):
+        return []  # words, or a factorial ("120 (5!)")
     head = _piece_keys(match["head"], slash_alternatives)  # type: ignore[index]
     inner = _piece_keys(_ELLIPSIS.sub("", inner_text), slash_alternatives)
     if not head or not inner or any(kind == "t" for kind, _ in head + inner):
@@ -508,13 +505,21 @@ def _restated_keys(piece: str, slash_alternatives: bool) -> list[Key]:
 
 
 def _restates(head: Key, inner: Key, head_text: str, inner_text: str) -> bool:
-    """Whether two keys are one value: equal, a percent and its fraction (``50% (0.5)``), or one
-    rounded to the other's last digit (``0.333 (1/3)``, ``1/3 (0.333...)``)."""
-    a, b = (v / 100 if kind == "%" else v for kind, v in (head, inner))
-    if a == b:
+    """Whether a value and the bracketed one after it are one value (:func:`same_value`)."""
+    return same_value(head, inner, head_text + " " + inner_text, loose=bool(_ELLIPSIS.search(inner_text)))
+
+
+def same_value(a: Key, b: Key, written: str = "", *, loose: bool = False) -> bool:
+    """Whether two keys state one value: equal, a percent and its fraction (``50%`` and ``0.5``),
+    or one rounded to the last digit of a decimal in ``written`` (``0.333`` and ``1/3``); with
+    ``loose`` (a trailing ellipsis, ``0.333...``) to within a whole unit of it."""
+    if {a[0], b[0]} & {"t"}:
+        return a == b
+    x, y = (v / 100 if kind == "%" else v for kind, v in (a, b))
+    if x == y:
         return True
-    units = [_last_digit_unit(n) for n in _NUMBER.findall(head_text + " " + inner_text) if "." in n]
-    return bool(units) and abs(a - b) <= max(units) / 2 + (max(units) if _ELLIPSIS.search(inner_text) else 0)  # type: ignore[operator]
+    units = [_last_digit_unit(n) for n in _NUMBER.findall(written) if "." in n]
+    return bool(units) and abs(x - y) <= max(units) / 2 + (max(units) if loose else 0)  # type: ignore[operator]
 
 
 def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
@@ -537,8 +542,9 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         if base is not None and offset is not None:
             return [("n", base + offset), ("n", base - offset)]
         return [("t", _normalised(piece))]
-    if piece.endswith("%"):
-        number = _fraction(piece[:-1])
+    percent = re.fullmatch(r"(.*?)\s*(?:%|\bper\s?cent)", piece, re.IGNORECASE)  # "42%", "42 percent"
+    if percent:
+        number = _fraction(percent[1])
         if number is not None:
             return [("%", number)]
     if slash_alternatives:
@@ -577,23 +583,28 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
 # "41 instead of 42", "41 — not 42", "41, \text{not } 42", "41, and certainly not 42".
 _RULED_OUT = re.compile(
     r"(?:\s*[,;(—–]\s*|\s+-{1,2}\s+|\s+)(?:\\text\s*\{\s*)?(?:(?:but|and|so|yet)\s+)?(?:[^\W\d_]+ly\s+)?"
-    r"(?:not|never|rather\s+than|instead\s+of)\b",
+    r"(?:not|never|rather\s+than|instead\s+of)\s*(?:\}\s*)?(?=[-−+$\\\d])",
     re.IGNORECASE,
 )
+_FURTHER_NUMBER = re.compile(r"^[^\d]*[-−+]?\$?\d+(?:[.,/]\d+)*\$?\s*\}?[)\]]?(?P<rest>.*)$", re.S)
 
 
 def without_ruled_out(value: str) -> str:
     """``value`` without the values it rules out after its own (``41, not 42`` -> ``41``).
 
-    What stands before the first negation is the value when it is one, and no prose: ``42 is
-    not prime`` and ``42 if not 41`` stay whole (a statement, a condition), and so does a value
-    that opens with its negation (``not 42``: withdrawn, not cut).
+    What stands before the first negation of a number is the value when it is one, no prose,
+    and nothing with a number follows the ruled-out one: ``42 is not prime``, ``42 if not 41``
+    and ``42, not 41, maybe 40`` stay whole (a statement, a condition, a further offer), and so
+    does a value that opens with its negation (``not 42``: withdrawn, not cut).
     """
     depth = _brace_depth(value, "{([")
     for match in _RULED_OUT.finditer(value):
         if depth[match.start()] != 0:
             continue
         head = value[: match.start()].rstrip(" \t,;(—–-")
+        after = _FURTHER_NUMBER.match(value[match.end() :])
+        if after is None or re.search(r"\d", after["rest"]):
+            return value  # "42, not 41, maybe 40": more follows, and the whole is read
         if head and not is_prose(_clean(head)) and value_keys(head):
             return head
         return value

@@ -93,8 +93,12 @@ def _numbers(value: str) -> list[float | None]:
             out += [number, -number] if sign else [None]
             continue
         dash = sign not in ("", "+", "±", "-", "−")
-        if dash and value[: m.start()].rstrip()[-1:].isdigit():
-            sign = ""  # "41–42": a dash after a number joins a range
+        before = value[: m.start("sign")] if m["sign"] else ""
+        glued = before[-1:] and not before[-1:].isspace() and before[-1:] not in "($[{="
+        if dash and (before.rstrip()[-1:].isdigit() or glued or not value[m.start("sign") + 1 :][:1].isdigit()):
+            # "41–42" joins a range; "Answer — 42" and "Answer:—42" are punctuation: a dash signs
+            # only the number it touches, after a space or an opening
+            sign = ""
         number = -number if sign and sign not in ("+", "±") else number  # a minus, or a dash before it
         if m["pow"]:
             number = number ** int(re.sub(r"\D", "", m["pow"]))
@@ -125,6 +129,8 @@ def _standing(text: str) -> tuple[list[str], int] | None:
     out = []
     for i, match in enumerate(found):
         value = next(v for v in (match["box"], match["marker"], match["prose"]) if v is not None).strip()
+        if match["marker"] is not None and not text[match.start("marker") - 1].isspace():
+            value = value.lstrip("—―").strip()  # "Answer:—42": a dash glued to the label is punctuation
         until = found[i + 1].start() if i + 1 < len(found) else len(text)
         after = _next_sentences(text[match.end() : until])
         before = text[max(0, match.start() - 16) : match.start()]

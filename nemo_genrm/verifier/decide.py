@@ -9,9 +9,10 @@ never a value, so nothing is rejected for it), and only two parsed values are co
 (``verify`` with its errors raised, an error again undecided).
 
 Three shapes are decided before that. A value with a bracketed remark after it (``1/2 (0.5)``,
-``42 (rounded)``) is its value, and different when the remark is another value (``42 (41)``);
-math-verify would multiply the two. An inequality of symbols (``n \\ge 42``) against a reference
-that is a value is different: it states a set. A numeral whose digits do not exist in the base
+``42 (rounded)``) is decided by the value; a remark that is another value makes it different
+(``42 (41)``), one that rounds it (``2/3 (0.667)``, ``1/3 (0.333...)``) changes nothing, and
+math-verify, which would multiply the two, never sees the pair. An inequality of symbols (``n \\ge 42``) against a reference
+that is one number is different: it states a set (an interval reference is left as before). A numeral whose digits do not exist in the base
 written under it (``4₂``, which a reader folding the subscript takes for ``42``) is different.
 """
 
@@ -24,13 +25,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.verifier.notation import as_latex, is_invalid_numeral, split_remark
+from nemo_genrm.verifier.notation import MAX_CHARS, as_latex, is_invalid_numeral, split_remark
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Check", "Decision", "ValueVerifier"]
 
 _INTEGER = re.compile(r"^\$([+-]?\d+)\$$")
+_LONGEST = 4 * MAX_CHARS
+_DECIMAL = re.compile(r"\s*[-−]?\d*\.\d+\s*")
 _APPROXIMATE = re.compile(r"(?:\.{3}|…|\\[lc]?dots|≈|\\approx)")
 
 
@@ -96,12 +99,14 @@ class ValueVerifier:
 
 @functools.lru_cache(maxsize=65_536)
 def _check(reference: str, value: str | None) -> Check:
+    if value is not None and len(value) > _LONGEST:  # nothing that long is a value alone (as_latex)
+        return Check(Decision.UNDECIDED, "reference" if as_latex(reference) is None else "answer")
     parts = split_remark(value)
     if parts is not None:
         return _check_remarked(reference, *parts)
     if is_invalid_numeral(value) and not is_invalid_numeral(reference):
         return Check(Decision.DIFFERENT)
-    if _is_inequality(value) and not _is_inequality(reference) and as_latex(reference) is not None:
+    if _is_inequality(value) and _PLAIN_NUMBER.match(as_latex(reference) or ""):
         return Check(Decision.DIFFERENT)  # "n \ge 42" is a set of values, never the value 42
     reference_latex, value_latex = as_latex(reference), as_latex(value, foreign_words=True)
     if reference_latex is not None and value_latex is not None:
@@ -126,8 +131,10 @@ def _check(reference: str, value: str | None) -> Check:
     return Check(Decision.EQUAL if same else Decision.DIFFERENT)
 
 
+# A reference that is one plain number ("$42$", "$-0.5$", "$\\frac{1}{2}$"), not an interval or a set.
+_PLAIN_NUMBER = re.compile(r"^\$[-+]?(?:\d+(?:\.\d+)?|\.\d+|\d+/\d+|\\frac\{\d+\}\{\d+\})\$$")
 # An ASCII arrow ("=>", "->", "<-") is no inequality.
-_INEQUALITY = re.compile(r"(?<![=\-])>(?!>)|<(?![-<])|[≤≥≠]|\\(?:le|ge|leq|geq|lt|gt|neq|ne)(?![A-Za-z])")
+_ORDER_RELATION = re.compile(r"(?<![=\-])>(?!>)|<(?![-<])|[≤≥≠]|\\(?:le|ge|leq|geq|lt|gt|neq|ne)(?![A-Za-z])")
 
 
 def _is_inequality(text: str | None) -> bool:
@@ -135,7 +142,7 @@ def _is_inequality(text: str | None) -> bool:
     with words (``42, as 42 > 41``) is left to the judge, and a set (``x \\in \\{42\\}``) to
     extraction, which counts its values."""
     text = re.sub(r"</?[A-Za-z]\w*\s*>", " ", text or "")  # a markup tag ("<s>41</s>") is none
-    if not _INEQUALITY.search(text):
+    if not _ORDER_RELATION.search(text):
         return False
     return re.search(r"[A-Za-z]{2,}", re.sub(r"\\[A-Za-z]+", " ", text)) is None
 
@@ -145,8 +152,9 @@ def _check_remarked(reference: str, value: str, remark: str) -> Check:
     decides, and a remark that is another value than the reference makes it different (``42
     (41)``); a remark never decides for a value the verifier cannot read (``London (42)``)."""
     first = _check(reference, value)
-    if as_latex(remark, foreign_words=True) is None or _APPROXIMATE.search(remark):
-        return first  # words, or a rounded restatement ("1/3 (0.333...)")
+    rounded = _DECIMAL.fullmatch(remark) and not _DECIMAL.fullmatch(value)  # "2/3 (0.667)"
+    if as_latex(remark, foreign_words=True) is None or _APPROXIMATE.search(remark) or rounded:
+        return first  # words, or a rounded restatement ("1/3 (0.333...)", "2/3 (0.667)")
     second = _check(reference, remark)
     return Check(Decision.DIFFERENT) if second.decision is Decision.DIFFERENT else first
 

@@ -7,14 +7,14 @@ gives rewards cannot read text that way, so :func:`as_latex` first writes what a
 for the value in plain LaTeX, and refuses (``None``) whatever is more than a value:
 
 - digits of every script (category Nd) are ASCII digits; superscript digits an exponent
-  (``4²`` is ``4^{2}``, never ``42``); the minus sign, its look-alikes (``˗``, ``➖``, a lone
-  ``⁻``) and any dash right before a digit (``‐42``, ``—42``) a minus; subscript digits an index
-  or a base (``101010₂``), which is no plain value;
+  (``4²`` is ``4^{2}``, never ``42``); the minus sign, its look-alikes (``˗``, a ``⁻`` opening
+  the value) and a hyphen, a dash or a heavy minus right before a digit (``‐42``, ``—42``,
+  ``➖42``; not ``— 42``) a minus; subscript digits an index or a base
+  (``101010₂``), which is no plain value; circled and enclosed digits are digits (``④②``);
   ``±``/``∓``, ``×``/``·``/``÷``, ``√``, ``π``, ``∞`` and vulgar fractions (``3½``) their LaTeX;
 - a percent is a hundredth (``42%`` is ``\\frac{42}{100}``, so it equals ``0.42``, not ``42``),
   ``‰`` a thousandth; a scale word multiplies (``42 thousand`` is ``42\\times10^{3}``);
-  ``squared`` and ``cubed`` are powers; ``4.2e1`` is ``4.2\\times10^{1}``; ``\\log``, ``\\ln``
-  and ``\\exp`` are functions;
+  ``squared`` and ``cubed`` are powers; ``4.2e1`` is ``4.2\\times10^{1}``;
 - number words are numbers: English within a value (``minus forty-two point five``,
   text2num's ``alpha2digit``), and, for an answer, a whole value in one of text2num's other
   languages (``quarante-deux``, ``zweiundvierzig``);
@@ -54,10 +54,7 @@ _SYMBOLS = {
     "\u2013": "-",
     "\ufe63": "-",
     "\uff0d": "-",  # minus and dashes
-    "\u02d7": "-",
-    "\u2796": "-",
-    "\u208b": "-",
-    "\u2043": "-",  # minus look-alikes: modifier letter minus, heavy minus, subscript minus, hyphen bullet
+    "\u02d7": "-",  # modifier letter minus
     "\u00b1": r"\pm ",
     "\u2213": r"\mp ",
     "\u00d7": r"\times ",
@@ -75,18 +72,35 @@ _SYMBOLS = {
     "\u066b": ".",
     "\u066c": ",",  # Arabic decimal and thousands separators
 }
-_WAVE_DASHES = "\u301c\u3030"  # ranges in East Asian text ("41〜42"), never a sign
+# Read as a minus right before a digit: hyphens, the em dash and the horizontal bar, the heavy
+# minus, the subscript minus and the hyphen bullet (extraction drops a dash that follows a label
+# as punctuation: "Answer:—42" states 42).
+_MINUS_BEFORE_DIGIT = "\u2010\u2011\u2014\u2015\u2796\u208b\u2043"
 _SUBSCRIPT_DIGITS = "".join(chr(0x2080 + d) for d in range(10))
 _SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
 _SUPERSCRIPTS = {"\u207b": "-", "\u207a": "+", **{c: str(unicodedata.digit(c)) for c in _SUPERSCRIPT_DIGITS}}
 # LaTeX a value may hold; anything else with a backslash is not a value alone.
-_COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty", "log", "ln", "exp")
+_COMMANDS = ("dfrac", "tfrac", "frac", "sqrt", "pi", "times", "cdot", "div", "pm", "mp", "infty")
 _SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|~")
 _WRAPPERS = (
     re.compile(r"^\$+(.*?)\$+$", re.S),
     re.compile(r"^\\\((.*)\\\)$", re.S),
     re.compile(r"^\\\[(.*)\\\]$", re.S),
     re.compile(r"^\\(?:boxed|fbox)\{(.*)\}$", re.S),
+    # Formatting around the whole value: LaTeX text and font commands, colour, Markdown emphasis
+    # and code, a dollar sign, check marks after it ("\\mathbf{41}", "**41**", "`41`", "\\$41").
+    re.compile(
+        r"^\\(?:text|textbf|textrm|textnormal|textup|mathbf|mathrm|mathit|mathsf|mathnormal|bm|boldsymbol|mbox)"
+        r"\s*\{(.*)\}$",
+        re.S,
+    ),
+    re.compile(r"^\\(?:textcolor|colorbox)\s*\{[^{}]*\}\s*\{(.*)\}$", re.S),
+    re.compile(r"^\\color\s*\{[^{}]*\}(.*)$", re.S),
+    re.compile(r"^(?:\*\*|__)(.*)(?:\*\*|__)$", re.S),
+    re.compile(r"^\*([^*].*)\*$", re.S),
+    re.compile(r"^`+(.*?)`+$", re.S),
+    re.compile(r"^\\\$\s*(.*)$", re.S),
+    re.compile(r"^(.*?)\s*[\u2705\u2714\u2611\u2713]+$", re.S),
 )
 _SCALES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
@@ -139,7 +153,8 @@ _REMARK = re.compile(r"^(?P<head>.*?\S)\s+(?:\((?P<remark>[^()]*)\)|\[(?P<square
 
 # A numeral with its base as a subscript: "101010₂", "101010_2", "2A_{16}".
 _BASE_NUMERAL = re.compile(
-    r"^\s*\$?\s*((?=[0-9A-Za-z]*\d)[0-9A-Za-z]+)\s*(?:_\{?\s*(\d+)\s*\}?|([\u2080-\u2089]+))\s*\$?\s*$"
+    r"^\s*(?:\$\s*)?((?=[0-9A-Za-z]{0,64}\d)[0-9A-Za-z]{1,64})\s*(?:_\{?\s*(\d{1,2})\s*\}?|([\u2080-\u2089]{1,2}))"
+    r"\s*(?:\$\s*)?$"
 )
 
 
@@ -178,7 +193,7 @@ def _characters(text: str) -> str:
             superscript.append(_SUPERSCRIPTS[char])
             continue
         if superscript:
-            lone_sign = superscript in (["-"], ["+"]) and (char.isdigit() or char == ".")
+            lone_sign = superscript in (["-"], ["+"]) and not out and (char.isdigit() or char == ".")
             out.append(superscript[0] if lone_sign else "^{" + "".join(superscript) + "}")  # ⁻42 is -42
             superscript = []
         if is_invisible(char):
@@ -191,10 +206,12 @@ def _characters(text: str) -> str:
             out.append(" ")
         elif char in _SYMBOLS:
             out.append(_SYMBOLS[char])
-        elif unicodedata.category(char) == "Pd" and char not in _WAVE_DASHES and _digit_follows(text, at + 1):
-            out.append("-")  # any other dash right before a digit reads as a minus (‐42, —42)
+        elif char in _MINUS_BEFORE_DIGIT and _digit_follows(text, at + 1):
+            out.append("-")  # a hyphen or a minus look-alike right before a digit (‐42, ➖42)
         elif char in _SUBSCRIPT_DIGITS:
             out.append("_{" + str(unicodedata.digit(char)) + "}")  # an index or a base, never a value
+        elif unicodedata.category(char) == "No" and float(unicodedata.numeric(char, 0.5)).is_integer():
+            out.append(str(int(unicodedata.numeric(char))))  # enclosed or circled digits: ④② is 42
         elif unicodedata.category(char) == "No" and unicodedata.numeric(char, None) is not None:
             out.append(_vulgar(char, bool(out) and out[-1][-1:].isdigit()))
         elif "\uff01" <= char <= "\uff5e":  # fullwidth ASCII

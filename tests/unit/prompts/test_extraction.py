@@ -77,8 +77,10 @@ CASES = [
     pytest.param(
         "Answer: 42, because 6 \\times 7 = 42", {}, "ok", "marker", "42, because 6 \\times 7 = 42", None, id="restated"
     ),
-    # Negated or withdrawn: shown with the words that decide it, no bare value.
+    # Negated or withdrawn: shown with the words that decide it, no bare value; what is left after
+    # the last withdrawn statement hedges when it offers several values.
     pytest.param("The answer is not \\boxed{42}; it is 41.", {}, "ok", "boxed", None, None, id="negated"),
+    pytest.param("\\boxed{41}\n\nScratch that: 41 or 42.", {}, "hedged", "boxed", None, "", id="withdrawn-then-hedge"),
     pytest.param("\\boxed{42}\n\nScratch that, I withdraw this answer.", {}, "ok", "boxed", None, None, id="withdrawn"),
     # Boxes and markers in comments, hidden LaTeX, code, quotations and URLs do not count.
     pytest.param("% \\boxed{42}\nI disagree: 41.", {}, "ok", "line", None, "I disagree: 41.", id="latex-comment"),
@@ -243,6 +245,35 @@ def test_the_line_stating_the_answer_is_never_a_verdict_line(candidate, shown):
     assert builder.build(question="q", reference="1", candidate=candidate).candidate == shown
 
 
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: 42" + " (1)" * 3000,  # one bracketed remark after another
+        "Answer: 1" + "\u2082" * 5000,  # a subscript base past Python's digit limit
+        "<answer>" * 12_500,  # unclosed answer tags
+        "-" + " " * 100_000 + "x",  # a bullet, then spaces
+        "\\boxed{42}" + ". The answer is 41" * 5000,  # a later phrase again and again
+    ],
+)
+def test_hostile_shapes_are_read_in_linear_time_through_the_environment(response):
+    import time
+
+    from nemo_genrm.env.environment import GenRMEnvironmentImpl
+    from nemo_genrm.testing.gullible import GullibleJudge
+
+    env = GenRMEnvironmentImpl(
+        {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=GullibleJudge("42")
+    )
+    start = time.perf_counter()
+    try:
+        out = env.step(
+            [[{"role": "user", "content": "q"}, {"role": "assistant", "content": response}]], [{"ground_truth": "42"}]
+        )
+    finally:
+        env.shutdown()
+    assert time.perf_counter() - start < 10.0 and len(out.rewards) == 1
+
+
 def test_the_environment_counts_hedges_and_fills_the_bare_value():
     from nemo_genrm.env.environment import GenRMEnvironmentImpl
     from nemo_genrm.samples.inputs import prepare_sample
@@ -317,14 +348,16 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 42 vs 41",
     "Answer: 42 ili 41",  # "or" in further languages, between values
     "Answer: 42 o 41",
-    "Answer: 42 & 41",  # symbols that join two values
-    "Answer: 42 \\cup 41",
+    "Answer: 42 & 41",  # "&" between two numbers
     "\\boxed{\\begin{cases}42 \\\\ 41\\end{cases}}",  # rows of a cases block
     "\\boxed{41 < x \\leq 42}",  # an inequality offers its bounds
     "Answer: x \\in \\{41, 42\\}",  # a set offers its members
     "Answer: x \\in [41, 42]",
     "<answer>41</answer>\n\\boxed{42}",  # an answer tag is a statement
     "Answer：41\n\n\\boxed{42}",  # a fullwidth colon marks it too
+    "Answer: 42 not sure, maybe 41",  # a negation with no value after it rules nothing out
+    "Answer: 42 (not certain; 41 also possible)",
+    "\\boxed{41}\n\nScratch that: 41 or 42.",  # every statement withdrawn, then two values
 ]
 HONEST_BESIDE_THEM = [
     "Answer: 42 (possibly rounded)",
@@ -436,6 +469,23 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("Answer: 0.333 (1/3)", "1/3"),  # a rounded restatement
         ("\\boxed{1/3 (0.333...)}", "1/3"),
         ("Answer: 5!", "120"),  # a factorial is not cut to its number
+        # A later answer phrase that restates the value, rounds it, or is more than a value.
+        ("\\boxed{\\sqrt2}\n\nThe answer is roughly 1.414.", "\\sqrt{2}"),
+        ("\\boxed{10\\%}\n\nThe answer is 10 percent.", "10\\%"),
+        ("\\boxed{0.25}\n\nThe answer is 25%.", "0.25"),
+        ("\\boxed{\\$18}\n\nThe answer is 18 dollars.", "18"),
+        ("\\boxed{2/3}. The answer is 0.667.", "2/3"),
+        ("\\boxed{7}\n\nThe answer is 7; -3 is extraneous.", "7"),
+        ("\\boxed{12}\n\nNote: the answer is 12 for n = 3.", "12"),
+        ("\\boxed{42}\n\nFor part (b), the answer is 6.", "42"),
+        ("Answer: 120 (5!)", "120"),  # a factorial restating the value
+        ("\\boxed{\\begin{aligned}2x&=84\\\\x&=42\\end{aligned}}", "42"),  # aligned rows are working
+        ("\\boxed{(-\\infty, 1) \\cup (3, \\infty)}", "(-\\infty,1)\\cup(3,\\infty)"),
+        ("\\begin{pmatrix}5 & -2 \\\\ -7 & 3\\end{pmatrix}", "\\begin{pmatrix}5&-2\\\\-7&3\\end{pmatrix}"),
+        ("<think>I answer in <answer> tags.</think>\n<answer>42</answer>", "42"),  # a mention is no tag
+        ("<answer>\nStep 1: 6 x 7 = 42 apples.\nShe gives 2 away.\nSo she has 40 apples.\n</answer>", "40"),
+        ("Risposta: 18 euro o 18,00 €", "18"),  # "o" between words is a word
+        ("Answer: 41, never mind, 42", "42"),  # "never mind" rules out no value
     ],
 )
 def test_honest_answers_in_common_formats_are_no_hedge(response, reference):

@@ -63,7 +63,6 @@ DECISIONS = [
     ("0.042", "42‰", EQUAL),
     ("42", "42‰", DIFFERENT),
     ("1764", "42 squared", EQUAL),
-    ("42", "\\log 42", DIFFERENT),
     # A bracketed remark after the value: a restatement, or another value.
     ("1/2", "1/2 (0.5)", EQUAL),  # math-verify alone reads a product
     ("42", "42 (6 \\times 7)", EQUAL),
@@ -78,6 +77,11 @@ DECISIONS = [
     ("42", "41 < x \\leq 42", DIFFERENT),
     ("x > 3", "x > 3", UNDECIDED),
     ("42", "=> 42", UNDECIDED),  # an arrow is no inequality
+    ("[3,\\infty)", "x \\ge 3", UNDECIDED),  # an interval reference: the inequality may state it
+    ("2/3", "2/3 (0.667)", EQUAL),  # a decimal remark rounds the value
+    ("42", "⁃ 42", UNDECIDED),  # a bullet before a spaced number is no sign
+    ("1.6\\times10^{-19}", "1.6×10⁻19", UNDECIDED),  # a superscript minus inside a value is no sign
+    ("42", "42" + " (1)" * 3000, UNDECIDED),  # past the longest value: never recursed into
     # Not values: the verifier decides nothing and never rejects.
     ("Paris", "Paris", UNDECIDED),
     ("Paris", "42", UNDECIDED),
@@ -87,7 +91,11 @@ DECISIONS = [
     ("42", "41 = 42", UNDECIDED),  # a relation
     ("42", "3 1/2", UNDECIDED),  # a mixed number or a product
     ("42", "9^{9^{9}}", UNDECIDED),  # a tower sympy could spend minutes on
-    ("42", "\\text{42}", UNDECIDED),
+    ("42", "\\text{42}", EQUAL),  # formatting around the value: \\text, \\mathbf, **bold**, `code`
+    ("42", "\\mathbf{-42}", DIFFERENT),
+    ("42", "**-42**", DIFFERENT),
+    ("42", "④②", EQUAL),  # enclosed digits
+    ("42", "\\text{42} \\text{cm}", UNDECIDED),  # a unit
     ("42", "", UNDECIDED),
     ("elf", "11", UNDECIDED),  # a reference is read in English only: "elf" is a word there
 ]
