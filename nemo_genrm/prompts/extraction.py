@@ -203,21 +203,52 @@ def _markers(reading: Reading, marker: str) -> list[Statement]:
 # The answer tag of the reasoning format ("<think>...</think> <answer>42</answer>").
 # Its content runs to the closing tag and never over another opening one (a mention of the tag
 # in the reasoning before it is none; linear on a run of unclosed tags).
+_THINK = re.compile(r"<\s*think\s*>(?:(?!<\s*/?\s*think\s*>).)*<\s*/\s*think\s*>", re.IGNORECASE | re.DOTALL)
 _ANSWER_TAG = re.compile(r"<\s*answer\s*>((?:(?!<\s*/?\s*answer\s*>).)*)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
 
 
 def _answer_tags(reading: Reading) -> list[Statement]:
-    """Each ``<answer>...</answer>`` outside hidden or inert text: a marker in tag form, whose
-    value is the last line of its content (a box in it, when it holds one)."""
+    """Each ``<answer>...</answer>`` outside hidden or inert text and outside ``<think>``: a
+    marker in tag form. On one line, or over lines of a matrix, the tag is one statement; else
+    each line that is a value alone or names an answer (``My answer is 41.``, ``(correct: 42)``)
+    is one (two values hedge), and with none, its last line that holds a number (working above
+    it is not)."""
+    thinking = [m.span() for m in _THINK.finditer(reading.text)]
     out = []
     for match in _ANSWER_TAG.finditer(reading.text):
-        if reading.counts(match.start()) and reading.counts(match.end() - 1):
-            # Its last line is the value, as a marker's line is; working above it is not
-            lines = [m for m in re.finditer(r"[^\n]*\S[^\n]*", match[1])]
-            start, end = (match.start(1) + lines[-1].start(), match.start(1) + lines[-1].end()) if lines else (0, 0)
-            value = _shown_value(reading, start, end) if lines else ""
-            out.append(Statement(match.start(), match.end(), value, "marker"))
+        if not (reading.counts(match.start()) and reading.counts(match.end() - 1)):
+            continue
+        if any(a <= match.start() < b for a, b in thinking):
+            continue  # the format named in the reasoning
+        if "\n" not in match[1].strip():  # one line: the tag is the statement, its content the value
+            out.append(
+                Statement(match.start(), match.end(), _shown_value(reading, match.start(1), match.end(1)), "marker")
+            )
+            continue
+        lines = []
+        for line in re.finditer(r"[^\n]*\S[^\n]*", match[1]):
+            start, end = match.start(1) + line.start(), match.start(1) + line.end()
+            lines.append(Statement(start, end, _shown_value(reading, start, end), "marker"))
+        if "\\begin" in match[1] or "\\\\" in match[1]:  # a matrix or aligned rows over lines: one value
+            content = " ".join(_shown_value(reading, match.start(1), match.end(1)).split())
+            out.append(Statement(match.start(), match.end(), content, "marker"))
+            continue
+        stating = [s for s in lines if _is_value_line(s.value) or _ANSWER_WORD.search(s.value)]
+        numbered = [s for s in lines if re.search(r"\d", s.value)]
+        out += stating or numbered[-1:] or lines[-1:] or [Statement(match.start(), match.end(), "", "marker")]
     return out
+
+
+_ANSWER_WORD = re.compile(r"\b(?:answer|correct|result|final|expected|solution)\b.*\d", re.IGNORECASE)
+
+
+def _is_value_line(line: str) -> bool:
+    """A line that is a value alone: a number, a box, number words, or a short label and one."""
+    label = re.match(r"[^\W\d_][^:\n]{0,30}:\s*", line)
+    rest = line[label.end() :] if label else line
+    return bool(
+        _BARE_VALUE.fullmatch(rest) or re.fullmatch(r"\s*\\boxed\s*\{.*\}\s*\.?\s*", rest) or is_number_phrase(rest)
+    )
 
 
 def _phrases(reading: Reading) -> list[Statement]:
@@ -325,7 +356,7 @@ def find_statements(
         line_end = reading.text.find("\n", statement.end)
         line_end = len(reading.text) if line_end < 0 else line_end
         if reading.text.startswith("<", statement.start):
-            line_end = statement.end
+            line_end = statement.end  # a one-line answer tag: its own box only
         inside = [b for b in boxes if statement.start <= b.start < line_end]
         if inside:
             boxes = [b for b in boxes if b not in inside]
@@ -345,34 +376,47 @@ def find_statements(
 
 
 # A later answer phrase counts when its first clause is a bare value: a number (a sign, a
-# fraction, a percent, math or bold around it, one unit word after it) or number words.
+# fraction, a percent, math or bold around it) or number words without a scale word; a unit
+# may convert ("5.5 hours" after 330 minutes) and is left to the judge.
 _BARE_VALUE = re.compile(
-    r"\s*(?:\$|\\\(|\*\*)?\s*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?\s*(?:\\?%|percent)?"
-    r"\s*(?:\$|\\\)|\*\*)?\s*(?:[^\W\d_]{1,12})?\s*\.?\s*",
-    re.IGNORECASE,
+    r"\s*(?:\$|\\\(|\*\*)?\s*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?\s*(?:\\?%)?"
+    r"\s*(?:\$|\\\)|\*\*)?\s*\.?\s*",
+)
+_LATER_ANSWER = re.compile(r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?answer\s+(?:is|=(?!>))\s*:?\s*", re.IGNORECASE)
+_LATER_LOOKS = 32
+_SCALE_WORD = re.compile(r"\b(?:hundred|thousand|million|billion|trillion)\b", re.IGNORECASE)
+# A sentence that checks, rounds or answers another part or question is no second final answer.
+_OTHER_PART = re.compile(
+    r"\bpart\b|\([a-z]\)|\b[a-z]\)|\bquestion\b|^\s*\d{1,2}[.)]\s|\b(?:check|verif|round|nearest|approx|estimat)",
+    re.IGNORECASE | re.MULTILINE,
 )
 
 
-_OTHER_PART = re.compile(r"\bpart\b|\([a-z]\)|\b[a-z]\)", re.IGNORECASE)
-
-
 def _later_phrases(reading: Reading, final: Statement, stated: set[Key]) -> list[Statement]:
-    """The answer phrases after an explicit final statement that state another value alone
-    (``\\boxed{42}`` then ``The result is 41.``): each is a further final answer, compared with
-    it. A phrase whose first clause is more than a value (``The result is 12 in total``, ``the
-    answer is 12 for n = 3``, ``roughly 1.414``), or that restates a value already stated (``18
-    dollars`` after ``\\$18``, ``25%`` after ``0.25``, ``0.667`` after ``2/3``), states none."""
-    out = []
-    for phrase in _phrases(reading):
-        if phrase.start < final.end or _withdrawn(reading, phrase, len(reading.text)):
+    """The answer phrases after an explicit final statement that state another number alone
+    (``\\boxed{42}`` then ``The answer is 41.``): each is a further final answer, compared with
+    it. A phrase whose first clause is more than a number (``the answer is 12 for n = 3``,
+    ``roughly 1.414``, ``5.5 hours``, ``1 thousand``), one in a sentence that checks, rounds or
+    answers another part, one after a final that is no number, and one that restates a value
+    already stated (``25%`` after ``0.25``, ``0.667`` after ``2/3``) state none."""
+    if not stated or any(kind == "t" for kind, _ in stated):
+        return []  # a symbolic or lettered final (\\sqrt{2}, C): a decimal after it is the judge's to read
+    out: list[Statement] = []
+    for looked, match in enumerate(_LATER_ANSWER.finditer(reading.text, final.end)):
+        if out or looked >= _LATER_LOOKS:
+            break  # one new value hedges; past a few dozen phrases the rest is noise
+        _, start, end = _line_value(reading.text, match.end())
+        phrase = Statement(match.start(), end, _shown_value(reading, start, end), "phrase")
+        if not reading.counts(match.start()) or _withdrawn(reading, phrase, len(reading.text)):
             continue
-        if _OTHER_PART.search(reading.text[reading.sentence_start(phrase.start) : phrase.start]):
-            continue  # "For part (b), the answer is 6": another part's answer
+        opening = min(reading.sentence_start(phrase.start), reading.text.rfind("\n", 0, phrase.start) + 1)
+        if _OTHER_PART.search(reading.text[opening : phrase.end]):
+            continue  # "For part (b), the answer is 6", "Rounded, the answer is 3"
         clause = re.split(r"[;,]\s", without_ruled_out(phrase.value), maxsplit=1)[0]
-        if not (_BARE_VALUE.fullmatch(clause) or is_number_phrase(clause)):
+        if not (_BARE_VALUE.fullmatch(clause) or is_number_phrase(clause)) or _SCALE_WORD.search(clause):
             continue
         keys = {k for k in value_keys(clause) if k[0] != "t"}
-        if keys and not all(any(same_value(k, s, clause) for s in stated) for k in keys):
+        if keys and not all(any(same_value(k, s, f"{clause} {final.value}") for s in stated) for k in keys):
             out.append(Statement(phrase.start, phrase.end, clause, phrase.source))
     return out
 

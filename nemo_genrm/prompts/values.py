@@ -71,7 +71,7 @@ _SPACING = re.compile(
 _DELIMITERS = re.compile(r"\$+|\\[()\[\]]")
 _EMPHASIS = re.compile(r"\*\*|__|`+")
 _QUOTES = "\"'“”„«»「」『』"
-_TRAILING = ".,;:!。、"
+_TRAILING = ".,;:。、"  # never "!": "5!" is a factorial
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
 _VALUE_CHARS = 400
 
@@ -95,12 +95,16 @@ def _unbox(text: str) -> str:
 _MEMBERSHIP = re.compile(r"^[^\W\d_]\w{0,2}\s*(?:\\in\b|∈)\s*")
 
 
+_ROW_BREAK = re.compile(r"\\\\(?:\[[^\]]*\])?")
+
+
 def _rows(text: str) -> str:
     """LaTeX line breaks (``\\\\``) as row separators (``;``) where they separate values: outside
     any environment, and between the rows of ``cases``; inside an ``aligned`` or a matrix they
     are working or one value, and stay."""
-    text = _CASES.sub(lambda m: re.sub(r"\\\\(?:\[[^\]]*\])?", ";", m[1]), text)
-    return text if "\\begin" in text else re.sub(r"\\\\(?:\[[^\]]*\])?", ";", text)
+    # Rows with conditions are one piecewise value; rows of bare values are a list of them.
+    text = _CASES.sub(lambda m: m[0] if "&" in m[1] else ";".join(_ROW_BREAK.split(m[1])), text)
+    return text if "\\begin" in text else _ROW_BREAK.sub(";", text)
 
 
 def _clean(text: str) -> str:
@@ -183,12 +187,31 @@ _OFFER_WORDS = (
 # "or" in further languages, read only between two numbers ("42 o 41", "42 ili 41"): elsewhere
 # these are ordinary words ("18 euro o 18,00 €", "42 o más"). So is "&" ("42 & 41"; spaced or
 # not, so a matrix row reads alike in an answer and its reference).
-_NUMBER_OR_WORDS = ("o", "ó", "ili", "либо", "чи", "arba", "vai", "eða", "nor")
+_NUMBER_OR_WORDS = (
+    "o",
+    "ó",
+    "o\\s+bien",
+    "ili",
+    "либо",
+    "чи",
+    "arba",
+    "vai",
+    "eða",
+    "hay",
+    "au",
+    "ya",
+    "nor",
+    "\\\\cup",
+    "∪",
+    "\\\\mid",
+)
+# "&" between two numbers outside an environment (in a matrix or aligned rows it is alignment).
+_NUMBER_AMPERSAND = re.compile(r"(?<=\d)\s*\\?&\s*(?=[-−]?\d)")
 _AND_WORDS = ("and", "und", "et", "и", "і", "ve", "và", "og", "och", "és", "și", "oraz")
 _OR = re.compile(
     rf"(?:\s+|(?<=[(\[]))(?:and/or|{'|'.join(_OR_WORDS)})\s+|或者|或|还是|還是|または|もしくは|또는|혹은|\\(?:lor|vee)\b|∨|"
     r"\\text\s*\{\s*or\s*\}|[;；\n]|\\(?:newline|cr)\b|"
-    rf"(?<=\d)\s+(?:{'|'.join(_NUMBER_OR_WORDS)})\s+(?=[-−]?\d)|(?<=\d)\s*\\?&\s*(?=[-−]?\d)",
+    rf"(?<=\d)\s+(?:{'|'.join(_NUMBER_OR_WORDS)})\s+(?=[-−]?\d)",
     re.IGNORECASE,
 )
 # Between values only: "41? 42?", "41 | 42", "3, 4", "3 and 4" (a question or a table of prose is no offer).
@@ -245,7 +268,10 @@ def _offers(text: str) -> list[str]:
     """``text`` cut at ``or`` and its kin, then at ``maybe`` and its kin where values follow."""
     out = []
     text = _ABOUT.sub("", text)  # "42 or so" is about 42, no second offer
-    for piece in _cut(text, _OR, _brace_depth(text)):
+    pieces = _cut(text, _OR, _brace_depth(text))
+    if "\\begin" not in text:
+        pieces = [p for piece in pieces for p in _cut(piece, _NUMBER_AMPERSAND, _brace_depth(piece))]
+    for piece in pieces:
         maybes = _cut(piece, _MAYBE, _brace_depth(piece))
         values_follow = len(maybes) > 1 and not any(is_prose(p.strip("()[] ")) for p in maybes[1:])
         out += maybes if values_follow else [piece]
@@ -510,16 +536,18 @@ def _restates(head: Key, inner: Key, head_text: str, inner_text: str) -> bool:
 
 
 def same_value(a: Key, b: Key, written: str = "", *, loose: bool = False) -> bool:
-    """Whether two keys state one value: equal, a percent and its fraction (``50%`` and ``0.5``),
-    or one rounded to the last digit of a decimal in ``written`` (``0.333`` and ``1/3``); with
-    ``loose`` (a trailing ellipsis, ``0.333...``) to within a whole unit of it."""
+    """Whether two keys state one value: equal, a percent and its fraction (``50%`` and ``0.5``)
+    or its number (``25`` and ``25%``), or one rounded or cut to the last digit of a decimal in
+    ``written`` (``0.333`` and ``1/3``); with ``loose`` (a trailing ellipsis, ``0.333...``) to
+    within two units of it."""
     if {a[0], b[0]} & {"t"}:
         return a == b
     x, y = (v / 100 if kind == "%" else v for kind, v in (a, b))
-    if x == y:
+    if x == y or a[1] == b[1]:  # 0.25 and 25%, or 25 and 25% written side by side
         return True
     units = [_last_digit_unit(n) for n in _NUMBER.findall(written) if "." in n]
-    return bool(units) and abs(x - y) <= max(units) / 2 + (max(units) if loose else 0)  # type: ignore[operator]
+    # To within the last written digit: rounded (0.667 for 2/3) or cut (0.666).
+    return bool(units) and abs(x - y) <= max(units) + (max(units) if loose else 0)  # type: ignore[operator]
 
 
 def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
@@ -557,6 +585,9 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     number = _fraction(piece)
     if number is not None:
         return [("n", number)]
+    signed = re.fullmatch(r"(?:minus|negative)\s+(\d+(?:\.\d+)?)", piece, re.IGNORECASE)  # "minus 5" is -5
+    if signed:
+        return [("n", -Fraction(signed[1]))]
     if is_number_phrase(piece) and not re.search(r"\d", piece):  # "forty-two" is 42, as "42" is
         spelled = _spelled_number(piece)
         if spelled is not None:

@@ -350,7 +350,7 @@ def _afterwords() -> Iterator[ExtractionTemplate]:
 _STATEMENT_FORMS = (
     ("glued_bullet", "-Answer: {a}\n\nSo the total is {b}.", "-Answer: {r}\n\nSo the total is {r}."),
     ("glued_heading", "#Answer: {a}\n{b}", "#Answer: {r}"),
-    ("marker_then_phrase", "Answer: {a}\nThe result is {b}.", "Answer: {r}\nThe result is {r}."),
+    ("marker_then_phrase", "Answer: {a}\nThe answer is {b}.", "Answer: {r}\nThe answer is {r}."),
     ("box_then_phrase", _box("{a}") + ". The answer is {b}.", _box("{r}") + ". The answer is {r}."),
     ("marker_then_words", "Answer: {a}\n\nSo the final answer is {b} exactly.", "Answer: {r}\n\nSo it is {r}."),
     ("ruled_out_comma", "Answer: {a}, not {b}", "Answer: {b}, not {a}"),

@@ -166,6 +166,8 @@ def is_invalid_numeral(text: str | None) -> bool:
     if match is None:
         return False
     base = int(match[2] or "".join(str(unicodedata.digit(c)) for c in match[3]))
+    if base <= 10 and not match[1].isdigit():
+        return False  # "2a_1", "3x_2": a letter with an index, no numeral
     if not 2 <= base <= 36:
         return True
     try:

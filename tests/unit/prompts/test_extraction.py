@@ -338,7 +338,7 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 41 until 42",
     "Answer: 41 to 42 cm",
     "Answer: 41\\textendash 42",
-    "Answer: 42\nThe result is 41.",  # an answer phrase after the final statement is a final answer
+    "Answer: 42\nThe answer is 41.",  # an answer phrase after the final statement is a final answer
     "\\boxed{42}. The answer is 41.",
     "Answer: 42\n\nSo the final answer is forty-one.",
     "\\boxed{42}\n\n" + "We check each step. " * 40 + "\n\nThe answer is 41.",  # however far after it
