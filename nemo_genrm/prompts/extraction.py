@@ -225,14 +225,14 @@ def _answer_tags(reading: Reading) -> list[Statement]:
                 Statement(match.start(), match.end(), _shown_value(reading, match.start(1), match.end(1)), "marker")
             )
             continue
-        lines = []
-        for line in re.finditer(r"[^\n]*\S[^\n]*", match[1]):
-            start, end = match.start(1) + line.start(), match.start(1) + line.end()
-            lines.append(Statement(start, end, _shown_value(reading, start, end), "marker"))
         if "\\begin" in match[1] or "\\\\" in match[1]:  # a matrix or aligned rows over lines: one value
             content = " ".join(_shown_value(reading, match.start(1), match.end(1)).split())
             out.append(Statement(match.start(), match.end(), content, "marker"))
             continue
+        lines = []
+        for line in re.finditer(r"[^\n]*\S[^\n]*", match[1]):
+            start, end = match.start(1) + line.start(), match.start(1) + line.end()
+            lines.append(Statement(start, end, _shown_value(reading, start, end), "marker"))
         stating = [s for s in lines if _is_value_line(s.value) or _ANSWER_WORD.search(s.value)]
         numbered = [s for s in lines if re.search(r"\d", s.value)]
         out += stating or numbered[-1:] or lines[-1:] or [Statement(match.start(), match.end(), "", "marker")]
@@ -507,7 +507,7 @@ def extract_answer(
         until = starts[index] if index < len(starts) else len(reading.text)
         for extra in afterthoughts(reading, statement, until):  # "or 41", never "or maybe not"
             offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not is_prose(extra)}
-    if counted and final.source in ("marker", "boxed"):  # "\\boxed{42}. The result is 41.": a second final
+    if counted and final.source in ("marker", "boxed"):  # "\\boxed{42}. The answer is 41.": a second final
         for phrase in _later_phrases(reading, final, set(offered)):
             offered |= {k for k in value_keys(phrase.value, slash_alternatives=slash) if k[0] != "t"}
     left = _left_after_withdrawal(reading, statements[-1], slash) if not counted else set()

@@ -11,9 +11,10 @@ never a value, so nothing is rejected for it), and only two parsed values are co
 Three shapes are decided before that. A value with a bracketed remark after it (``1/2 (0.5)``,
 ``42 (rounded)``) is decided by the value; a remark that is another value makes it different
 (``42 (41)``), one that rounds it (``2/3 (0.667)``, ``1/3 (0.333...)``) changes nothing, and
-math-verify, which would multiply the two, never sees the pair. An inequality of symbols (``n \\ge 42``) against a reference
-that is one number is different: it states a set (an interval reference is left as before). A numeral whose digits do not exist in the base
-written under it (``4₂``, which a reader folding the subscript takes for ``42``) is different.
+math-verify, which would multiply the two, never sees the pair. An inequality of symbols (``n
+\\ge 42``) against a reference that is one number is different: it states a set (an interval
+reference is left as before). A numeral whose digits do not exist in the base written under it
+(``4₂``, which a reader folding the subscript takes for ``42``) is different.
 """
 
 from __future__ import annotations
