@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 __all__ = ["Reading", "brace_pairs", "matching_brace", "read"]
 
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+# A fence opens with its whole run of backticks or tildes (possessive, as CommonMark reads it, and
+# so a long run with no line break after it is not tried again at every shorter length).
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}+|~{3,}+)[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n).)+?(?<!`)\1(?!`)", re.DOTALL)
 _BLOCKQUOTE = re.compile(r"^[ \t]{0,3}>[^\n]*", re.MULTILINE)
 _QUOTED = re.compile(
@@ -45,11 +47,9 @@ _COMMENT_ENV = re.compile(r"\\begin\s*\{comment\}.*?(?:\\end\s*\{comment\}|\Z)",
 _PHANTOM = re.compile(r"\\(?:[hv]?phantom)\s*\{")
 _COLOURED = re.compile(r"\\(?:textcolor|mathcolor|color)\s*(?:\[[^\]]*\])?\s*\{([^{}]*)\}")
 _INVISIBLE_COLOURS = frozenset(("white", "transparent", "#fff", "#ffffff", "fff", "ffffff", "1,1,1", "255,255,255"))
-_MATH = re.compile(
-    r"\$\$.*?\$\$|\\\[.*?\\\]|\\begin\s*\{(equation|align|gather|multline|math)\*?\}.*?\\end\s*\{\1\*?\}"
-    r"|(?<![\\$])\$(?!\$)[^$\n]+?(?<!\\)\$",
-    re.DOTALL,
-)
+# Where math opens; :func:`_math_spans` finds where each closes.
+_MATH_OPEN = re.compile(r"\$\$|\\\[|\\begin\s*\{(equation|align|gather|multline|math)\*?\}|(?<![\\$])\$(?!\$)")
+_INLINE_MATH_REST = re.compile(r"[^$\n]+?(?<!\\)\$")
 _PERCENT = re.compile(r"(?<!\\)%")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
@@ -161,6 +161,39 @@ class Reading:
         return end
 
 
+def _math_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of math: ``$$...$$``, ``\\[...\\]``, display environments and inline ``$...$``.
+
+    Read left to right, each opener with its first closer (a regex's lazy ``.*?`` would look for
+    the closer again from every unclosed opener: quadratic on a long run of ``\\[``). A kind
+    of math with no closer after one opener has none after any later one either.
+    """
+    spans: list[tuple[int, int]] = []
+    unclosed: set[str] = set()
+    pos = 0
+    while (match := _MATH_OPEN.search(text, pos)) is not None:
+        kind = match[1] or match[0]
+        end = None
+        if kind == "$":
+            rest = _INLINE_MATH_REST.match(text, match.end())
+            end = rest.end() if rest else None
+        elif kind not in unclosed:
+            if kind in ("$$", "\\["):
+                close = text.find("$$" if kind == "$$" else "\\]", match.end())
+                end = None if close < 0 else close + 2
+            else:
+                close_env = re.compile(rf"\\end\s*\{{{kind}\*?\}}").search(text, match.end())
+                end = close_env.end() if close_env else None
+            if end is None:
+                unclosed.add(kind)
+        if end is None:
+            pos = match.start() + 1
+        else:
+            spans.append((match.start(), end))
+            pos = end
+    return spans
+
+
 def _latex_hidden(text: str, pairs: dict[int, int]) -> list[tuple[int, int]]:
     """Spans of LaTeX that renders as nothing (see the module docstring)."""
     spans = [m.span() for pattern in (_IFFALSE, _COMMENT_ENV) for m in pattern.finditer(text)]
@@ -182,7 +215,7 @@ def _latex_hidden(text: str, pairs: dict[int, int]) -> list[tuple[int, int]]:
         if after is not None:
             close = pairs.get(match.end() + after.end())
             spans.append((match.start(), len(text) if close is None else close + 1))
-    math = _merge([m.span() for m in _MATH.finditer(text)])
+    math = _merge(_math_spans(text))
     skip_to = -1
     for match in _PERCENT.finditer(text):
         if match.start() < skip_to:

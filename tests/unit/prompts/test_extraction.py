@@ -253,6 +253,9 @@ def test_the_line_stating_the_answer_is_never_a_verdict_line(candidate, shown):
         "<answer>" * 12_500,  # unclosed answer tags
         "-" + " " * 100_000 + "x",  # a bullet, then spaces
         "\\boxed{42}" + ". The answer is 41" * 5000,  # a later phrase again and again
+        "\\[ x " * 20_000 + "\\boxed{42}",  # display math never closed (17 s for 100 KB when each opener looked again)
+        "\\begin{align} x " * 8_000 + "\\boxed{42}",  # an environment never closed
+        "`" * 100_000 + "\nAnswer: 42",  # a run of backticks with no line break: no fence
     ],
 )
 def test_hostile_shapes_are_read_in_linear_time_through_the_environment(response):
@@ -491,3 +494,20 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
 def test_honest_answers_in_common_formats_are_no_hedge(response, reference):
     found = extract_answer(response, reference=reference)
     assert found.ok, found
+
+
+def test_math_is_read_with_each_opener_and_its_first_closer():
+    from nemo_genrm.prompts.reading import read
+
+    def hidden(text: str) -> list[str]:
+        reading = read(text)
+        return [reading.text[s:e] for s, e in reading.hidden]
+
+    # In math a % starts a LaTeX comment; outside it, after a number, it is a percent sign.
+    assert hidden("\\[ 5% of x \\] and 5% off") == ["% of x \\] and 5% off"]
+    assert hidden("\\[ \\[ 5% off") == []  # never closed: no math, so a percent sign
+    assert hidden("$$ a $$ then \\[ 5% off") == []  # one kind closed, the other never
+    assert hidden("\\begin{align} 5% x \\end{align*} 5% off") == ["% x \\end{align*} 5% off"]
+    assert hidden("\\begin{align} \\end{equation} 5% off") == []  # closed by another environment: no math
+    assert hidden("$5% $ and 5% off") == ["% $ and 5% off"]
+    assert hidden("\\$5% off and 5$") == []  # an escaped dollar opens nothing
