@@ -144,7 +144,7 @@ class ReferenceMode(Mode):
             if sample.reason is not None:
                 checks.append(None)
                 continue
-            check = self._verifier.check(sample.reference, sample.value)
+            check = self._verifier.check(sample.reference, sample.value, sample.question)
             counters.bump("verifier/checked")
             counters.bump(f"verifier/{check.decision.value}")
             if check.why is not None:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.verifier.notation import MAX_CHARS, as_latex, is_invalid_numeral, split_remark
+from nemo_genrm.verifier.notation import MAX_CHARS, as_latex, is_invalid_numeral, percent_number, split_remark
 
 logger = logging.getLogger(__name__)
 
@@ -85,17 +85,35 @@ class ValueVerifier:
     """Compares values with math-verify (see the module docstring). Results are cached per
     distinct text and pair, so a step's repeated references cost one parse."""
 
-    def check(self, reference: str, value: str | None) -> Check:
+    def check(self, reference: str, value: str | None, question: str | None = None) -> Check:
         """The decision for one answer value against its reference.
 
         Args:
             reference: The reference answer (``ground_truth``).
             value: The bare final value the response states (``PreparedSample.value``).
+            question: The question, when known. One that asks for a percent (``What percent
+                ...``) makes the percent sign its unit: a percent on one side and its number
+                alone on the other (``20%`` and ``20``) are equal, as well as a hundredth
+                (``20%`` and ``0.2``), which is how they compare without it.
 
         Returns:
             The :class:`Check`.
         """
-        return _check(reference, value)
+        check = _check(reference, value)
+        if check.decision is Decision.DIFFERENT and question and _ASKS_FOR_PERCENT.search(question):
+            percents = percent_number(reference), percent_number(value)
+            if (percents[0] is None) != (percents[1] is None):  # a percent on one side only
+                as_numbers = _check(percents[0] or reference, percents[1] or value)
+                return as_numbers if as_numbers.decision is Decision.EQUAL else check
+        return check
+
+
+# A question asking for a percent, in the languages whose number words the verifier reads and a few more.
+_ASKS_FOR_PERCENT = re.compile(
+    r"\bper\s?cent|\bpercentage|\bpourcentage|\bprozent|\bporcentaje|\bpor\s+ciento|\bporcentagem|\bpercentual"
+    r"|\bprocent|процент|百分|パーセント|퍼센트|प्रतिशत|بالمئة|مئوية",
+    re.IGNORECASE,
+)
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -153,6 +171,8 @@ def _check_remarked(reference: str, value: str, remark: str) -> Check:
     decides, and a remark that is another value than the reference makes it different (``42
     (41)``); a remark never decides for a value the verifier cannot read (``London (42)``)."""
     first = _check(reference, value)
+    if not first.decided:
+        return first  # the value is not read: its remark decides nothing ("London (42)")
     rounded = _DECIMAL.fullmatch(remark) and not _DECIMAL.fullmatch(value)  # "2/3 (0.667)"
     if as_latex(remark, foreign_words=True) is None or _APPROXIMATE.search(remark) or rounded:
         return first  # words, or a rounded restatement ("1/3 (0.333...)", "2/3 (0.667)")

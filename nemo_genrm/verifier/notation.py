@@ -19,7 +19,7 @@ for the value in plain LaTeX, and refuses (``None``) whatever is more than a val
   text2num's ``alpha2digit``), and, for an answer, a whole value in one of text2num's other
   languages (``quarante-deux``, ``zweiundvierzig``);
 - digit groups split by commas, spaces or ``\\,`` are one number (``1 000``, ``42\\,000``);
-- a leading one-letter assignment is dropped (``x = 42``).
+- a leading one-letter assignment or membership is dropped (``x = 42``, ``x \\in [1, 5]``).
 
 Whatever still holds a word, a relation (``=``, ``<``), a digit run split by a space (``3 1/2``,
 a mixed number or a product), a factorial or an exponent tower is not a value: the verifier
@@ -40,7 +40,7 @@ from text_to_num import alpha2digit, text2num
 
 from nemo_genrm.guard.folding import is_invisible
 
-__all__ = ["MAX_CHARS", "as_latex", "is_invalid_numeral", "split_remark"]
+__all__ = ["MAX_CHARS", "as_latex", "is_invalid_numeral", "percent_number", "split_remark"]
 
 MAX_CHARS = 96
 """Longest value (after normalisation) the verifier parses; longer ones are not decided."""
@@ -111,7 +111,7 @@ _POWER_WORD = re.compile(rf"({_NUMBER})\s+(squared|cubed)\b", re.I)
 _EXPONENT_E = re.compile(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b")
 _SIGN_WORD = re.compile(r"^(?:minus|negative)\s+(?=[\d.])", re.I)
 _PLUS_MINUS_WORD = re.compile(r"^plus\s+or\s+minus\s+(?=[\d.])", re.I)
-_ASSIGNMENT = re.compile(r"^[A-Za-z]\s*=\s*(?=\S)")
+_ASSIGNMENT = re.compile(r"^[A-Za-z]\s*(?:=|\\in(?![A-Za-z])|∈)\s*(?=\S)")
 _GROUPED = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\s)\d{3})+(?![\d.])")
 _ALLOWED = re.compile(r"^[0-9+\-*/^(){}\[\].,\s]*$")
 _EXPONENT = re.compile(r"\^(?:\{\s*-?\d{1,3}\s*\}|-?\d{1,3}(?!\d))")
@@ -149,6 +149,9 @@ def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
 # A value, a space, then one bracketed remark that ends it: "1/2 (0.5)", "42 (rounded)". Without
 # the space it is a product or a call ("2(3+4)", "f(x)").
 _REMARK = re.compile(r"^(?P<head>.*?\S)\s+(?:\((?P<remark>[^()]*)\)|\[(?P<square>[^\[\]]*)\])[\s.]*$", re.S)
+# A head that ends in a relation or an operator is no value with a remark: the bracket is its
+# other side ("x \in [1, 5]", "P = (1, 2)", "2 \times (3)").
+_OPEN_HEAD = re.compile(r"(?:\\[A-Za-z]+|[=<>≤≥∈+\-−*/^:,×·÷])\s*$")
 
 
 # A numeral with its base as a subscript: "101010₂", "101010_2", "2A_{16}".
@@ -177,11 +180,23 @@ def is_invalid_numeral(text: str | None) -> bool:
     return False
 
 
+_PERCENT_ALONE = re.compile(rf"([-+]?\s*{_NUMBER})\s*(?:\\?%|per\s?cent)", re.I)
+
+
+def percent_number(text: str | None) -> str | None:
+    """The number of a value that is one percent alone (``20%``, ``\\boxed{20\\%}``, ``$50\\%$``,
+    ``20 percent``), as written without its percent sign (``20``); else ``None``."""
+    if text is None or len(text) > MAX_CHARS:
+        return None
+    match = _PERCENT_ALONE.fullmatch(_unwrap(_characters(text)))
+    return match[1].replace(" ", "") if match else None
+
+
 def split_remark(text: str | None) -> tuple[str, str] | None:
     """``(value, remark)`` for a value followed by one bracketed remark (``1/2 (0.5)``, ``42 [6 x 7]``), else
     ``None``. math-verify would read the two side by side as a product."""
     match = _REMARK.match(text or "")
-    if match is None:
+    if match is None or _OPEN_HEAD.search(match["head"]):
         return None
     return match["head"], match["remark"] if match["remark"] is not None else match["square"]
 
