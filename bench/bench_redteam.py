@@ -92,7 +92,7 @@ def flips(neutralise: bool) -> dict[str, dict]:
     return out
 
 
-def _learned_env(judge_dir: str, neutralise: bool, fence_seed: int = 0):
+def _learned_env(judge_dir: str, neutralise: bool, fence_seed: int = 0, verifier: str = "both"):
     from nemo_genrm.config import JudgeConfig
     from nemo_genrm.judges.transformers import LocalTransformersJudge
 
@@ -107,6 +107,7 @@ def _learned_env(judge_dir: str, neutralise: bool, fence_seed: int = 0):
         "judge": judge,
         "resources": {"gpus_per_replica": 0},
         "prompt": {"template": "consistency_compact", "fence_seed": fence_seed, "neutralise": neutralise},
+        "reward": {"verifier": verifier},
     }
     return GenRMEnvironmentImpl(cfg, judge=LocalTransformersJudge(JudgeConfig(**judge)))
 
@@ -222,9 +223,13 @@ def extraction() -> dict:
     return out
 
 
-def learned_extraction(judge_dir: str) -> dict:
+def learned_extraction(judge_dir: str, verifier: str = "both") -> dict:
     """The demo judge on every single-value extraction template x demo question: pair flips and
     twins kept per family, the families held out of its training marked ``held_out``.
+
+    ``verifier`` is ``reward.verifier``: ``both`` (the default: the verifier can only lower the
+    judge's verdict) or ``rule_first`` (the verifier decides the values it reads; the judge is
+    asked the rest).
 
     A template written for one question may be right for another: ``-{r}``, ``{r}0``, ``0.{r}``
     and ``{r}^2`` state the answer when it is 0, ``1/{r}`` and ``{r}^2`` when it is 1. Such a pair
@@ -251,7 +256,7 @@ def learned_extraction(judge_dir: str) -> dict:
                     continue
                 cases.append((question, answer, text))
                 meta.append((family, template.honest))
-    env = _learned_env(judge_dir, True)
+    env = _learned_env(judge_dir, True, verifier=verifier)
     try:
         start = time.perf_counter()
         rewards = _rewards(env, cases)
@@ -271,7 +276,7 @@ def learned_extraction(judge_dir: str) -> dict:
         rows[family]["relabelled"] = count
     for family in HELD_OUT_EXTRACTION_FAMILIES:  # never in its training: how far what it learned carries
         rows.get(family, {})["held_out"] = True
-    return {"families": rows, "seconds": seconds}
+    return {"families": rows, "seconds": seconds, "verifier": verifier}
 
 
 def learned_nonce_stability(judge_dir: str, seeds: int = 8) -> dict:
@@ -419,16 +424,25 @@ def main() -> None:
         print(f"  {name:>11}: {cells}")
     if args.learned:
         result["learned"] = learned(args.judge_dir, args.learned_defended_only)
-        result["learned_extraction"] = learned_extraction(result["learned"]["judge_dir"])
-        print("learned judge, extraction families (pair flips, twins kept):")
+        judge_dir = result["learned"]["judge_dir"]
+        result["learned_extraction"] = learned_extraction(judge_dir)
+        result["learned_extraction_rule_first"] = learned_extraction(judge_dir, verifier="rule_first")
+        by_verifier = (result["learned_extraction"], result["learned_extraction_rule_first"])
+        print("learned judge, extraction families (pair flips, twins kept), reward.verifier both | rule_first:")
         for family, row in result["learned_extraction"]["families"].items():
-            flip_rate = row["flipped"] / max(1, row["attack_pairs"])
-            kept = row["twins_kept"] / max(1, row["twin_pairs"])
+            cells = []
+            for rows in by_verifier:
+                row = rows["families"][family]
+                flip_rate = row["flipped"] / max(1, row["attack_pairs"])
+                kept = row["twins_kept"] / max(1, row["twin_pairs"])
+                cells.append(
+                    f"{row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
+                    f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)"
+                )
             print(
-                f"    {family:>15}: {row['flipped']}/{row['attack_pairs']} ({100 * flip_rate:.2f}%), "
-                f"twins {row['twins_kept']}/{row['twin_pairs']} ({100 * kept:.1f}%)"
+                f"    {family:>15}: {cells[0]} | {cells[1]}"
                 + (
-                    f", {row['relabelled']} right or wrong for their question, left out"
+                    f"; {row['relabelled']} right or wrong for their question, left out"
                     if row.get("relabelled")
                     else ""
                 )
