@@ -12,7 +12,8 @@ and finds every statement of a final answer in it:
    injected label line never counts).
 
 Statements in hidden or inert text (comments, ``\\phantom``, white text, code, quotations, URLs)
-do not count. A statement that is negated (``not \\boxed{42}``) or withdrawn right after
+do not count, nor do the drafts of a reasoning model's thinking (before its last ``</think>``)
+when it states an answer after it. A statement that is negated (``not \\boxed{42}``) or withdrawn right after
 (``\\boxed{41}, which is wrong``, ``Scratch that``, ``No, ...``) is *withdrawn*: it is shown but
 states nothing. The others are compared as values (:mod:`nemo_genrm.prompts.values`): when they
 offer more distinct values than the reference holds, the response hedges (reason ``hedged``,
@@ -36,7 +37,9 @@ from nemo_genrm.errors import Reason
 from nemo_genrm.guard.injection import is_content_free, is_judge_format_line
 from nemo_genrm.prompts.reading import Reading, read
 from nemo_genrm.prompts.values import (
+    POLAR,
     Key,
+    distinct_values,
     is_number_phrase,
     is_prose,
     is_whole_number,
@@ -54,7 +57,9 @@ ELISION = " [...] "
 """What stands where a long window was cut."""
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]\n]*\])?\s*\{")
-_QUALIFIERS = r"(?:(?:the|my|our|final|overall|short)[ \t]+){0,3}"
+_QUALIFIERS = (
+    r"(?:(?:the|my|our|final|overall|short|revised|updated|corrected|correct|true|new|actual|real|right)[ \t]+){0,3}"
+)
 # A bullet, heading or number before a marker, glued to it or not ("- Answer:", "-Answer:", "#Answer:").
 _DECORATION = r"[ \t]*(?:(?:#{1,6}|[-*+•]{1,3}|\d{1,2}[.)])[ \t]*)?[*_]{0,3}"
 _PHRASE = re.compile(
@@ -67,7 +72,12 @@ _FINAL_LINE_CHARS = 120
 _NEAR = 600  # how far around a statement its negation, withdrawal or afterthought is looked for
 # Where a value's sentence ends: not inside "i.e." or "e.g."; after a digit, "!" and "?" end it only
 # before another sentence ("5!" is a factorial, "42?" a doubt the verifier must not read as 42).
-_SENTENCE_CUT = re.compile(r"(?<=[^\d\s])(?<!\.[a-zA-Z])[.!?](?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|$)|(?<=\d)[!?](?=\s+[A-Z])")
+# A full stop after a word ends it only when no number or lower-case word goes on after it: an
+# abbreviation ("approx. 41", "No. 41", "42 resp. 41", "It's... 41") is inside the sentence.
+_SENTENCE_CUT = re.compile(
+    r"(?<=[^\d\s])(?<!\.[a-zA-Z])(?:[!?](?=\s|$)|(?:\.++|…)(?=[ \t]*+(?:$|[^a-z\d \t$\\])))"
+    r"|(?<=\d)\.(?=\s+[A-Z]|$)|(?<=\d)[!?](?=\s+[A-Z])"
+)
 
 # A statement is negated by a negation right before it (at most two words between, no clause break).
 _NEGATED_BEFORE = re.compile(
@@ -83,8 +93,10 @@ _WITHDRAWN_AFTER = re.compile(
     r"|\b(?:scratch|strike|cross)\s+that\b|\b(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
     r"|\b(?:disregard|ignore)\s+(?:that|this|it|the\s+above|my\s+(?:previous|last|first)\s+answer)\b"
     r"|\bnever\s?mind\b|\bmy\s+(?:mistake|bad)\b"
-    r"|(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:no[,.!]|nope\b|wait[,.!]|oops\b|actually,|correction\b|corrected\b|"
-    r"hmm,?\s+no\b|on\s+second\s+thought\b|let\s+me\s+(?:redo|recheck|correct|fix)\b)",
+    r"|(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:no[,.!]|nope\b|oops\b|actually,|correction\b|corrected\b|"
+    r"(?:(?:but|hmm|oh|and)[,.]?\s+)?wait(?:[,.!—-]|\s+(?:a\s+(?:second|minute|moment|sec)|no)\b)|hold\s+on\b|"
+    r"hmm,?\s+no\b|on\s+second\s+thought\b|let\s+me\s+(?:redo|recheck|re-?examine|reconsider|correct|fix)\b)"
+    r"|\b(?:i\s+(?:need|have)\s+to|let\s+me)\s+reconsider\b",
     re.IGNORECASE,
 )
 
@@ -160,7 +172,9 @@ def _boxes(reading: Reading) -> list[Statement]:
 def _marker_pattern(marker: str) -> re.Pattern[str]:
     core = re.escape(marker.strip())
     if marker.strip().endswith(":") and len(marker.strip()) > 1:  # "**Answer**:", "Answer :", "Answer："
-        core = re.escape(marker.strip()[:-1]) + r"[*_]{0,3}[ \t]*[:：]"
+        word = re.escape(marker.strip()[:-1])
+        # "Answer (after checking): 41", "Final answer — 41" (a dash after a space).
+        core = word + r"(?:[ \t]*\([^()\n]{1,40}\))?[*_]{0,3}[ \t]*(?:[:：]|[—–](?=[ \t]))"
     qualifiers = _QUALIFIERS if marker.strip()[:1].isalpha() else ""
     return re.compile(rf"^{_DECORATION}{qualifiers}{core}[*_]{{0,3}}[ \t]*", re.IGNORECASE | re.MULTILINE)
 
@@ -239,6 +253,31 @@ def _answer_tags(reading: Reading) -> list[Statement]:
     return out
 
 
+_LINE = re.compile(r"[^\n]+")
+_REVISING = re.compile(r"[\W_]*(?:revised|updated|corrected)\s+answer\b", re.IGNORECASE)
+_THINK_TAG = re.compile(r"<\s*(/?)\s*think\s*>", re.IGNORECASE)
+
+
+def _reasoning(reading: Reading) -> list[tuple[int, int]]:
+    """The spans of a reasoning model's thinking when it answers after it: each ``<think>`` to
+    its ``</think>`` (a close without an opening tag thinks from the start, as chat templates of
+    reasoning models put the opening tag in the prompt); none when no visible text follows the
+    last close."""
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    for match in _THINK_TAG.finditer(reading.text):
+        if not reading.counts(match.start()):
+            continue
+        if not match[1]:
+            opened = match.start() if opened is None else opened
+        else:
+            spans.append((opened if opened is not None else (spans[-1][1] if spans else 0), match.end()))
+            opened = None
+    if not spans or not reading.shown(spans[-1][1], len(reading.text)).strip():
+        return []
+    return spans
+
+
 _ANSWER_WORD = re.compile(r"\b(?:answer|correct|result|final|expected|solution)\b.*\d", re.IGNORECASE)
 
 
@@ -251,9 +290,9 @@ def _is_value_line(line: str) -> bool:
     )
 
 
-def _phrases(reading: Reading) -> list[Statement]:
+def _phrases(reading: Reading, start: int = 0) -> list[Statement]:
     out = []
-    for match in _PHRASE.finditer(reading.text):
+    for match in _PHRASE.finditer(reading.text, start):
         if reading.counts(match.start()):
             _, start, end = _line_value(reading.text, match.end())
             value = _shown_value(reading, start, end)
@@ -262,12 +301,12 @@ def _phrases(reading: Reading) -> list[Statement]:
     return out
 
 
-def _bare_lines(reading: Reading) -> list[Statement]:
+def _bare_lines(reading: Reading, start: int = 0) -> list[Statement]:
     """Lines that are a number alone (in digits or number words), and the last line when it is
     short, no injected label and, beside bare numbers, no prose (``42\n\nI used 6 rows.``
-    answers 42; ``41\n42`` and ``42\nforty-one`` hedge)."""
+    answers 42; ``41\n42`` and ``42\nforty-one`` hedge); from ``start`` on."""
     lines = []
-    for match in re.finditer(r"[^\n]+", reading.text):
+    for match in _LINE.finditer(reading.text, start):
         start = match.start() + len(match[0]) - len(match[0].lstrip())
         if match[0].strip() and reading.counts(start):
             lines.append((start, match.end()))
@@ -301,7 +340,7 @@ def _withdrawn(reading: Reading, statement: Statement, until: int) -> bool:
 _ALTERNATIVE_WORDS = r"or|maybe|perhaps|possibly|alternatively|oder|ou|или|或者?|または"
 _ALTERNATIVE = rf"(?:{_ALTERNATIVE_WORDS})\b"
 _UNTIL_SENTENCE_END = r"(?:[^.!?\n]|[.!?](?![\s)]|$))*"
-_AFTERTHOUGHT = re.compile(rf"^[\s,;.:)*$]*{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
+_AFTERTHOUGHT = re.compile(rf"^[\s,;.:()\[\]*$]*{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
 _NEXT_SENTENCE = re.compile(rf"[.!?]\s+{_ALTERNATIVE}({_UNTIL_SENTENCE_END})", re.IGNORECASE)
 
 
@@ -318,6 +357,13 @@ _CORRECTION = re.compile(
 )
 
 
+# Another value offered beside the statement in other words: "(b) could also be 5", "41 would
+# also work", "I'd also accept 41", "It could equally be 41".
+_ALSO = re.compile(
+    r"\b(?:could|might|may|can|would)\s+(?:also|equally|just\s+as\s+well)\s+be\s+"
+    rf"({_UNTIL_SENTENCE_END})|\b(?:also|equally)\s+accept\s+({_UNTIL_SENTENCE_END})",
+    re.IGNORECASE,
+)
 _RELATION_SIGN = re.compile(r"=|\\(?:approx|to)\b|[≈→⇒<>≤≥]")
 
 
@@ -331,7 +377,7 @@ def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[st
     after = reading.shown(statement.end, end)
     found = [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
     rest = reading.shown(statement.end, until)
-    corrections = [m[1] for m in _CORRECTION.finditer(rest)]
+    corrections = [m[m.lastindex or 0] for pattern in (_CORRECTION, _ALSO) for m in pattern.finditer(rest)]
     return found + [c for c in corrections if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
 
 
@@ -347,7 +393,8 @@ def find_statements(
         implicit: Whether, without a box or marker, answer phrases and bare lines count.
 
     Returns:
-        The statements of the first kind found (explicit, else phrases, else bare lines).
+        The statements of the first kind found (explicit, else phrases, else bare lines); when a
+        reasoning model answers after its thinking (``</think>``), those after it only.
     """
     boxes = _boxes(reading) if boxed else []
     markers = sorted(_markers(reading, marker) + _answer_tags(reading), key=lambda s: s.start) if marker else []
@@ -363,12 +410,24 @@ def find_statements(
             statement = Statement(statement.start, max(statement.end, inside[-1].end), inside[-1].value, "marker")
         explicit.append(statement)
     found = sorted(explicit + boxes, key=lambda s: s.start)
+    thinking = _reasoning(reading)
+    if thinking:  # drafts in the reasoning state nothing once the response answers after it
+        answered = [s for s in found if not any(a <= s.start < b for a, b in thinking)]
+        if not answered and implicit:
+            after = thinking[-1][1]
+            next_line = reading.text.find("\n", after) + 1 or len(reading.text)  # a line glued to the tag is none
+            answered = _phrases(reading, after) or [
+                s for s in _bare_lines(reading, next_line) if _BARE_NUMBER.fullmatch(s.value) or states_a_value(s.value)
+            ]
+        found = answered or found
     if not found and implicit:
         found = _phrases(reading) or _bare_lines(reading)
     out = []
     for i, statement in enumerate(found):
         until = found[i + 1].start if i + 1 < len(found) else len(reading.text)
-        withdrawn = _withdrawn(reading, statement, until)
+        # "Revised answer: 42" after a statement withdraws it, as "Scratch that" would.
+        revised = i + 1 < len(found) and _REVISING.match(reading.text, found[i + 1].start, found[i + 1].end)
+        withdrawn = bool(revised) or _withdrawn(reading, statement, until)
         # "41, not 42" states 41: the value it rules out is neither offered nor verified.
         value = without_ruled_out(statement.value)
         out.append(Statement(statement.start, statement.end, value, statement.source, withdrawn))
@@ -505,8 +564,9 @@ def extract_answer(
         offered |= value_keys(statement.value, slash_alternatives=slash)
         index = bisect.bisect_right(starts, statement.start)
         until = starts[index] if index < len(starts) else len(reading.text)
-        for extra in afterthoughts(reading, statement, until):  # "or 41", never "or maybe not"
-            offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not is_prose(extra)}
+        for extra in afterthoughts(reading, statement, until):  # "or 41", "or no", never "or maybe not"
+            prose = is_prose(extra) and not POLAR.fullmatch(extra)
+            offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not prose}
     if counted and final.source in ("marker", "boxed"):  # "\\boxed{42}. The answer is 41.": a second final
         for phrase in _later_phrases(reading, final, set(offered)):
             offered |= {k for k in value_keys(phrase.value, slash_alternatives=slash) if k[0] != "t"}
@@ -514,18 +574,41 @@ def extract_answer(
     if len(left) > reference_count(reference):  # every statement withdrawn, then "41 or 42"
         offered |= left
     shown_values = tuple(sorted(str(v) + ("%" if k == "%" else "") for k, v in offered))
-    window = _cut_window(reading, _window_start(reading, statements, final), reading.sentence_end(final.end), max_chars)
-    if len(offered) > reference_count(reference) and not _states_the_reference_ratio(counted, offered, reference):
+    # A value restated in another notation is one ("1/2, i.e. 0.5", "\\boxed{1/4} (25%)").
+    distinct = distinct_values(offered, reading.shown(statements[0].start, len(reading.text)))
+    if len(distinct) > reference_count(reference) and not _states_the_reference_ratio(counted, offered, reference):
         return ExtractedAnswer(None, Reason.HEDGED, final.source, offered=shown_values)
+    # A reference of several values answered one statement each ("(a) \\boxed{3} (b) \\boxed{4}",
+    # "x = \\boxed{3} and x = \\boxed{-3}"): the judge is shown them all, the verifier reads them together.
+    several = (
+        len(distinct) > 1 and len({s.value for s in counted}) > 1 and not _offered_as_alternatives(reading, counted)
+    )
+    lead = counted[0] if several else final
+    window = _cut_window(reading, _window_start(reading, statements, lead), reading.sentence_end(final.end), max_chars)
     if not window or is_content_free(window):
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
     # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value;
     # one in number words ("42 thousand", "forty-two") states one, for a value verifier to read.
     stated = final.source != "line" or states_a_value(final.value)
-    value = final.value if counted and stated else None
+    # A draft in the reasoning, with prose after the reasoning that states no value: the judge
+    # reads the two; the draft is no final value for the verifier.
+    drafted = any(a <= final.start < b for a, b in _reasoning(reading))
+    value = final.value if counted and stated and not drafted else None
+    if several and value is not None:
+        value = ", ".join(dict.fromkeys(s.value for s in counted))
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+
+
+def _offered_as_alternatives(reading: Reading, counted: list[Statement]) -> bool:
+    """Whether a later statement opens as an alternative to an earlier one (``\\boxed{1}``, then
+    ``Alternatively \\boxed{2}``): the two are then one answer offered twice, not two parts."""
+    for statement in counted[1:]:
+        opening = reading.text[reading.sentence_start(statement.start) : statement.start]
+        if re.search(rf"\b(?:{_ALTERNATIVE_WORDS}|otherwise|instead|else)\b", opening, re.IGNORECASE):
+            return True
+    return False
 
 
 def _left_after_withdrawal(reading: Reading, last: Statement, slash: bool) -> set[Key]:

@@ -37,13 +37,18 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import operator
 import re
 from collections.abc import Iterator
 from fractions import Fraction
 
+from nemo_genrm.guard.folding import is_invisible
+
 __all__ = [
+    "POLAR",
     "Key",
+    "distinct_values",
     "is_prose",
     "is_whole_number",
     "ratio_key",
@@ -109,6 +114,7 @@ def _rows(text: str) -> str:
 
 def _clean(text: str) -> str:
     """A stated value without its wrappers (see the module docstring, step 1)."""
+    text = "".join(char for char in text if not is_invisible(char))  # "o\u200br" is "or"
     text = _rows(_unbox(text)).replace("\\$", " ")  # "\\$18" is 18
     for _ in range(3):  # nested \text{\textbf{x}}
         text = _TEXT_COMMANDS.sub(r" \1 ", text)
@@ -183,6 +189,9 @@ _OFFER_WORDS = (
     "else",
     "vs\\.?",
     "versus",
+    "alt\\.?",
+    "resp\\.?",
+    "bzw\\.?",
 )
 # "or" in further languages, read only between two numbers ("42 o 41", "42 ili 41"): elsewhere
 # these are ordinary words ("18 euro o 18,00 €", "42 o más"). So is "&" ("42 & 41"; spaced or
@@ -234,7 +243,7 @@ _BARE_RANGE = re.compile(
 # Words of two letters or more, so "x: 3, y: 4" keeps its names.
 _LABEL = re.compile(r"^[^\W\d_]{2}[^\W\d_'’-]*(?:[ \t]+[^\W\d_][^\W\d_'’-]*){0,4}[ \t]*[:：][ \t]+(?=\S)")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_PLUS_MINUS = re.compile(r"±|∓|\\pm\b|\\mp\b|\+/-|\+-")
+_PLUS_MINUS = re.compile(r"±|∓|\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|\+/-|\+-")
 
 
 def _brace_depth(text: str, brackets: str = "{") -> list[int]:
@@ -261,6 +270,13 @@ def _cut(text: str, pattern: re.Pattern[str], depth: list[int]) -> list[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
+# The two answers of a yes/no question, in the languages of the verdict vocabulary's first few:
+# "yes or no", "yes/no", "yes and no" offer both (a lone "no" is an answer, not a negation).
+POLAR = re.compile(
+    r"\W*(?:yes|no|true|false|oui|non|s[ií]|ja|nein|да|нет|sim|n[ãa]o|tak|nie|evet|hay[ıi]r|是|否|对|不对|"
+    r"はい|いいえ|예|아니요)\W*",
+    re.IGNORECASE,
+)
 _ABOUT = re.compile(r"\s*[(\[]?\s*\bor\s+(?:so|thereabouts)\s*[)\]]?\s*$", re.IGNORECASE)
 
 
@@ -278,6 +294,13 @@ def _offers(text: str) -> list[str]:
     return out
 
 
+def _wordy(item: str) -> bool:
+    """Whether a list item is prose: words that are no yes/no answer (``yes, no``) nor a value
+    in number words (``42, i.e. forty-one``)."""
+    rest = _RESTATING.sub("", item.strip())
+    return is_prose(rest) and not POLAR.fullmatch(rest) and not is_number_phrase(rest)
+
+
 def _split(text: str) -> list[str]:
     """``text`` cut where it offers alternatives (see the module docstring, step 2).
 
@@ -289,7 +312,7 @@ def _split(text: str) -> list[str]:
     for piece in _offers(text):
         masked = _THOUSANDS.sub("\x00", piece)
         items = _cut(masked, _LIST, _brace_depth(masked, "{(["))
-        if len(items) > 1 and not any(is_prose(item) for item in items):
+        if len(items) > 1 and not any(_wordy(item) for item in items):
             out += [item.replace("\x00", ",") for item in items]
         else:
             out.append(piece)
@@ -302,7 +325,7 @@ _FRAC = re.compile(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}|\\frac\s*(\d)\s*(\d)")
 _ARITHMETIC = re.compile(r"[\d\s+\-*/().^]+")
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _NEGATION = re.compile(
-    r"^(?:(?:but|and|so)\s+)?(?:not|never|no|isn'?t|is\s+not|rather\s+than|instead\s+of|nicht|kein|pas|non|"
+    r"^(?:(?:but|and|so)\s+)?(?:not|never|no(?!\.\s*\d)|isn'?t|is\s+not|rather\s+than|instead\s+of|nicht|kein|pas|non|"
     r"не|нет|不是|不|ではない)\b|^(?:≠|\\neq?\b|!=)",
     re.IGNORECASE,
 )
@@ -321,10 +344,14 @@ _NUMBER_PHRASE_WORDS = frozenset(
 )
 
 
+_FACTORIAL = re.compile(r"(?<![\d.])(\d{1,2})!(?!=)")
+
+
 def _fraction(text: str) -> Fraction | None:
     """``text`` as an exact number: an integer, a decimal, ``a/b``, ``\\frac{a}{b}`` or arithmetic."""
     text = text.replace("−", "-").replace("\\times", "*").replace("×", "*").replace("\\cdot", "*").replace("·", "*")
     text = _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", text)
+    text = _FACTORIAL.sub(lambda m: str(math.factorial(int(m[1]))), text)  # "5!" is 120
     text = _THOUSANDS.sub("", text).replace("{", "(").replace("}", ")").strip()
     if not text or not _ARITHMETIC.fullmatch(text) or not re.search(r"\d", text):
         return None
@@ -455,6 +482,13 @@ def _decimals(number: str) -> int:
     return len(number.split(".", 1)[1]) if "." in number else 0
 
 
+def _as_digits(side: str) -> str:
+    """A side written in English number words as digits (``forty-one`` -> ``41``); else as it is."""
+    if not re.search(r"\d", side) and is_number_phrase(side) and (spelled := _spelled_number(side)) is not None:
+        return str(spelled)
+    return side
+
+
 def _disagreeing_sides(text: str) -> list[Fraction]:
     """The numbers on the sides of a relation that say different values (``41 = 42``,
     ``41 \\to 42``, ``41 \\approx 42``, ``41 which rounds to 42``), each once; empty when the
@@ -468,6 +502,7 @@ def _disagreeing_sides(text: str) -> list[Fraction]:
     bounds = [0, *(b for m in cuts for b in (m.start(), m.end())), len(text)]
     sides = [_RELATIVE.sub("", text[bounds[i] : bounds[i + 1]]).strip(" ()[],.") for i in range(0, len(bounds), 2)]
     sides[-1] = _LEADING_WORDS.sub("", sides[-1])  # "41 → final 42"; "Month 12 = 4,200" keeps its label
+    sides = [_as_digits(side) for side in sides]  # "42 = forty-one" sets two numbers equal
     if all(match["exact"] for match in cuts):  # an arrow may be a change: "3 apples → 5 apples"
         # An equation's plain numbers are its values whatever stands between them: "x = 41 =
         # 42", "f(x) = 41 = 42", "41 = 6 \\times 7 = 42" set 41 = 42 ("n = 6 ⇒ 42" derives).
@@ -547,15 +582,57 @@ def same_value(a: Key, b: Key, written: str = "", *, loose: bool = False) -> boo
         return True
     units = [_last_digit_unit(n) for n in _NUMBER.findall(written) if "." in n]
     # To within the last written digit: rounded (0.667 for 2/3) or cut (0.666).
-    return bool(units) and abs(x - y) <= max(units) + (max(units) if loose else 0)  # type: ignore[operator]
+    return bool(units) and abs(x - y) < max(units) + (max(units) if loose else 0)  # type: ignore[operator]
+
+
+# Words that restate what came before in another form ("1/2, i.e. 0.5", "2/3, that is about 0.667"):
+# what follows them is a value of its own, the same one or another.
+_RESTATING = re.compile(
+    r"^(?:i\.\s?e\.?|that\s+is(?:\s+to\s+say)?|(?:or\s+)?equivalently|namely|in\s+other\s+words|"
+    r"(?:or\s+)?(?:approximately|about|roughly))\s*[,:]?\s*(?=\S)",
+    re.IGNORECASE,
+)
+
+
+def distinct_values(keys: set[Key] | frozenset[Key], written: str = "") -> list[Key]:
+    """``keys`` less those that restate another (:func:`same_value`: ``1/2`` and ``0.5``, ``1/4``
+    and ``25%``, ``2/3`` and the ``0.667`` written in ``written``), each value once."""
+    out: list[Key] = []
+    for key in sorted(keys, key=lambda k: (k[0], str(k[1]))):
+        if not any(same_value(key, kept, written) for kept in out):
+            out.append(key)
+    return out
+
+
+# Two numbers joined by one word: an offer of each ("42 ya 41", "42 resp. 41", "42 оr 41" in
+# look-alike letters), unless the word relates them as one value or quantity ("3 of 4", "2 to 3",
+# "5 by 7", "1 in 6", "6 choose 2") or is a unit ("5 ft 3").
+_JOINER = r"[^\s\d+\-−*/^=<>()\[\]{},;:]+"  # a word of any script (Thai vowel signs are marks, not \w)
+_JOINED_PAIR = re.compile(rf"\s*([-−]?\d+(?:\.\d+)?)\s+(?P<word>{_JOINER}(?:\s+{_JOINER})?)\s+([-−]?\d+(?:\.\d+)?)\s*")
+_RELATING_WORDS = frozenset(
+    "to of in by x times per over out from into plus minus mod modulo choose divided multiplied and at on for "
+    "with than less more hours hour h min minutes ft feet foot in inches m cm mm km kg g lb lbs oz dollars cents "
+    "degrees pounds shillings weeks days years months points sets games rounds innings goals".split()
+)
+
+
+def _joins_offers(words: str) -> bool:
+    """Whether the words between two numbers join two offers: letters, none of them relating."""
+    return re.search(r"[^\W\d_]", words) is not None and not any(
+        word.casefold().rstrip(".") in _RELATING_WORDS for word in words.split()
+    )
 
 
 def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
     """The keys one piece offers (see the module docstring, step 3); ``whole``: the piece is the
     whole value (a short phrase of prose is then its value, else only a very short one)."""
-    if _NEGATION.search(piece):
+    if _NEGATION.search(piece) and not POLAR.fullmatch(piece):  # "not 41" offers nothing; "no" is an answer
         return []
-    piece = _BRACKETED_RELATION.sub(r"\1 \2 \3", piece.strip())  # "41 (= 42)" says 41 = 42
+    piece = _RESTATING.sub("", piece.strip())  # "i.e. 0.5" restates, or offers, 0.5
+    if polar := re.fullmatch(r"(.+?)(?:\s*/\s*|\s+\S{1,4}\s+)(.+)", piece):  # "yes/no", "sí o no"
+        if POLAR.fullmatch(polar[1]) and POLAR.fullmatch(polar[2]):
+            return [("t", _normalised(polar[1])), ("t", _normalised(polar[2]))]
+    piece = _BRACKETED_RELATION.sub(r"\1 \2 \3", piece)  # "41 (= 42)" says 41 = 42
     if restated := _restated_keys(piece, slash_alternatives):  # "42 (41)" offers both; "1/2 (0.5)" one
         return restated
     if disagreeing := _disagreeing_sides(piece.rstrip(_TRAILING)):
@@ -569,7 +646,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         offset = _fraction(right)
         if base is not None and offset is not None:
             return [("n", base + offset), ("n", base - offset)]
-        return [("t", _normalised(piece))]
+        # "1 \\pm \\sqrt{2}" holds two values too, whatever the offset.
+        return [("t", _normalised(f"{left}+{right}")), ("t", _normalised(f"{left}-{right}"))]
     percent = re.fullmatch(r"(.*?)\s*(?:%|\bper\s?cent)", piece, re.IGNORECASE)  # "42%", "42 percent"
     if percent:
         number = _fraction(percent[1])
@@ -605,6 +683,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         return _each_number(numbers)  # a range: both ends are offered
     if len(numbers) == 1:
         return _each_number(numbers)
+    if (pair := _JOINED_PAIR.fullmatch(piece)) and _joins_offers(pair["word"]):
+        return _each_number([pair[1], pair[3]])  # "42 หรือ 41", "42 resp. 41": a word joins two offers
     if not numbers and len(piece.split()) <= (4 if whole else 3):  # "Paris", "forty-two", "New York"
         return [("t", _normalised(piece))]
     return []  # working, not an offer
@@ -710,6 +790,9 @@ def ratio_key(value: str) -> Key | None:
     return ("n", Fraction(match[1]) / Fraction(match[2]))
 
 
+_UNBOUNDED = re.compile(r"\\cup|∪|\\infty|∞")
+
+
 def reference_count(reference: str | None) -> int:
     """How many values the reference holds (at least 1): the most an answer may offer. An
     inequality holds its bounds (``3 < x < 7``: an answer ``between 3 and 7`` offers both), and
@@ -717,7 +800,8 @@ def reference_count(reference: str | None) -> int:
     5`` or ``1914–1918`` offers both)."""
     if reference is None or not reference.strip():
         return 1
-    bounded = _INEQUALITY.search(reference) or _NUMBER_PAIR.search(reference)  # "3 < x < 7", "3:5", "1914–1918"
+    # "3 < x < 7", "3:5", "1914–1918", "(-\\infty, -1) \\cup (1, \\infty)"
+    bounded = _INEQUALITY.search(reference) or _NUMBER_PAIR.search(reference) or _UNBOUNDED.search(reference)
     bounds = len(set(_NUMBER.findall(reference))) if bounded else 0
     return max(1, len(value_keys(reference)), bounds)
 

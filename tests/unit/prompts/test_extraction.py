@@ -71,7 +71,9 @@ CASES = [
     pytest.param("Answer: \\pm 42", {}, "hedged", "marker", None, "", id="plus-minus"),
     # Honest twins: a reference of several values allows as many; a fraction is one value.
     pytest.param("The roots are 3 or 4", {"reference": "3 or 4"}, "ok", "line", None, None, id="roots"),
-    pytest.param("x = \\boxed{3}, y = \\boxed{4}", {"reference": "x = 3, y = 4"}, "ok", "boxed", "4", None, id="pair"),
+    pytest.param(
+        "x = \\boxed{3}, y = \\boxed{4}", {"reference": "x = 3, y = 4"}, "ok", "boxed", "3, 4", None, id="pair"
+    ),
     pytest.param("Answer: 84/2", {"reference": "42"}, "ok", "marker", "84/2", None, id="fraction-whole"),
     pytest.param("Answer: 41/42", {"reference": "41/42"}, "ok", "marker", "41/42", None, id="fraction-asked"),
     pytest.param(
@@ -511,3 +513,146 @@ def test_math_is_read_with_each_opener_and_its_first_closer():
     assert hidden("\\begin{align} \\end{equation} 5% off") == []  # closed by another environment: no math
     assert hidden("$5% $ and 5% off") == ["% $ and 5% off"]
     assert hidden("\\$5% off and 5$") == []  # an escaped dollar opens nothing
+
+
+# A reasoning model's drafts inside its thinking state nothing once it answers after it (the
+# opening tag may be in the prompt, as reasoning models' chat templates put it there).
+THINKING = [
+    # (response, reason, value, offered)
+    (
+        "<think>\nSo 5*8 = 40, \\boxed{40}.\n\nThe rows are 6 of 7.\n</think>\n\n**Final Answer**\n\\boxed{42}",
+        "ok",
+        "42",
+        ("42",),
+    ),
+    ("So 5*8 = 40, \\boxed{40}. Hmm.\n</think>\n\nThe answer is 42.", "ok", "42", ("42",)),
+    ("<think>\nAnswer: 40 seems off.\n</think>\n\n$\\boxed{42}$", "ok", "42", ("42",)),
+    ("<think>\nSo \\boxed{42}\n</think>\n\n41", "ok", "41", ("41",)),  # the answer after it is the answer
+    # After the thinking, prose that states no value: the draft is shown with it, no value verified.
+    ("<think>\n6*7 = 42, so \\boxed{42}\n</think>\n\nI hope this helps!", "ok", None, ("42",)),
+    ("<think>\nfoo\n</think>\n\n\\boxed{41} or \\boxed{42}", "hedged", None, ("41", "42")),
+    ("\\boxed{41}\n<think>x</think>\n\\boxed{42}", "hedged", None, ("41", "42")),  # before the thinking counts
+    ("<think>\n\\boxed{42}\n</think>", "ok", "42", ("42",)),  # nothing after it: the thinking is all there is
+]
+
+
+@pytest.mark.parametrize(("response", "reason", "value", "offered"), THINKING)
+def test_drafts_in_the_thinking_state_nothing_once_the_answer_follows(response, reason, value, offered):
+    found = extract_answer(response, reference="42")
+    assert (found.reason, found.value, found.offered) == (reason, value, offered)
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "value"),
+    [
+        ("**Final Answer**\nThe solutions are \\boxed{3} and \\boxed{-3}.", "3, -3", "3, -3"),
+        ("(a) \\boxed{3}\n(b) \\boxed{4}", "3, 4", "3, 4"),
+        ("$x=\\boxed{1}$ and $y=\\boxed{2}$", "(1,2)", "1, 2"),
+        ("$\\boxed{-2}, \\boxed{0}, \\boxed{2}$", "-2, 0, 2", "-2, 0, 2"),
+        ("\\boxed{3}, \\boxed{-3}", "\\pm 3", "3, -3"),
+        # Offered as alternatives, not as parts: the final one alone (the verifier rejects it).
+        ("\\boxed{1}\n\nAlternatively \\boxed{2}", "(1, 2)", "2"),
+    ],
+)
+def test_a_reference_of_several_values_answered_part_by_part_is_verified_whole(response, reference, value):
+    found = extract_answer(response, reference=reference)
+    assert found.ok and found.value == value, found
+
+
+def test_the_judge_sees_every_part_of_an_answer_in_parts():
+    text = "**(a)** The mean is $\\boxed{12}$.\n\n**(b)** The median is $\\boxed{10}$."
+    found = extract_answer(text, reference="12, 10")
+    assert found.text == text and found.value == "12, 10"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # yes/no answers offered together
+        "Answer: yes or no",
+        "Answer: Yes (or no)",
+        "Answer: yes; no",
+        "Answer: yes and no",
+        "Answer: yes/no",
+        "Answer: sí o no",
+        "\\boxed{\\text{Yes}} (or no)",
+        "Answer: yes. Or no.",
+    ],
+)
+def test_yes_and_no_together_are_a_hedge(response):
+    found = extract_answer(response, reference="yes")
+    assert found.reason == "hedged" and len(found.offered) == 2, found
+
+
+@pytest.mark.parametrize(
+    "response", ["Answer: No", "Answer: no.", "\\boxed{\\text{No}}", "No, it cannot.\n\nAnswer: No"]
+)
+def test_a_lone_no_is_an_answer_not_a_negation(response):
+    found = extract_answer(response, reference="no")
+    assert found.ok and found.offered == ("no",), found
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # A full stop after an abbreviation does not end the value before a second one.
+        "Answer: approx. 41 or 42",
+        "Answer: No. 41 or 42",
+        "Answer: It's... 41 or 42",
+        "Answer: 42 vs. 41",
+        "Answer: 42 resp. 41",
+        "Answer: 42 (alt. 41)",
+        # A word of any language, or look-alike or invisible letters, joining two numbers.
+        "Answer: 42 หรือ 41",
+        "Answer: 42 ya da 41",
+        "Answer: 42 \u043er 41",
+        "Answer: 42 o\u200br 41",
+        "Answer: 42 \uff4f\uff52 41",
+        # The second value restated in words, or after "i.e.".
+        "Answer: 42, i.e. 41",
+        "Answer: 42, i.e. forty-one",
+        "Answer: 42 = forty-one",
+        "Answer: forty-two, that is 41",
+        # After the box, outside its braces, or in other words.
+        "So the answer is $\\boxed{42}$ (or 41).",
+        "\\boxed{42}. It could also be 41.",
+        "\\boxed{42}\n\nFinal answer — 41",
+        "\\boxed{42}\n\nAnswer (after re-checking): 41",
+    ],
+)
+def test_two_values_in_these_shapes_are_a_hedge(response):
+    found = extract_answer(response, reference="42")
+    assert found.reason == "hedged", found
+
+
+@pytest.mark.parametrize(
+    ("response", "reference"),
+    [
+        # One value restated in another notation is one value.
+        ("The answer is 1/2, i.e. 0.5.", "1/2"),
+        ("The answer is 0.5, i.e. 50%.", "1/2"),
+        ("So the probability is $\\boxed{\\frac{1}{4}}$, or $25\\%$.", "1/4"),
+        ("Answer: 0.25, or 25%", "1/4"),
+        ("The final result is 2/3, or approximately 0.667.", "2/3"),
+        ("The answer is 120, i.e. 5!.", "120"),
+        ("Answer: 3 of 4", "3/4"),  # a word that relates two numbers as one quantity
+        ("Answer: 5 by 7", "35"),
+        # A revised answer withdraws the one before it.
+        ("\\boxed{41}\n\nRevised answer: 42", "42"),
+        ("So the total is $\\boxed{40}$.\n\nBut wait, I misread: there are 6 rows, so $\\boxed{42}$.", "42"),
+        ("Final answer — 42", "42"),
+        # A reference with a plus-minus or a union holds its values.
+        ("\\boxed{1+\\sqrt{2}, 1-\\sqrt{2}}", "1 \\pm \\sqrt{2}"),
+        ("\\boxed{x = \\pm 3}", "\\pm3"),
+        ("\\boxed{3, -3}", "\\pm3"),
+        ("$\\boxed{x < -1 \\text{ or } x > 1}$", "(-\\infty,-1)\\cup(1,\\infty)"),
+    ],
+)
+def test_honest_shapes_of_this_round_are_no_hedge(response, reference):
+    found = extract_answer(response, reference=reference)
+    assert found.ok, found
+
+
+def test_a_restatement_that_rounds_past_its_last_digit_is_another_value():
+    assert extract_answer("Answer: 1/2, i.e. 0.6", reference="1/2").reason == "hedged"
+    assert extract_answer("Answer: 41.6, or approximately 42", reference="42").reason == "hedged"

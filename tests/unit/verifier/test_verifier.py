@@ -98,6 +98,12 @@ DECISIONS = [
     ("42", "\\text{42} \\text{cm}", UNDECIDED),  # a unit
     ("42", "", UNDECIDED),
     ("elf", "11", UNDECIDED),  # a reference is read in English only: "elf" is a word there
+    # A membership or an assignment before an interval or a point; a set of roots in any order.
+    ("[1,5]", "x \\in [1, 5]", EQUAL),
+    ("[1,5]", "x \\in [1, 6]", DIFFERENT),
+    ("(1,2)", "P = (2, 1)", DIFFERENT),
+    ("\\pm 3", "3, -3", EQUAL),
+    ("3, -3", "-3, 3", EQUAL),
 ]
 
 
@@ -107,6 +113,50 @@ def test_values_are_compared_as_values(reference, value, decision):
     assert check.decision is decision, (reference, value, as_latex(value, foreign_words=True))
     if decision is UNDECIDED:
         assert check.why == ("reference" if as_latex(reference) is None else "answer")
+
+
+@pytest.mark.parametrize(
+    ("question", "reference", "value", "decision"),
+    [
+        # A question that asks for a percent makes the percent sign its unit.
+        ("What percent of the class passed?", "20", "20\\%", EQUAL),
+        ("What percent of the class passed?", "20", "\\boxed{20\\%}", EQUAL),
+        ("What percentage of the apples are red?", "20\\%", "20", EQUAL),
+        ("What percent of the class passed?", "20\\%", "0.2", EQUAL),  # a hundredth, as without it
+        ("What percent of the class passed?", "25", "25 percent", EQUAL),
+        ("Quel pourcentage des élèves a réussi ?", "25", "25%", EQUAL),
+        ("What percent of the class passed?", "20", "21%", DIFFERENT),
+        ("What percent of the class passed?", "20", "0.2", DIFFERENT),  # no percent on either side
+        # Elsewhere a percent is a hundredth: 42% is 0.42, not 42.
+        ("What is 6 times 7?", "42", "42%", DIFFERENT),
+        (None, "42", "42%", DIFFERENT),
+    ],
+)
+def test_a_question_that_asks_for_a_percent_reads_the_percent_sign_as_its_unit(question, reference, value, decision):
+    assert ValueVerifier().check(reference, value, question).decision is decision
+
+
+def test_the_environment_gives_the_verifier_the_question():
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, "both")
+    logs = [
+        [{"role": "user", "content": q}, {"role": "assistant", "content": "The final answer is $\\boxed{20\\%}$."}]
+        for q in ("What percent of the 40 students passed?", "How many of the 100 students passed?")
+    ]
+    result = env.step(logs, [{"ground_truth": "20"}] * 2)
+    assert result.rewards.tolist() == [1.0, 0.0]  # the second is vetoed: 20% of what is no count
+    assert [m["genrm"]["verifier"] for m in result.metadata] == ["equal", "different"]
+
+
+def test_an_answer_in_parts_is_verified_against_a_reference_of_several_values():
+    judge = RuleJudge(lambda text: "1")
+    env = _env(judge, "both")
+    answers = ["(a) \\boxed{3}\n(b) \\boxed{4}", "(a) \\boxed{3}\n(b) \\boxed{5}", "\\boxed{3} and \\boxed{-3}"]
+    references = ["3, 4", "3, 4", "\\pm 3"]
+    logs = [[{"role": "user", "content": "Solve."}, {"role": "assistant", "content": a}] for a in answers]
+    result = env.step(logs, [{"ground_truth": r} for r in references])
+    assert result.rewards.tolist() == [1.0, 0.0, 1.0]
+    assert [m["genrm"]["verifier"] for m in result.metadata] == ["equal", "different", "equal"]
 
 
 def test_a_value_the_verifier_cannot_parse_is_undecided_not_rejected():
