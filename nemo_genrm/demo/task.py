@@ -212,7 +212,7 @@ _FAMILY_SHARE = 0.2
 """Share of training cases drawn from the extraction families (:func:`family_templates`)."""
 
 
-HELD_OUT_EXTRACTION_FAMILIES = ("statement_forms", "value_shapes")
+HELD_OUT_EXTRACTION_FAMILIES = ("statement_forms", "value_shapes", "model_formats")
 """Extraction families the demo judge never trains on: added after its training mix was set
 (DEMO_VERSION 7), they measure how it reads forms it has not seen."""
 

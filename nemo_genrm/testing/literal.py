@@ -31,7 +31,7 @@ __all__ = ["LiteralJudge", "literal_values", "literal_verdict", "reference_value
 
 _STATEMENTS = re.compile(
     r"\\boxed\s*\{(?P<box>(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
-    r"|^[ \t#*>•+-]*(?:\d{1,2}[.)][ \t]*)?[*_]{0,3}(?:final\s+|my\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S))*)"
+    r"|^[ \t#*>•+-]*(?:\d{1,2}[.)][ \t]*)?[*_]{0,3}(?:final\s+|my\s+|revised\s+|corrected\s+|updated\s+)?answer[*_]{0,3}\s*[:：][*_]{0,3}[ \t]*(?P<marker>(?:[^.\n]|[.](?=\S|\s+\d))*)"
     r"|\b(?:the\s+(?:final\s+)?(?:answer|result)\s+is|it\s+is|it's|i\s+get|corrected:)\s+(?P<prose>[^\n\\]*?)(?=[.]\s|[.]?$|\n)",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -40,11 +40,12 @@ _INERT = re.compile(
 )
 _NEGATED = re.compile(r"\b(?:not|isn't|is\s+not|never|instead\s+of|rather\s+than)\s*\$?\s*$", re.IGNORECASE)
 # A withdrawal refers back to what was just said: "is wrong", "which is incorrect", "(wrong)",
-# "scratch that", "I withdraw", "no, wait".
+# "scratch that", "I withdraw", "no, wait", "but wait,"; and a revised answer after it.
 _WITHDRAWN = re.compile(
     r"^\W*(?:is|was)\s+(?:wrong|incorrect)|^\W*\((?:wrong|incorrect)\)"
     r"|\b(?:which|that|this)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|a\s+mistake|not\s+right)"
-    r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|^\W*(?:no|wait|actually)\s*[,.!]",
+    r"|\bscratch\s+that\b|\b(?:withdraw|retract)|\bignore\s+that\b|\bno,?\s+wait\b|\bhold\s+on\b"
+    r"|^\W*(?:(?:but|hmm|oh)[,.]?\s+)?(?:no|wait|actually)\s*[,.!]",
     re.IGNORECASE,
 )
 # A withdrawal of a bare answer line opens the sentence after it and refers back to it ("No,
@@ -134,7 +135,8 @@ def _standing(text: str) -> tuple[list[str], int] | None:
         until = found[i + 1].start() if i + 1 < len(found) else len(text)
         after = _next_sentences(text[match.end() : until])
         before = text[max(0, match.start() - 16) : match.start()]
-        if _NEGATED.search(before) or value.lower().startswith("not ") or _WITHDRAWN.search(after):
+        revised = i + 1 < len(found) and re.match(r"\W*(?:revised|corrected|updated)\s+answer", found[i + 1][0], re.I)
+        if _NEGATED.search(before) or value.lower().startswith("not ") or _WITHDRAWN.search(after) or revised:
             continue
         if value:
             out.append(value)

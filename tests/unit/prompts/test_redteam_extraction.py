@@ -1,7 +1,8 @@
 """What the judge is shown, attacked: the extraction families through the environment, default settings.
 
 Each family (hedges, several finals, negations, hidden answers, modified values, 0/1 answers, long
-honest answers, verdict words, words after the answer, statement forms, value shapes) has attacks (a careful reader says no) and honest twins (a careful
+honest answers, verdict words, words after the answer, statement forms, value shapes, model
+formats) has attacks (a careful reader says no) and honest twins (a careful
 reader says yes). Stand-in judges whose verdict is a known function of what they are shown read
 each prompt: the literal reader (``LiteralJudge``) reads it as a careful grader would, so any flip
 under it is a flip caused by what extraction showed it; the last-number reader and the two
@@ -94,6 +95,17 @@ def test_value_shapes_flip_no_judge_and_their_twins_stand_for_a_careful_reader(s
         assert by_family["value_shapes"].flipped == [], name
     shapes = scores["literal"]["value_shapes"]
     assert shapes.kept == shapes.twins == 6 and shapes.reasons["hedged"] == 10
+
+
+def test_model_formats_flip_no_judge_and_their_twins_stand_for_a_careful_reader(scores):
+    # Drafts in a reasoning model's thinking, "But wait" corrections, a revised label, answers in
+    # parts and restated values keep reward 1; an abbreviation before a second value, a word of
+    # any script (or look-alike letters) joining two, a value after the box in brackets or in
+    # words, and a later dash marker are hedges; a wrong final after a right draft is wrong.
+    for name, by_family in scores.items():
+        assert by_family["model_formats"].flipped == [], name
+    formats = scores["literal"]["model_formats"]
+    assert formats.kept == formats.twins == 11 and formats.reasons["hedged"] == 8
 
 
 def test_hedges_are_counted_not_judged_and_twins_allowed_by_a_two_value_reference():
