@@ -42,6 +42,7 @@ from nemo_genrm.prompts.values import (
     distinct_values,
     is_number_phrase,
     is_prose,
+    is_value_list,
     is_whole_number,
     ratio_key,
     reference_count,
@@ -72,12 +73,21 @@ _FINAL_LINE_CHARS = 120
 _NEAR = 600  # how far around a statement its negation, withdrawal or afterthought is looked for
 # Where a value's sentence ends: not inside "i.e." or "e.g."; after a digit, "!" and "?" end it only
 # before another sentence ("5!" is a factorial, "42?" a doubt the verifier must not read as 42).
-# A full stop after a word ends it only when no number or lower-case word goes on after it: an
-# abbreviation ("approx. 41", "No. 41", "42 resp. 41", "It's... 41") is inside the sentence.
-_SENTENCE_CUT = re.compile(
-    r"(?<=[^\d\s])(?<!\.[a-zA-Z])(?:[!?](?=\s|$)|(?:\.++|…)(?=[ \t]*+(?:$|[^a-z\d \t$\\])))"
-    r"|(?<=\d)\.(?=\s+[A-Z]|$)|(?<=\d)[!?](?=\s+[A-Z])"
-)
+_SENTENCE_CUT = re.compile(r"(?<=[^\d\s])(?<!\.[a-zA-Z])[.!?](?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|$)|(?<=\d)[!?](?=\s+[A-Z])")
+# ... nor after an abbreviation or an ellipsis that a number follows: "approx. 41 or 42", "No. 41
+# or 42", "42 vs. 41", "It's... 41 or 42" are read whole ("Answer: No. The reason ..." ends at "No").
+_ABBREVIATION = re.compile(r"(?:\b(?:approx|appr|ca|circa|no|nr|vs|resp|bzw|alt|cf|prob|est)\.|\.\.|…)$", re.IGNORECASE)
+_NUMBER_AFTER = re.compile(r"[.…]*\s*[-−+$\\]?\d")
+
+
+def _sentence_cut(rest: str) -> int | None:
+    """Where the first sentence of a value ends in ``rest`` (see :data:`_SENTENCE_CUT`)."""
+    for match in _SENTENCE_CUT.finditer(rest):
+        if _ABBREVIATION.search(rest, 0, match.end()) and _NUMBER_AFTER.match(rest, match.end()):
+            continue
+        return match.start()
+    return None
+
 
 # A statement is negated by a negation right before it (at most two words between, no clause break).
 _NEGATED_BEFORE = re.compile(
@@ -93,10 +103,16 @@ _WITHDRAWN_AFTER = re.compile(
     r"|\b(?:scratch|strike|cross)\s+that\b|\b(?:i|we)\s+(?:withdraw|retract|take\s+(?:it|that|this)\s+back)\b"
     r"|\b(?:disregard|ignore)\s+(?:that|this|it|the\s+above|my\s+(?:previous|last|first)\s+answer)\b"
     r"|\bnever\s?mind\b|\bmy\s+(?:mistake|bad)\b"
-    r"|(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:no[,.!]|nope\b|oops\b|actually,|correction\b|corrected\b|"
-    r"(?:(?:but|hmm|oh|and)[,.]?\s+)?wait(?:[,.!—-]|\s+(?:a\s+(?:second|minute|moment|sec)|no)\b)|hold\s+on\b|"
-    r"hmm,?\s+no\b|on\s+second\s+thought\b|let\s+me\s+(?:redo|recheck|re-?examine|reconsider|correct|fix)\b)"
-    r"|\b(?:i\s+(?:need|have)\s+to|let\s+me)\s+reconsider\b",
+    r"|(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:no[,.!]|nope\b|wait[,.!]|oops\b|actually,|correction\b|corrected\b|"
+    r"hmm,?\s+no\b|on\s+second\s+thought\b|let\s+me\s+(?:redo|recheck|correct|fix)\b)",
+    re.IGNORECASE,
+)
+# ... or reconsidered, and answered again: words that open a correction as often as a check
+# ("But wait, let me double-check: 6 x 7 = 42. Yes."), so they withdraw a statement only when
+# another statement follows them; alone they leave it standing (and the verifier reading it).
+_RECONSIDERED_AFTER = re.compile(
+    r"(?:^|[.!?]\s+|\n\s*|^[\s,;]*)(?:(?:but|hmm|oh|and)[,.]?\s+wait\b|wait\s+(?:a\s+(?:second|minute|moment|sec)|no)\b"
+    r"|hold\s+on\b|let\s+me\s+(?:re-?examine|reconsider)\b)|\b(?:i\s+(?:need|have)\s+to|let\s+me)\s+reconsider\b",
     re.IGNORECASE,
 )
 
@@ -174,7 +190,8 @@ def _marker_pattern(marker: str) -> re.Pattern[str]:
     if marker.strip().endswith(":") and len(marker.strip()) > 1:  # "**Answer**:", "Answer :", "Answer："
         word = re.escape(marker.strip()[:-1])
         # "Answer (after checking): 41", "Final answer — 41" (a dash after a space).
-        core = word + r"(?:[ \t]*\([^()\n]{1,40}\))?[*_]{0,3}[ \t]*(?:[:：]|[—–](?=[ \t]))"
+        # A remark in brackets holds no value nor alternative ("Answer (41 or 42): 42" is no marker).
+        core = word + r"(?:[ \t]*\((?![^()\n]*\bor\b)[^()\n\d]{1,40}\))?[*_]{0,3}[ \t]*(?:[:：]|[—–](?=[ \t]))"
     qualifiers = _QUALIFIERS if marker.strip()[:1].isalpha() else ""
     return re.compile(rf"^{_DECORATION}{qualifiers}{core}[*_]{{0,3}}[ \t]*", re.IGNORECASE | re.MULTILINE)
 
@@ -194,8 +211,8 @@ def _line_value(text: str, start: int) -> tuple[str, int, int]:
     punctuation = re.match(r"[—―][ \t]*", text[start:line_end]) if start and not text[start - 1].isspace() else None
     start += punctuation.end() if punctuation and punctuation.end() < line_end - start else 0
     rest = text[start:line_end]
-    cut = _SENTENCE_CUT.search(rest)
-    end = start + (cut.start() if cut else len(rest.rstrip()))
+    cut = _sentence_cut(rest)
+    end = start + (cut if cut is not None else len(rest.rstrip()))
     return text[start:end].strip(), start, end
 
 
@@ -255,27 +272,49 @@ def _answer_tags(reading: Reading) -> list[Statement]:
 
 _LINE = re.compile(r"[^\n]+")
 _REVISING = re.compile(r"[\W_]*(?:revised|updated|corrected)\s+answer\b", re.IGNORECASE)
-_THINK_TAG = re.compile(r"<\s*(/?)\s*think\s*>", re.IGNORECASE)
+# The thinking of reasoning models: <think> (DeepSeek-R1, Qwen3), <thinking>, <reasoning>,
+# [THINK] (Magistral), ◁think▷ (Kimi).
+_THINK_TAG = re.compile(r"<\s*/?\s*(?:think|thinking|reasoning)\s*>|\[/?THINK\]|◁/?think▷", re.IGNORECASE)
+
+
+def _revises(reading: Reading, statement: Statement) -> bool:
+    """Whether a statement is a revised answer that states a value alone (``Revised answer: 42``)."""
+    if not _REVISING.match(reading.text, statement.start, statement.end):
+        return False
+    return not is_prose(statement.value) or is_number_phrase(statement.value)
 
 
 def _reasoning(reading: Reading) -> list[tuple[int, int]]:
-    """The spans of a reasoning model's thinking when it answers after it: each ``<think>`` to
-    its ``</think>`` (a close without an opening tag thinks from the start, as chat templates of
-    reasoning models put the opening tag in the prompt); none when no visible text follows the
-    last close."""
+    """The spans of a reasoning model's thinking when it answers after it: each opening tag to
+    its close (a close without an opening tag thinks from the start, or from the close before
+    it, as chat templates of reasoning models put the opening tag in the prompt); none when no
+    visible text follows the last close or the thinking is left open at the end."""
     spans: list[tuple[int, int]] = []
     opened: int | None = None
     for match in _THINK_TAG.finditer(reading.text):
         if not reading.counts(match.start()):
             continue
-        if not match[1]:
+        if "/" not in match[0]:
             opened = match.start() if opened is None else opened
         else:
             spans.append((opened if opened is not None else (spans[-1][1] if spans else 0), match.end()))
             opened = None
-    if not spans or not reading.shown(spans[-1][1], len(reading.text)).strip():
+    if opened is not None or not spans or not reading.shown(spans[-1][1], len(reading.text)).strip():
         return []
     return spans
+
+
+def _inside(spans: list[tuple[int, int]], pos: int) -> bool:
+    """Whether ``pos`` falls in one of ``spans`` (sorted, apart)."""
+    index = bisect.bisect_right(spans, (pos, float("inf"))) - 1
+    return index >= 0 and spans[index][0] <= pos < spans[index][1]
+
+
+def _drafts_in(reading: Reading, thinking: list[tuple[int, int]], marker: str | None) -> bool:
+    """Whether the thinking holds a box or a marker: a draft answer."""
+    pattern = _marker_pattern(marker) if marker else None
+    text = reading.text
+    return any(_BOX.search(text, a, b) or (pattern and pattern.search(text, a, b)) for a, b in thinking)
 
 
 _ANSWER_WORD = re.compile(r"\b(?:answer|correct|result|final|expected|solution)\b.*\d", re.IGNORECASE)
@@ -290,9 +329,10 @@ def _is_value_line(line: str) -> bool:
     )
 
 
-def _phrases(reading: Reading, start: int = 0) -> list[Statement]:
+def _phrases(reading: Reading, since: int = 0) -> list[Statement]:
+    """The answer phrases from ``since`` on (``the answer is 42``)."""
     out = []
-    for match in _PHRASE.finditer(reading.text, start):
+    for match in _PHRASE.finditer(reading.text, since):
         if reading.counts(match.start()):
             _, start, end = _line_value(reading.text, match.end())
             value = _shown_value(reading, start, end)
@@ -301,12 +341,12 @@ def _phrases(reading: Reading, start: int = 0) -> list[Statement]:
     return out
 
 
-def _bare_lines(reading: Reading, start: int = 0) -> list[Statement]:
+def _bare_lines(reading: Reading, since: int = 0) -> list[Statement]:
     """Lines that are a number alone (in digits or number words), and the last line when it is
     short, no injected label and, beside bare numbers, no prose (``42\n\nI used 6 rows.``
-    answers 42; ``41\n42`` and ``42\nforty-one`` hedge); from ``start`` on."""
+    answers 42; ``41\n42`` and ``42\nforty-one`` hedge); from ``since`` on."""
     lines = []
-    for match in _LINE.finditer(reading.text, start):
+    for match in _LINE.finditer(reading.text, since):
         start = match.start() + len(match[0]) - len(match[0].lstrip())
         if match[0].strip() and reading.counts(start):
             lines.append((start, match.end()))
@@ -327,14 +367,17 @@ def _bare_lines(reading: Reading, start: int = 0) -> list[Statement]:
     return out
 
 
-def _withdrawn(reading: Reading, statement: Statement, until: int) -> bool:
-    """Whether the statement is negated before it or withdrawn in what follows it."""
+def _withdrawn(reading: Reading, statement: Statement, until: int, answered_again: bool = False) -> bool:
+    """Whether the statement is negated before it or withdrawn in what follows it (reconsidered,
+    when ``answered_again``: another statement follows)."""
     text = reading.text
     before = re.sub(r"[$*`(\\\[]+$", "", text[max(0, statement.start - 80) : statement.start].rstrip()) + " "
     if _NEGATED_BEFORE.search(before) or re.match(r"(?:not|never)\b\s*\S", statement.value, re.IGNORECASE):
         return True
     after = text[statement.end : min(until, statement.end + _NEAR, reading.sentence_end(statement.end, 2))]
-    return _WITHDRAWN_AFTER.search(after) is not None
+    return _WITHDRAWN_AFTER.search(after) is not None or (
+        answered_again and _RECONSIDERED_AFTER.search(after) is not None
+    )
 
 
 _ALTERNATIVE_WORDS = r"or|maybe|perhaps|possibly|alternatively|oder|ou|или|或者?|または"
@@ -357,11 +400,13 @@ _CORRECTION = re.compile(
 )
 
 
-# Another value offered beside the statement in other words: "(b) could also be 5", "41 would
-# also work", "I'd also accept 41", "It could equally be 41".
+# Another value offered beside the statement in other words: "(b) could also be 5", "I'd also
+# accept 41", "It could equally be 41", "But wait, it might be 41".
 _ALSO = re.compile(
     r"\b(?:could|might|may|can|would)\s+(?:also|equally|just\s+as\s+well)\s+be\s+"
-    rf"({_UNTIL_SENTENCE_END})|\b(?:also|equally)\s+accept\s+({_UNTIL_SENTENCE_END})",
+    rf"({_UNTIL_SENTENCE_END})|\b(?:also|equally)\s+accept\s+({_UNTIL_SENTENCE_END})"
+    r"|\b(?:it|that|this|the\s+answer)\s+(?:might|may|could)\s+(?:instead\s+|actually\s+|well\s+)?be\s+"
+    rf"({_UNTIL_SENTENCE_END})",
     re.IGNORECASE,
 )
 _RELATION_SIGN = re.compile(r"=|\\(?:approx|to)\b|[≈→⇒<>≤≥]")
@@ -375,7 +420,13 @@ def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[st
     paragraph_end = reading.text.find("\n\n", statement.end, until)
     end = until if paragraph_end < 0 else paragraph_end
     after = reading.shown(statement.end, end)
-    found = [m[1] for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE) for m in pattern.finditer(after)]
+    # "(or equivalently $x - 2 = 0$)" relates, it offers nothing.
+    found = [
+        m[1]
+        for pattern in (_AFTERTHOUGHT, _NEXT_SENTENCE)
+        for m in pattern.finditer(after)
+        if not _RELATION_SIGN.search(m[1])
+    ]
     rest = reading.shown(statement.end, until)
     corrections = [m[m.lastindex or 0] for pattern in (_CORRECTION, _ALSO) for m in pattern.finditer(rest)]
     return found + [c for c in corrections if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
@@ -412,7 +463,9 @@ def find_statements(
     found = sorted(explicit + boxes, key=lambda s: s.start)
     thinking = _reasoning(reading)
     if thinking:  # drafts in the reasoning state nothing once the response answers after it
-        answered = [s for s in found if not any(a <= s.start < b for a, b in thinking)]
+        outside = [s for s in found if not _inside(thinking, s.start)]
+        # Thinking after an answer is no draft of it: what it states counts (and may hedge).
+        answered = [s for s in found if not _inside(thinking, s.start) or s.start > outside[0].start] if outside else []
         if not answered and implicit:
             after = thinking[-1][1]
             next_line = reading.text.find("\n", after) + 1 or len(reading.text)  # a line glued to the tag is none
@@ -425,9 +478,10 @@ def find_statements(
     out = []
     for i, statement in enumerate(found):
         until = found[i + 1].start if i + 1 < len(found) else len(reading.text)
-        # "Revised answer: 42" after a statement withdraws it, as "Scratch that" would.
-        revised = i + 1 < len(found) and _REVISING.match(reading.text, found[i + 1].start, found[i + 1].end)
-        withdrawn = bool(revised) or _withdrawn(reading, statement, until)
+        # "Revised answer: 42" after a statement withdraws it, as "Scratch that" would, when it
+        # states a value ("Revised answer: it could also be 42" offers one beside it).
+        revised = i + 1 < len(found) and _revises(reading, found[i + 1])
+        withdrawn = bool(revised) or _withdrawn(reading, statement, until, answered_again=i + 1 < len(found))
         # "41, not 42" states 41: the value it rules out is neither offered nor verified.
         value = without_ruled_out(statement.value)
         out.append(Statement(statement.start, statement.end, value, statement.source, withdrawn))
@@ -557,6 +611,7 @@ def extract_answer(
     final = counted[-1] if counted else statements[-1]
     if counted and final.source in ("marker", "boxed") and (not final.value or is_content_free(final.value)):
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)  # it promised an answer and gave none
+    thinking = _reasoning(reading)
     slash = is_whole_number(reference)
     offered: set[Key] = set()
     starts = [s.start for s in statements]
@@ -575,30 +630,48 @@ def extract_answer(
         offered |= left
     shown_values = tuple(sorted(str(v) + ("%" if k == "%" else "") for k, v in offered))
     # A value restated in another notation is one ("1/2, i.e. 0.5", "\\boxed{1/4} (25%)").
-    distinct = distinct_values(offered, reading.shown(statements[0].start, len(reading.text)))
+    distinct = distinct_values(offered, limit=reference_count(reference))
     if len(distinct) > reference_count(reference) and not _states_the_reference_ratio(counted, offered, reference):
         return ExtractedAnswer(None, Reason.HEDGED, final.source, offered=shown_values)
     # A reference of several values answered one statement each ("(a) \\boxed{3} (b) \\boxed{4}",
     # "x = \\boxed{3} and x = \\boxed{-3}"): the judge is shown them all, the verifier reads them together.
     several = (
-        len(distinct) > 1 and len({s.value for s in counted}) > 1 and not _offered_as_alternatives(reading, counted)
+        len(distinct) > 1
+        and len({s.value for s in counted}) > 1
+        and is_value_list(reference)  # a list of values, not the bounds of an inequality or a union
+        and not _offered_as_alternatives(reading, counted)
     )
     lead = counted[0] if several else final
-    window = _cut_window(reading, _window_start(reading, statements, lead), reading.sentence_end(final.end), max_chars)
+    start = _window_start(reading, statements, lead)
+    if thinking and lead.start >= thinking[-1][1] and _drafts_in(reading, thinking, marker):
+        start = max(start, thinking[-1][1])  # the drafts are not shown beside the answer after them
+    window = _cut_window(reading, start, reading.sentence_end(final.end), max_chars)
     if not window or is_content_free(window):
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)
     # A last line of prose ("It is 41.") frames the answer for the judge but states no bare value;
     # one in number words ("42 thousand", "forty-two") states one, for a value verifier to read.
     stated = final.source != "line" or states_a_value(final.value)
-    # A draft in the reasoning, with prose after the reasoning that states no value: the judge
-    # reads the two; the draft is no final value for the verifier.
-    drafted = any(a <= final.start < b for a, b in _reasoning(reading))
-    value = final.value if counted and stated and not drafted else None
+    # A draft in the reasoning, with prose after the reasoning and no statement: the judge reads
+    # the two. The verifier reads the draft when that prose holds no number ("I hope this helps!"),
+    # and nothing when it does ("I'll answer 41."): the draft may not be the final value.
+    drafted = bool(thinking) and all(_inside(thinking, s.start) for s in statements)
+    after_thinking = reading.shown(thinking[-1][1], len(reading.text)) if thinking else ""
+    value = final.value if counted and stated and not (drafted and re.search(r"\d", after_thinking)) else None
     if several and value is not None:
-        value = ", ".join(dict.fromkeys(s.value for s in counted))
+        value = ", ".join(dict.fromkeys(_ASSIGNED.sub("", s.value) for s in counted))  # "x=3, x=-3" is "3, -3"
+    elif value is not None and len(distinct) == 1 < len(offered):
+        # One value stated twice, exactly and rounded ("\\boxed{\\frac{2}{3}} \\approx \\boxed{0.667}"):
+        # the verifier reads the exact one, which a rounding would make "different".
+        exact = [s.value for s in counted if not re.search(r"\d\.\d", s.value)]
+        value = exact[-1] if exact else value
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+
+
+_ASSIGNED = re.compile(r"^\s*[A-Za-z]\s*=\s*(?=\S)")
+# Words that offer a statement in place of another ("x = 3 or x = -3" lists roots: "or" is not one).
+_OFFERED_INSTEAD = re.compile(r"\b(?:alternatively|otherwise|instead|else|maybe|perhaps|possibly)\b", re.IGNORECASE)
 
 
 def _offered_as_alternatives(reading: Reading, counted: list[Statement]) -> bool:
@@ -606,7 +679,7 @@ def _offered_as_alternatives(reading: Reading, counted: list[Statement]) -> bool
     ``Alternatively \\boxed{2}``): the two are then one answer offered twice, not two parts."""
     for statement in counted[1:]:
         opening = reading.text[reading.sentence_start(statement.start) : statement.start]
-        if re.search(rf"\b(?:{_ALTERNATIVE_WORDS}|otherwise|instead|else)\b", opening, re.IGNORECASE):
+        if _OFFERED_INSTEAD.search(opening):
             return True
     return False
 

@@ -43,12 +43,13 @@ import re
 from collections.abc import Iterator
 from fractions import Fraction
 
-from nemo_genrm.guard.folding import is_invisible
+from nemo_genrm.guard.folding import fold, is_invisible
 
 __all__ = [
     "POLAR",
     "Key",
     "distinct_values",
+    "is_value_list",
     "is_prose",
     "is_whole_number",
     "ratio_key",
@@ -112,9 +113,14 @@ def _rows(text: str) -> str:
     return text if "\\begin" in text else _ROW_BREAK.sub(";", text)
 
 
+_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u2061\u2062\u2063\u2064")
+
+
 def _clean(text: str) -> str:
     """A stated value without its wrappers (see the module docstring, step 1)."""
-    text = "".join(char for char in text if not is_invisible(char))  # "o\u200br" is "or"
+    # An invisible character is nothing ("o\u200br" is "or"); a filler that renders blank, or an
+    # invisible operator, stands between what it separates ("41\u3164or\u316442").
+    text = "".join(" " if char in _BLANKS else char for char in text if char in _BLANKS or not is_invisible(char))
     text = _rows(_unbox(text)).replace("\\$", " ")  # "\\$18" is 18
     for _ in range(3):  # nested \text{\textbf{x}}
         text = _TEXT_COMMANDS.sub(r" \1 ", text)
@@ -210,6 +216,21 @@ _NUMBER_OR_WORDS = (
     "au",
     "ya",
     "nor",
+    # and further languages' "or" ("42 ya da 41", "42 หรือ 41", "42 या 41"), and "respectively"
+    # or "alternatively" abbreviated ("42 resp. 41", "42 bzw. 41")
+    "ya\\s+da",
+    "yoki",
+    "หรือ",
+    "अथवा",
+    "অথবা",
+    "বা",
+    "ወይም",
+    "ossia",
+    "vel",
+    "あるいは",
+    "もしくは",
+    "resp\\.?",
+    "bzw\\.?",
     "\\\\cup",
     "∪",
     "\\\\mid",
@@ -285,6 +306,9 @@ def _offers(text: str) -> list[str]:
     out = []
     text = _ABOUT.sub("", text)  # "42 or so" is about 42, no second offer
     pieces = _cut(text, _OR, _brace_depth(text))
+    if len(pieces) == 1 and not text.isascii():  # "42 оr 41" in look-alike letters reads "42 or 41"
+        folded = fold(text).text
+        pieces = _cut(folded, _OR, _brace_depth(folded)) if _OR.search(folded) else pieces
     if "\\begin" not in text:
         pieces = [p for piece in pieces for p in _cut(piece, _NUMBER_AMPERSAND, _brace_depth(piece))]
     for piece in pieces:
@@ -594,33 +618,48 @@ _RESTATING = re.compile(
 )
 
 
-def distinct_values(keys: set[Key] | frozenset[Key], written: str = "") -> list[Key]:
-    """``keys`` less those that restate another (:func:`same_value`: ``1/2`` and ``0.5``, ``1/4``
-    and ``25%``, ``2/3`` and the ``0.667`` written in ``written``), each value once."""
+def distinct_values(keys: set[Key] | frozenset[Key], limit: int | None = None) -> list[Key]:
+    """``keys`` less those that restate another, each value once: equal values (``1/2`` and
+    ``0.5``, ``1/4`` and ``25%``; ``25`` and ``25%`` are two), and an exact value
+    with a decimal cut or rounded to its own last digit (``2/3`` and ``0.667`` or ``0.6``). Two
+    decimals are two values (``0.1`` or ``0.19``, ``3.1`` or ``3.14``), and so is a decimal
+    past its last digit (``1/2`` and ``0.6``). With ``limit``, stops once it has found more.
+    """
     out: list[Key] = []
     for key in sorted(keys, key=lambda k: (k[0], str(k[1]))):
-        if not any(same_value(key, kept, written) for kept in out):
+        if not any(_restated(key, kept) for kept in out):
             out.append(key)
+            if limit is not None and len(out) > limit:
+                break
     return out
 
 
-# Two numbers joined by one word: an offer of each ("42 ya 41", "42 resp. 41", "42 оr 41" in
-# look-alike letters), unless the word relates them as one value or quantity ("3 of 4", "2 to 3",
-# "5 by 7", "1 in 6", "6 choose 2") or is a unit ("5 ft 3").
-_JOINER = r"[^\s\d+\-−*/^=<>()\[\]{},;:]+"  # a word of any script (Thai vowel signs are marks, not \w)
-_JOINED_PAIR = re.compile(rf"\s*([-−]?\d+(?:\.\d+)?)\s+(?P<word>{_JOINER}(?:\s+{_JOINER})?)\s+([-−]?\d+(?:\.\d+)?)\s*")
-_RELATING_WORDS = frozenset(
-    "to of in by x times per over out from into plus minus mod modulo choose divided multiplied and at on for "
-    "with than less more hours hour h min minutes ft feet foot in inches m cm mm km kg g lb lbs oz dollars cents "
-    "degrees pounds shillings weeks days years months points sets games rounds innings goals".split()
-)
+def _restated(a: Key, b: Key) -> bool:
+    """Whether two keys are one value (see :func:`distinct_values`)."""
+    if "t" in (a[0], b[0]):
+        return a == b
+    x, y = (v / 100 if kind == "%" else v for kind, v in (a, b))
+    if x == y:
+        return True
+    digits = [_decimal_places(v) for v in (x, y)]
+    if (digits[0] is None) == (digits[1] is None) or not any(digits):
+        return False  # two decimals, or two exact values: two values
+    cut = Fraction(1, 10 ** next(d for d in digits if d))
+    return abs(x - y) < cut
 
 
-def _joins_offers(words: str) -> bool:
-    """Whether the words between two numbers join two offers: letters, none of them relating."""
-    return re.search(r"[^\W\d_]", words) is not None and not any(
-        word.casefold().rstrip(".") in _RELATING_WORDS for word in words.split()
-    )
+def _decimal_places(value: Fraction) -> int | None:
+    """How many decimal places a value written as a decimal has (``0.667`` -> 3, ``42`` -> 0);
+    ``None`` for a value no decimal writes exactly (``2/3``)."""
+    denominator, places = value.denominator, 0
+    while denominator != 1 and (denominator % 2 == 0 or denominator % 5 == 0):
+        places += 1
+        denominator = (value * 10**places).denominator
+    return places if denominator == 1 else None
+
+
+_SCALE_POWERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SCALED = re.compile(rf"(\d+(?:\.\d+)?)\s*({'|'.join(_SCALE_POWERS)})", re.IGNORECASE)
 
 
 def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> list[Key]:
@@ -663,6 +702,8 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
     number = _fraction(piece)
     if number is not None:
         return [("n", number)]
+    if scaled := _SCALED.fullmatch(piece):  # "1 thousand" is 1000, as "1000" is
+        return [("n", Fraction(scaled[1]) * 10 ** _SCALE_POWERS[scaled[2].lower()])]
     signed = re.fullmatch(r"(?:minus|negative)\s+(\d+(?:\.\d+)?)", piece, re.IGNORECASE)  # "minus 5" is -5
     if signed:
         return [("n", -Fraction(signed[1]))]
@@ -683,8 +724,6 @@ def _piece_keys(piece: str, slash_alternatives: bool, whole: bool = True) -> lis
         return _each_number(numbers)  # a range: both ends are offered
     if len(numbers) == 1:
         return _each_number(numbers)
-    if (pair := _JOINED_PAIR.fullmatch(piece)) and _joins_offers(pair["word"]):
-        return _each_number([pair[1], pair[3]])  # "42 หรือ 41", "42 resp. 41": a word joins two offers
     if not numbers and len(piece.split()) <= (4 if whole else 3):  # "Paris", "forty-two", "New York"
         return [("t", _normalised(piece))]
     return []  # working, not an offer
@@ -791,6 +830,19 @@ def ratio_key(value: str) -> Key | None:
 
 
 _UNBOUNDED = re.compile(r"\\cup|∪|\\infty|∞")
+
+
+def is_value_list(reference: str | None) -> bool:
+    """Whether the reference lists several values (``3, -3``, ``\\pm 3``, ``(1, 2)``), as opposed
+    to the bounds of an inequality, a ratio or a union of intervals (``3 < x < 7``, ``3:5``)."""
+    if (
+        reference is None
+        or _INEQUALITY.search(reference)
+        or _UNBOUNDED.search(reference)
+        or _RATIO.fullmatch(reference)
+    ):
+        return False
+    return len(value_keys(reference)) > 1
 
 
 def reference_count(reference: str | None) -> int:

@@ -93,7 +93,7 @@ class ValueVerifier:
             value: The bare final value the response states (``PreparedSample.value``).
             question: The question, when known. One that asks for a percent (``What percent
                 ...``) makes the percent sign its unit: a percent on one side and its number
-                alone on the other (``20%`` and ``20``) are equal, as well as a hundredth
+                alone on the other (``20%`` and ``20``, the percent at least 1) are equal, as well as a hundredth
                 (``20%`` and ``0.2``), which is how they compare without it.
 
         Returns:
@@ -102,16 +102,23 @@ class ValueVerifier:
         check = _check(reference, value)
         if check.decision is Decision.DIFFERENT and question and _ASKS_FOR_PERCENT.search(question):
             percents = percent_number(reference), percent_number(value)
-            if (percents[0] is None) != (percents[1] is None):  # a percent on one side only
+            number = percents[0] or percents[1]
+            # A percent on one side only, of at least 1 (is "0.2%" of a reference 0.2 a fraction or a percent?).
+            if (percents[0] is None) != (percents[1] is None) and abs(float(number)) >= 1:
                 as_numbers = _check(percents[0] or reference, percents[1] or value)
                 return as_numbers if as_numbers.decision is Decision.EQUAL else check
         return check
 
 
-# A question asking for a percent, in the languages whose number words the verifier reads and a few more.
+# A question that asks for a percent ("What percent of ...", "Express it as a percentage", "Quel
+# pourcentage ...", "Wie viel Prozent ..."), not one that mentions one ("a 40 percent chance ...").
 _ASKS_FOR_PERCENT = re.compile(
-    r"\bper\s?cent|\bpercentage|\bpourcentage|\bprozent|\bporcentaje|\bpor\s+ciento|\bporcentagem|\bpercentual"
-    r"|\bprocent|процент|百分|パーセント|퍼센트|प्रतिशत|بالمئة|مئوية",
+    r"\b(?:what|which|how\s+many)\s+(?:per\s?cent|percentage)|\b(?:as|in)\s+(?:a\s+)?(?:per\s?cent|percentage)\b"
+    r"|\bpercentage\s+(?:of|is|was|will|does|did|has|had|change|increase|decrease|point)"
+    r"|\b(?:quel|quelle)\s+pourcentage|\ben\s+pourcentage|\bwie\s+viele?\s+prozent|\bwelche[rn]?\s+prozentsatz"
+    r"|\bin\s+prozent|\bqu[ée]\s+porcentaje|\bcu[aá]l\s+es\s+el\s+porcentaje|\ben\s+porcentaje"
+    r"|\bqual\s+(?:é\s+)?a?\s*porcentagem|\bquale\s+percentuale|сколько\s+процент|какой\s+процент|в\s+процентах"
+    r"|百分之几|百分比是多少|百分比为多少|何パーセント|몇\s*퍼센트|कितने\s+प्रतिशत",
     re.IGNORECASE,
 )
 

@@ -258,6 +258,9 @@ def test_the_line_stating_the_answer_is_never_a_verdict_line(candidate, shown):
         "\\[ x " * 20_000 + "\\boxed{42}",  # display math never closed (17 s for 100 KB when each opener looked again)
         "\\begin{align} x " * 8_000 + "\\boxed{42}",  # an environment never closed
         "`" * 100_000 + "\nAnswer: 42",  # a run of backticks with no line break: no fence
+        "".join(f"\\boxed{{{i}}} " for i in range(8_000)),  # many distinct values: compared pair by pair once
+        "Answer: " + " or ".join(str(i) for i in range(12_000)),
+        "</think>\\boxed{1}" * 6_000 + " done",  # many thinking spans
     ],
 )
 def test_hostile_shapes_are_read_in_linear_time_through_the_environment(response):
@@ -528,8 +531,15 @@ THINKING = [
     ("So 5*8 = 40, \\boxed{40}. Hmm.\n</think>\n\nThe answer is 42.", "ok", "42", ("42",)),
     ("<think>\nAnswer: 40 seems off.\n</think>\n\n$\\boxed{42}$", "ok", "42", ("42",)),
     ("<think>\nSo \\boxed{42}\n</think>\n\n41", "ok", "41", ("41",)),  # the answer after it is the answer
-    # After the thinking, prose that states no value: the draft is shown with it, no value verified.
-    ("<think>\n6*7 = 42, so \\boxed{42}\n</think>\n\nI hope this helps!", "ok", None, ("42",)),
+    # After the thinking, prose that states no value: the draft is shown with it, and verified
+    # unless that prose holds a number (which may be another answer).
+    ("<think>\n6*7 = 42, so \\boxed{42}\n</think>\n\nI hope this helps!", "ok", "42", ("42",)),
+    ("<think>\nSo \\boxed{42}\n</think>\n\nI'll answer 41.", "ok", None, ("42",)),
+    # Thinking after an answer is no draft of it: it counts, and here hedges.
+    ("<think>a</think>\n\\boxed{42}\n<think>Actually \\boxed{41}</think>\nDone.", "hedged", None, ("41", "42")),
+    ("\\boxed{41}\n</think>\n<think>\n\\boxed{42}", "hedged", None, ("41", "42")),  # left open: no answer after it
+    ("[THINK]draft \\boxed{41}[/THINK]\n\n\\boxed{42}", "ok", "42", ("42",)),  # Magistral's tags
+    ("<thinking>\\boxed{41}</thinking>\n\\boxed{42}", "ok", "42", ("42",)),
     ("<think>\nfoo\n</think>\n\n\\boxed{41} or \\boxed{42}", "hedged", None, ("41", "42")),
     ("\\boxed{41}\n<think>x</think>\n\\boxed{42}", "hedged", None, ("41", "42")),  # before the thinking counts
     ("<think>\n\\boxed{42}\n</think>", "ok", "42", ("42",)),  # nothing after it: the thinking is all there is
@@ -653,6 +663,69 @@ def test_honest_shapes_of_this_round_are_no_hedge(response, reference):
     assert found.ok, found
 
 
-def test_a_restatement_that_rounds_past_its_last_digit_is_another_value():
-    assert extract_answer("Answer: 1/2, i.e. 0.6", reference="1/2").reason == "hedged"
-    assert extract_answer("Answer: 41.6, or approximately 42", reference="42").reason == "hedged"
+@pytest.mark.parametrize(
+    ("response", "reference"),
+    [
+        # A restatement that rounds past its own last digit, and two decimals, are two values.
+        ("Answer: 1/2, i.e. 0.6", "1/2"),
+        ("Answer: 41.6, or approximately 42", "42"),
+        ("\\boxed{0.1} or \\boxed{0.19}", "0.19"),
+        ("The answer is 3.1 or 3.14.", "3.14"),
+        ("\\boxed{0.01} or \\boxed{0.09}. (I used 2.5 kg.)", "0.09"),  # a decimal elsewhere sets no tolerance
+        ("\\boxed{25\\%} or \\boxed{25}", "25"),  # 0.25 and 25
+        # A parenthetical on the marker that holds values is no remark.
+        ("Answer (41 or 42): 42", "42"),
+        # A blank filler between words separates them.
+        ("Answer: 41\u3164or\u316442", "42"),
+        # A revised answer that states no value alone withdraws nothing: it offers one more.
+        ("Answer: 41\n\n**Revised answer:** it could also be 42.", "42"),
+        ("\\boxed{42}\n\nRevised answer: unchanged, unless it is 41.", "41"),
+        ("\\boxed{41}. But wait, it might be 42.", "42"),
+    ],
+)
+def test_two_values_that_no_restatement_joins_are_a_hedge(response, reference):
+    assert extract_answer(response, reference=reference).reason == "hedged"
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "value"),
+    [
+        # Numbers joined by a word that relates them, in any language: one value, for the judge.
+        ("\\boxed{14 \\text{ July } 1789}", "July 14, 1789", None),
+        ("The answer is 25 Jan 2021.", "2021", None),
+        ("\\boxed{2 \\text{ heures } 30}", "2:30", None),
+        ("Answer: 3 von 4", "3/4", None),
+        ("Answer: 2 thousand 500", "2500", None),
+        ("Answer: 3 hrs 20", "3:20", None),
+        # A full stop before a sentence that starts with a number ends the value.
+        ("Answer: 15 apples. 3 of them are red.", "15", "15 apples"),
+        ("Answer: B. 42 is the total.", "B", "B"),
+        # Roots joined by "or" are the reference's values, verified together.
+        ("x = \\boxed{3} or x = \\boxed{-3}", "\\pm 3", "3, -3"),
+        ("\\boxed{x=3}, \\boxed{x=-3}", "3, -3", "3, -3"),
+        # An exact value and its rounding: the exact one is verified.
+        ("\\boxed{\\frac{2}{3}} \\approx \\boxed{0.667}", "2/3", "\\frac{2}{3}"),
+        # A relation after the box offers nothing.
+        ("\\boxed{x = 2} (or equivalently $x - 2 = 0$)", "2", "x = 2"),
+        ("Answer: 1000, about 1 thousand", "1000", None),
+        # A check after the answer ("But wait, let me double-check") withdraws nothing.
+        ("So the total is \\boxed{42}.\n\nBut wait, let me double-check: 6*7 = 42. Yes.", "42", "42"),
+        ("So the total is \\boxed{42}.\n\nHold on, is that right? 6 rows of 7 trees gives 42.", "42", "42"),
+    ],
+)
+def test_honest_shapes_the_reviews_found_keep_their_value(response, reference, value):
+    found = extract_answer(response, reference=reference)
+    assert found.ok, found
+    if value is not None:
+        assert found.value == value, found
+
+
+def test_a_question_that_mentions_a_percent_does_not_ask_for_one():
+    from nemo_genrm.verifier import Decision, ValueVerifier
+
+    question = "A $25 shirt is 20 percent off. How many dollars do you pay?"
+    assert ValueVerifier().check("20", "\\boxed{20\\%}", question).decision is Decision.DIFFERENT
+    rain = "There is a 40 percent chance of rain. What is the probability it stays dry?"
+    assert ValueVerifier().check("0.6", "\\boxed{0.6\\%}", rain).decision is Decision.DIFFERENT
+    asks = "What percent of the class passed?"
+    assert ValueVerifier().check("0.2", "0.2\\%", asks).decision is Decision.DIFFERENT  # below 1: a hundredth
