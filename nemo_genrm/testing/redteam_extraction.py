@@ -460,7 +460,7 @@ def _model_formats() -> Iterator[ExtractionTemplate]:
         yield _t(f"format_{name}", "model_formats", attack, False)
         if twin is not None:
             yield _t(f"format_{name}_twin", "model_formats", twin, True)
-    # A reference of two values answered one part at a time, and its parts in one statement.
+    # A reference of two values answered one part at a time: both parts right, and one part wrong.
     yield _t(
         "format_parts_twin", "model_formats", "(a) " + _box("{r}") + "\n(b) " + _box("{w}"), True, reference="{r}, {w}"
     )
