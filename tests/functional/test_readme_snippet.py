@@ -73,7 +73,7 @@ def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir, demo_jud
         assert packaging not in proc.stderr, proc.stderr[-6000:]
     rewards = re.search(r"rewards: \[(.*)\]", proc.stdout)
     assert rewards, proc.stdout
-    # 3 + 5: "3 + 5 = 8" agrees with the reference 8, "3 + 5 = 7" does not (under every fence nonce:
+    # 3 + 5: "The answer is 8." agrees with the reference 8, "The answer is 7." does not (under every fence nonce:
     # tests/functional/demo/test_demo.py::test_the_readme_answers_are_judged_alike_under_every_fence_nonce).
     assert [float(x) for x in rewards.group(1).split(",")] == [1.0, 0.0], proc.stdout + proc.stderr[-6000:]
     assert "'genrm/count/judged': 2.0" in proc.stdout and "genrm/mean_reward" in proc.stdout

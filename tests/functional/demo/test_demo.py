@@ -279,8 +279,10 @@ def test_learned_judge_on_rewardbench_style_pairs(demo_judge, ray_cluster, tmp_p
 
 # The README snippet's two answers and the verdicts it prints for them; "3 + 5 = 8. Answer: 8",
 # the snippet's answer until 2026-11-27, was judged right under 108 of 200 random fence nonces
-# (a form the judge never trained on), so the snippet's printed [1.0, 0.0] held by chance.
-README_ANSWERS = {"3 + 5 = 8": True, "3 + 5 = 7": False}
+# (a form the judge never trained on), so the snippet's printed [1.0, 0.0] held by chance; "3 + 5
+# = 8", its answer until 2026-11-28, under 63 of these 64 by the judge an AMD EPYC processor
+# trains (docs/performance.md): "The answer is 8." holds under all of them with both judges.
+README_ANSWERS = {"The answer is 8.": True, "The answer is 7.": False}
 
 
 def test_the_readme_answers_are_judged_alike_under_every_fence_nonce(demo_judge):
