@@ -70,6 +70,20 @@ PINNED: dict[int, dict[str, float]] = {
         "val/reward_mean": 0.64453125,  # 330 of 512
     },
 }
+# The same run on an AMD EPYC processor (2026-11-28): its CPU kernels sum in another order, its
+# judge is another (docs/performance.md); step 1 is the same to 1e-4, and at step 2 one sample of
+# 128 and one held-out sample of 512 differ.
+PINNED_AMD_EPYC: dict[int, dict[str, float]] = {
+    1: PINNED[1],
+    2: {
+        "train/reward_mean": 0.71875,  # 92/128
+        "genrm/count/judged": 114,
+        "train/loss": 0.0784166,
+        "train/kl": 0.0022727,
+        "val/exact_match": 0.57421875,  # 294 of 512
+        "val/reward_mean": 0.6484375,  # 332 of 512
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +121,10 @@ def test_default_demo_trains_checkpoints_and_resumes(tmp_path, ray_cluster, tiny
     records = _records(logs)
     assert [r["step"] for r in records] == [1, 2]
     for record in records:
-        pinned = PINNED[record["step"]]
-        assert {key: record[key] for key in pinned} == pytest.approx(pinned, abs=1e-4), record["step"]
+        step = record["step"]
+        got = {key: record[key] for key in PINNED[step]}
+        matches = [got == pytest.approx(pins[step], abs=1e-4) for pins in (PINNED, PINNED_AMD_EPYC)]
+        assert any(matches), (step, got)
     for r in records:
         assert 0.0 <= r["train/reward_mean"] <= 1.0
         assert r["genrm/num_samples"] == 128  # 16 prompts x 8 generations
