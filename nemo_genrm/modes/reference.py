@@ -13,7 +13,9 @@ reads the bare value the response states (``PreparedSample.value``) against the 
 decides ``equal``, ``different`` or ``undecided``:
 
 - ``rule_first``: a decided sample gets the verifier's verdict (1 or 0) and no judge prompt; the
-  judge is asked only what the verifier cannot decide;
+  judge is asked only what the verifier cannot decide, and whatever the response says after its
+  final value (``\\boxed{42} I mistyped; I meant 41``): the verifier reads the value alone, so
+  an ``equal`` there is the judge's to confirm (the lower of the two, as under ``both``);
 - ``both``: every sample is judged as without a verifier, and the reward is the lower of the two
   (a ``different`` value makes it 0 whatever the judge said; ``equal`` or ``undecided`` leave the
   judge's). A judge that failed stays a failure.
@@ -21,9 +23,10 @@ decides ``equal``, ``different`` or ``undecided``:
 Counters: ``swap/pairs`` (samples judged in both orders), ``swap/disagreements``; with a
 verifier ``verifier/checked`` (samples it was asked about), ``verifier/equal``,
 ``verifier/different``, ``verifier/undecided`` and ``verifier/undecided/<side>`` (the side it
-could not read: ``reference`` or ``answer``), and under ``both`` ``verifier/disagreements``
-(judged samples where the judge's verdict differs from a decided verifier) and
-``verifier/vetoes`` (of those, the judge said 1 and the value differs: the reward was lowered).
+could not read: ``reference`` or ``answer``), ``verifier/disagreements`` (judged samples where
+the judge's verdict differs from a decided verifier), under ``both`` ``verifier/vetoes`` (of
+those, the judge said 1 and the value differs: the reward was lowered) and under ``rule_first``
+``verifier/words_after`` (equal values the judge was asked about for the words after them).
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class ReferenceMode(Mode):
         if self._swap:
             counters.declare("swap/pairs", "swap/disagreements")
         for sample, check in zip(samples, checks, strict=True):
-            if sample.reason is not None or (self._setting == "rule_first" and check is not None and check.decided):
+            if sample.reason is not None or self._decides_alone(sample, check):
                 slots.append(None)
             elif self._dedup and sample.key in seen:
                 slots.append(seen[sample.key])
@@ -131,6 +134,13 @@ class ReferenceMode(Mode):
                 results.append(self._with_check(decided[slot], check, counters))
         return results
 
+    def _decides_alone(self, sample: PreparedSample, check: Check | None) -> bool:
+        """Whether the verifier's decision is the sample's reward with no judge asked (``rule_first``):
+        a ``different`` value, or an ``equal`` one the response says nothing more after."""
+        if self._setting != "rule_first" or check is None or not check.decided:
+            return False
+        return check.decision is Decision.DIFFERENT or not sample.words_after
+
     def _checks(self, samples: list[PreparedSample], counters: Counters) -> list[Check | None]:
         """The verifier's decision per sample sent (``None``: no verifier, or not sent)."""
         if self._verifier is None:
@@ -138,6 +148,8 @@ class ReferenceMode(Mode):
         names = ["checked", *(d.value for d in Decision), *(f"undecided/{why}" for why in UNDECIDED_WHYS)]
         if self._setting == "both":
             names += ["disagreements", "vetoes"]
+        elif self._setting == "rule_first":
+            names += ["disagreements", "words_after"]
         counters.declare(*(f"verifier/{name}" for name in names))
         checks: list[Check | None] = []
         for sample in samples:
@@ -149,16 +161,19 @@ class ReferenceMode(Mode):
             counters.bump(f"verifier/{check.decision.value}")
             if check.why is not None:
                 counters.bump(f"verifier/undecided/{check.why}")
+            if self._setting == "rule_first" and check.decision is Decision.EQUAL and sample.words_after:
+                counters.bump("verifier/words_after")
             checks.append(check)
         return checks
 
     def _with_check(self, result: SampleResult, check: Check | None, counters: Counters) -> SampleResult:
-        """A judged sample's result beside the verifier's decision: under ``both`` the lower of
-        the two (a judge failure stays one)."""
+        """A judged sample's result beside the verifier's decision: the lower of the two (a
+        judge failure stays one). Under ``rule_first`` only an ``equal`` with words after it is
+        judged, so the judge's verdict stands."""
         if check is None:
             return result
         info = {**result.info, "verifier": check.decision.value}
-        if self._setting != "both" or result.reason != JUDGED or result.masked or not check.decided:
+        if self._setting == "none" or result.reason != JUDGED or result.masked or not check.decided:
             return dataclasses.replace(result, info=info)
         equal = check.decision is Decision.EQUAL
         if result.verdict != int(equal):

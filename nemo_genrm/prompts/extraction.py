@@ -152,6 +152,9 @@ class ExtractedAnswer:
         statement: The final statement as written (``Answer: 42``, ``\\boxed{42}``), which the
             defence never marks as a verdict line; ``None`` when there is none.
         offered: The distinct values the statements offer, as text (several when hedged).
+        words_after: Whether the response goes on after its final statement with more than
+            punctuation: words only a reader of the window weighs (a remark, a correction, a
+            condition), which a value verifier reading ``value`` alone does not see.
     """
 
     text: str | None
@@ -160,6 +163,7 @@ class ExtractedAnswer:
     value: str | None = None
     statement: str | None = None
     offered: tuple[str, ...] = ()
+    words_after: bool = False
 
     @property
     def ok(self) -> bool:
@@ -401,15 +405,29 @@ _CORRECTION = re.compile(
 
 
 # Another value offered beside the statement in other words: "(b) could also be 5", "I'd also
-# accept 41", "It could equally be 41", "But wait, it might be 41".
+# accept 41", "It could equally be 41", "But wait, it might be 41", "41 is also fine", "if the
+# corners are shared; otherwise 41".
 _ALSO = re.compile(
     r"\b(?:could|might|may|can|would)\s+(?:also|equally|just\s+as\s+well)\s+be\s+"
     rf"({_UNTIL_SENTENCE_END})|\b(?:also|equally)\s+accept\s+({_UNTIL_SENTENCE_END})"
     r"|\b(?:it|that|this|the\s+answer)\s+(?:might|may|could)\s+(?:instead\s+|actually\s+|well\s+)?be\s+"
+    rf"({_UNTIL_SENTENCE_END})"
+    # ... or after it: "41 is also fine", "(41 would be equally valid)"
+    r"|(?<![\w.,/])([-−+]?\d[\d.,/]*%?)\s+(?:(?:is|are|(?:would|will)\s+be)\s+(?:also|equally|just\s+as)"
+    r"|(?:would|will|could|might|may)\s+(?:also|equally)\s+be)\s+"
+    r"(?:\w+\s+)?(?:correct|fine|acceptable|valid|right|possible|ok|okay|true|good)\b"
+    # ... or in another case: "\\boxed{42} if the corners are shared, otherwise 41", "in which case 41"
+    r"|\b(?:otherwise|else|in\s+which\s+case|if\s+not)\b[\s,:]*(?:it'?s\s+|it\s+is\s+|the\s+answer\s+is\s+)?"
     rf"({_UNTIL_SENTENCE_END})",
     re.IGNORECASE,
 )
 _RELATION_SIGN = re.compile(r"=|\\(?:approx|to)\b|[≈→⇒<>≤≥]")
+
+
+def offered_also(text: str) -> list[str]:
+    """The values ``text`` offers in other words (:data:`_ALSO`: ``41 is also fine``)."""
+    found = (m[m.lastindex or 0] for m in _ALSO.finditer(text))
+    return [c for c in found if c.strip() and not is_prose(c) and not _RELATION_SIGN.search(c)]
 
 
 def afterthoughts(reading: Reading, statement: Statement, until: int) -> list[str]:
@@ -495,9 +513,30 @@ _BARE_VALUE = re.compile(
     r"\s*(?:\$|\\\(|\*\*)?\s*[-−+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?\s*(?:\\?%)?"
     r"\s*(?:\$|\\\)|\*\*)?\s*\.?\s*",
 )
-_LATER_ANSWER = re.compile(r"\b(?:(?:the|my|our)\s+)?(?:final\s+)?answer\s+(?:is|=(?!>))\s*:?\s*", re.IGNORECASE)
+_LATER_ANSWER = re.compile(
+    r"\b(?:(?:the|my|our)\s+)?(?:(?:final|correct|right|true|actual|real)\s+)?(?:answer|final\s+result)\s+"
+    r"(?:is|=(?!>))\s*:?\s*",
+    re.IGNORECASE,
+)
+# Words that stress a value without changing it: "the answer is really 41", "is therefore 41".
+_STRESS_BEFORE = re.compile(
+    r"(?:really|actually|therefore|thus|hence|then|indeed|definitely|clearly|certainly|obviously|surely|in\s+fact|"
+    r"still|just|simply|now|truly|undoubtedly)\s+(?=[-−+$\\*]?\d)",
+    re.IGNORECASE,
+)
 _LATER_LOOKS = 32
+_WORD_RUN = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 _SCALE_WORD = re.compile(r"\b(?:hundred|thousand|million|billion|trillion)\b", re.IGNORECASE)
+# Words after a value that make it another quantity or case ("12 for n = 3", "3 more than 4",
+# "1 in 2", "42 times 2"), not the same value said with emphasis ("41 exactly", "41 for sure"). A
+# unit or an adverb after it leaves the value stated: another unit ("330 minutes", then "the
+# answer is 5.5 hours") is a second final answer too, which a conversion rarely writes that way.
+_ANOTHER_QUANTITY = re.compile(
+    r"\s*(?:(?:for(?!\s+(?:sure|certain|real|good)\b)|when|whenever|if|unless|where|with|without|given|assuming|provided|at|per|in|on|of|out|to|"
+    r"than|from|by|times|plus|minus|more|less|fewer|greater|smaller|larger|higher|lower|before|after|each|every|"
+    r"hundred|thousand|million|billion|trillion|percent)\b|[%/*^×÷=<>≤≥+\-−(\[{\\])",
+    re.IGNORECASE,
+)
 # A sentence that checks, rounds or answers another part or question is no second final answer.
 _OTHER_PART = re.compile(
     r"\bpart\b|\([a-z]\)|\b[a-z]\)|\bquestion\b|^\s*\d{1,2}[.)]\s|\b(?:check|verif|round|nearest|approx|estimat)",
@@ -525,13 +564,40 @@ def _later_phrases(reading: Reading, final: Statement, stated: set[Key]) -> list
         opening = min(reading.sentence_start(phrase.start), reading.text.rfind("\n", 0, phrase.start) + 1)
         if _OTHER_PART.search(reading.text[opening : phrase.end]):
             continue  # "For part (b), the answer is 6", "Rounded, the answer is 3"
-        clause = re.split(r"[;,]\s", without_ruled_out(phrase.value), maxsplit=1)[0]
-        if not (_BARE_VALUE.fullmatch(clause) or is_number_phrase(clause)) or _SCALE_WORD.search(clause):
+        clause = _leading_value(re.split(r"[;,]\s", without_ruled_out(phrase.value), maxsplit=1)[0])
+        if clause is None:
             continue
         keys = {k for k in value_keys(clause) if k[0] != "t"}
         if keys and not all(any(same_value(k, s, f"{clause} {final.value}") for s in stated) for k in keys):
             out.append(Statement(phrase.start, phrase.end, clause, phrase.source))
     return out
+
+
+def _leading_value(clause: str) -> str | None:
+    """The value a later answer phrase's first clause states: the clause when it is a value alone
+    (``41``, ``forty-one``), the value it opens with when the words after it only stress or name
+    it (``41 exactly``, ``41 apples``), ``None`` when they make it another quantity or case
+    (``12 for n = 3``, ``1 thousand``) or the clause opens with words (``roughly 1.414``)."""
+    clause = clause[stress.end() :] if (stress := _STRESS_BEFORE.match(clause)) else clause
+    if _BARE_VALUE.fullmatch(clause) or is_number_phrase(clause):
+        return None if _SCALE_WORD.search(clause) else clause
+    lead = _BARE_VALUE.match(clause)
+    words = [m for m in _WORD_RUN.finditer(clause)]
+    if lead is None or not lead.group().strip():
+        # number words then other words: "forty-one exactly"
+        count = next((i for i, m in enumerate(words) if not is_number_phrase(m[0])), len(words))
+        if not count or words[0].start() > 0:
+            return None
+        value, rest = clause[: words[count - 1].end()], clause[words[count - 1].end() :]
+    else:
+        if lead.group().rstrip().endswith("."):
+            return None  # "41. Then ..." ends the value's sentence: cut before here, not stated alone
+        value, rest = clause[: lead.end()], clause[lead.end() :]
+    if not rest.strip() or _SCALE_WORD.search(value):
+        return None
+    if _ANOTHER_QUANTITY.match(rest) and not (rest.startswith("(") and value[-1:].isspace()):
+        return None  # "3 more than 4", "6(7)"; a remark in brackets after a space leaves it stated
+    return value.strip()
 
 
 # ------------------------------------------------------------------------------------ windows
@@ -619,7 +685,14 @@ def extract_answer(
         offered |= value_keys(statement.value, slash_alternatives=slash)
         index = bisect.bisect_right(starts, statement.start)
         until = starts[index] if index < len(starts) else len(reading.text)
-        for extra in afterthoughts(reading, statement, until):  # "or 41", "or no", never "or maybe not"
+        # "or 41", "or no", never "or maybe not"; and one in the statement's own remark ("Answer:
+        # 42 (41 is also fine)"), which the value's reading leaves out as no offer.
+        also = offered_also(statement.value)
+        if also and not value_keys(statement.value, slash_alternatives=slash):
+            # the value before the remark, which a remark with a number in words hides ("42 (41 is ...")
+            head = statement.value[: _ALSO.search(statement.value).start()].rstrip(" \t([{,;:")
+            offered |= value_keys(head, slash_alternatives=slash)
+        for extra in afterthoughts(reading, statement, until) + also:
             prose = is_prose(extra) and not POLAR.fullmatch(extra)
             offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not prose}
     if counted and final.source in ("marker", "boxed"):  # "\\boxed{42}. The answer is 41.": a second final
@@ -666,7 +739,17 @@ def extract_answer(
         value = exact[-1] if exact else value
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
-    return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values)
+    # After the value, not the statement: a marker's line may go on after its box ("Answer:
+    # \\boxed{42} I mistyped; I meant 41").
+    found = reading.text.find(final.value, final.start, final.end) if final.value else -1
+    value_end = found + len(final.value) if found >= 0 else final.end
+    words_after = bool(_PUNCTUATION.sub("", reading.shown(value_end, len(reading.text))))
+    return ExtractedAnswer(window, "ok", final.source, value, statement, shown_values, words_after)
+
+
+# What may close a final statement without saying anything more: punctuation, closing brackets,
+# emphasis and math delimiters ("\\boxed{42}.$$", "**Answer: 42**").
+_PUNCTUATION = re.compile(r"(?:\\end\{[a-z*]+\}|[\s.,;:!)\]}*_$`'\"”’»>|\\])+")
 
 
 _ASSIGNED = re.compile(r"^\s*[A-Za-z]\s*=\s*(?=\S)")

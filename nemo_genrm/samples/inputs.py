@@ -51,6 +51,9 @@ class PreparedSample:
         value: The bare final answer the response states (reference mode), for value-level
             checks beside the judge; ``None`` when there is none or the mode judges the whole
             response. ``answer`` may show it with the words around it; ``value`` is the value alone.
+        words_after: Whether the response says more than punctuation after its final statement
+            (:attr:`~nemo_genrm.prompts.ExtractedAnswer.words_after`): a value verifier reading
+            ``value`` alone has not read all that the judge would weigh.
         why: For a ``bad_input``, what was wrong (:data:`~nemo_genrm.samples.types.BAD_INPUT_WHYS`).
     """
 
@@ -59,6 +62,7 @@ class PreparedSample:
     reference: str = ""
     answer: str | None = None
     value: str | None = None
+    words_after: bool = False
     why: str | None = None
 
     def result(self) -> SampleResult:
@@ -376,6 +380,7 @@ def prepare_sample(
         reference=clean_text(reference or ""),
         answer=clean_text(extracted.text),
         value=None if extracted.value is None else clean_text(extracted.value),
+        words_after=extracted.words_after,
     )
 
 

@@ -26,7 +26,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_genrm.verifier.notation import MAX_CHARS, as_latex, is_invalid_numeral, percent_number, split_remark
+from nemo_genrm.verifier.notation import (
+    MAX_CHARS,
+    as_latex,
+    is_invalid_numeral,
+    percent_number,
+    repeating_digits,
+    split_remark,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +107,9 @@ class ValueVerifier:
             The :class:`Check`.
         """
         check = _check(reference, value)
+        if check.decision is Decision.DIFFERENT and value and (digits := repeating_digits(value)) is not None:
+            # "0.333..." is 1/3, and also the 0.333 it shows: equal to a reference rounded there.
+            return _check(reference, digits)
         if check.decision is Decision.DIFFERENT and question and _ASKS_FOR_PERCENT.search(question):
             percents = percent_number(reference), percent_number(value)
             number = percents[0] or percents[1]
@@ -115,6 +125,8 @@ class ValueVerifier:
 _ASKS_FOR_PERCENT = re.compile(
     r"\b(?:what|which|how\s+many)\s+(?:per\s?cent|percentage)|\b(?:as|in)\s+(?:a\s+)?(?:per\s?cent|percentage)\b"
     r"|\bpercentage\s+(?:of|is|was|will|does|did|has|had|change|increase|decrease|point)"
+    r"|\bper\s?cent(?:age)?\s+(?:increase|decrease|change|error|difference|growth|gain|loss|discount|markup|"
+    r"decline|drop|rise|return|yield)|\(\s*(?:in\s+)?%\s*\)|\bin\s+%|\b(?:rate|yield)\b"
     r"|\b(?:quel|quelle)\s+pourcentage|\ben\s+pourcentage|\bwie\s+viele?\s+prozent|\bwelche[rn]?\s+prozentsatz"
     r"|\bin\s+prozent|\bqu[ée]\s+porcentaje|\bcu[aá]l\s+es\s+el\s+porcentaje|\ben\s+porcentaje"
     r"|\bqual\s+(?:é\s+)?a?\s*porcentagem|\bquale\s+percentuale|сколько\s+процент|какой\s+процент|в\s+процентах"

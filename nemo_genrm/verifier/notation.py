@@ -117,6 +117,30 @@ _ALLOWED = re.compile(r"^[0-9+\-*/^(){}\[\].,\s]*$")
 _EXPONENT = re.compile(r"\^(?:\{\s*-?\d{1,3}\s*\}|-?\d{1,3}(?!\d))")
 
 
+# LaTeX's decimal comma: "3{,}5" is 3.5 (a comma in braces takes no space after it).
+_DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d)")
+# A decimal whose last digit repeats before an ellipsis is that repeating decimal: "0.333..." is
+# 1/3, "0.1666…" is 1/6. One digit at least twice; "0.3..." or "3.14159..." only say "about".
+_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*?)(\d)\3+(?:\.{3}|…|\\[lc]?dots)")
+
+
+def _repeating_fraction(match: re.Match[str]) -> str:
+    whole, prefix, digit = match[1] or "0", match[2], match[3]
+    value = Fraction(int(whole)) + Fraction(int(prefix or "0"), 10 ** len(prefix))
+    value += Fraction(int(digit), 9 * 10 ** len(prefix))
+    return rf"\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def repeating_digits(text: str) -> str | None:
+    """``text`` with its repeating decimal's ellipsis dropped (``0.333...`` -> ``0.333``), or
+    ``None`` when it holds no repeating decimal."""
+    if not _REPEATING.search(text):
+        return None
+    return _REPEATING.sub(
+        lambda m: m[0].rstrip(".…").removesuffix("\\ldots").removesuffix("\\cdots").removesuffix("\\dots"), text
+    )
+
+
 @functools.lru_cache(maxsize=65_536)
 def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
     """The value ``text`` states, as ``$...$`` LaTeX math-verify parses whole, or ``None``.
@@ -132,7 +156,9 @@ def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
     """
     if text is None:
         return None
-    value = _unwrap(_characters(text))
+    # Before unwrapping, which drops a trailing full stop (and so an ellipsis).
+    value = _unwrap(_REPEATING.sub(_repeating_fraction, _characters(text)))
+    value = _DECIMAL_COMMA.sub(".", value)
     value = _EXPONENT_E.sub(r"\1\\times10^{\2}", value)
     if re.search(r"[A-Za-z]{2}", _SPACING.sub(" ", re.sub(r"\\[A-Za-z]+", " ", value))):
         value = _words(value, foreign_words)

@@ -349,6 +349,21 @@ OTHER_SHAPED_HEDGES = [
     "Answer: 42\nThe answer is 41.",  # an answer phrase after the final statement is a final answer
     "\\boxed{42}. The answer is 41.",
     "Answer: 42\n\nSo the final answer is forty-one.",
+    "Answer: 42\n\nSo the final answer is 41 exactly.",  # a later value with words after it
+    "\\boxed{42}\n\nThe answer is 41 for sure.",
+    "\\boxed{42}\n\nThe answer is forty-one indeed.",
+    "\\boxed{42}\n\nThe answer is 41 apples.",
+    "\\boxed{42}\n\nThe answer is 41 (after the fix).",
+    "\\boxed{42}\n\nThe answer is really 41.",  # a stressing word before the value
+    "\\boxed{42}\n\nThe correct answer is 41.",
+    "\\boxed{42}\n\nThe final result is 41.",
+    "Answer: 42 (41 is also fine)",  # another value offered as also right
+    "\\boxed{42} (41 is equally valid)",
+    "Answer: 42 [41 would also be acceptable]",
+    "\\boxed{42}\n\n41 is also correct.",
+    "\\boxed{42} if the corners are shared, otherwise 41.",  # a value for another case
+    "\\boxed{42}, assuming order matters; else 41.",
+    "\\boxed{42}. Unless the path may revisit a cell, in which case 41.",
     "\\boxed{42}\n\n" + "We check each step. " * 40 + "\n\nThe answer is 41.",  # however far after it
     "Answer: 42 (41)",  # a value with another in brackets after it
     "Answer: 42 [or 41]",
@@ -485,6 +500,16 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("\\boxed{2/3}. The answer is 0.667.", "2/3"),
         ("\\boxed{7}\n\nThe answer is 7; -3 is extraneous.", "7"),
         ("\\boxed{12}\n\nNote: the answer is 12 for n = 3.", "12"),
+        ("\\boxed{12}\n\nThe answer is 12 exactly.", "12"),  # the same value, stressed
+        ("\\boxed{7}\n\nThe answer is 3 more than 4.", "7"),  # words that make it another quantity
+        ("\\boxed{42}\n\nThe answer is 4 times 10 plus 2.", "42"),
+        ("\\boxed{1/2}\n\nThe answer is 1 in 2.", "1/2"),
+        ("\\boxed{42}\n\nThe answer is 6(7).", "42"),
+        ("\\boxed{42}\n\nThe answer is therefore 42.", "42"),
+        ("\\boxed{42}\n\nThe result is 41 before the last step.", "42"),  # "result" may be working
+        ("\\boxed{42}. Otherwise we would have to count the corners twice.", "42"),
+        ("\\boxed{42}\n\n42 is also what the table gives.", "42"),
+        ("\\boxed{42}. 6 is also a factor of it.", "42"),
         ("\\boxed{42}\n\nFor part (b), the answer is 6.", "42"),
         ("Answer: 120 (5!)", "120"),  # a factorial restating the value
         ("\\boxed{\\begin{aligned}2x&=84\\\\x&=42\\end{aligned}}", "42"),  # aligned rows are working

@@ -80,11 +80,12 @@ def test_naive_readers_are_flipped_only_where_they_misread_what_is_shown(scores)
 def test_statement_forms_flip_no_judge_and_their_twins_stand_for_a_careful_reader(scores):
     # A glued marker, an answer phrase after the final statement and a value ruled out beside the
     # answer: the verifier reads the value the statement stands by (a reader of the last number
-    # would take the ruled-out one), and a later phrase with another value is a hedge.
+    # would take the ruled-out one), and a later phrase with another value is a hedge, words
+    # after that value or not ("So the final answer is 41 exactly.", both ways round).
     for name, by_family in scores.items():
         assert by_family["statement_forms"].flipped == [], name
     forms = scores["literal"]["statement_forms"]
-    assert forms.kept == forms.twins > 0 and forms.reasons["hedged"] == 4
+    assert forms.kept == forms.twins > 0 and forms.reasons["hedged"] == 6
 
 
 def test_value_shapes_flip_no_judge_and_their_twins_stand_for_a_careful_reader(scores):

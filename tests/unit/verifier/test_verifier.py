@@ -69,6 +69,17 @@ DECISIONS = [
     ("42", "42 [6 × 7]", EQUAL),
     ("42", "42 (rounded)", EQUAL),
     ("1/3", "1/3 (0.333...)", EQUAL),  # a rounded restatement is a remark
+    # A repeating decimal (its last digit twice before an ellipsis) is the fraction it repeats,
+    # and the decimal it shows; fewer digits only say "about".
+    ("1/3", "0.333...", EQUAL),
+    ("1/6", "0.1666…", EQUAL),
+    ("4/3", "1.333\\ldots", EQUAL),
+    ("-1/3", "-0.333...", EQUAL),
+    ("0.333", "0.333...", EQUAL),
+    ("1/3", "0.3...", DIFFERENT),
+    ("0.34", "0.333...", DIFFERENT),
+    ("3.5", "3{,}5", EQUAL),  # LaTeX's decimal comma
+    ("35", "3{,}5", DIFFERENT),
     ("42", "42 (41)", DIFFERENT),
     ("41", "42 (41)", DIFFERENT),
     ("42", "London (42)", UNDECIDED),  # a remark never decides for a value it cannot read
@@ -125,6 +136,10 @@ def test_values_are_compared_as_values(reference, value, decision):
         ("What percent of the class passed?", "20\\%", "0.2", EQUAL),  # a hundredth, as without it
         ("What percent of the class passed?", "25", "25 percent", EQUAL),
         ("Quel pourcentage des élèves a réussi ?", "25", "25%", EQUAL),
+        ("Find the percent increase from 40 to 50.", "25", "25%", EQUAL),
+        ("What is the percent change?", "-20", "-20%", EQUAL),
+        ("What is the interest rate (in %)?", "5", "5%", EQUAL),
+        ("What is the success rate of the trial?", "25", "25%", EQUAL),
         ("What percent of the class passed?", "20", "21%", DIFFERENT),
         ("What percent of the class passed?", "20", "0.2", DIFFERENT),  # no percent on either side
         # Elsewhere a percent is a hundredth: 42% is 0.42, not 42.
@@ -271,6 +286,28 @@ def test_rule_first_asks_the_judge_only_what_the_verifier_cannot_decide():
     assert result.rewards.tolist() == [0.0, 1.0, 1.0, 1.0, 1.0]
     assert len(judge.seen) == 2 and env.last_metrics()["genrm/judge_prompts"] == 2
     assert [r.verdict for r in sample_results(result.metadata, 5)] == [0, 1, 1, 1, 1]
+
+
+def test_rule_first_asks_the_judge_about_words_after_an_equal_value():
+    # The verifier reads the value alone: a correction after it ("I meant 41") is invisible to
+    # it, so an equal value with words after it is the judge's to confirm. This stand-in reads
+    # the correction (0 when it sees "meant"), 1 otherwise.
+    judge = RuleJudge(lambda text: "0" if "meant" in text else "1")
+    env = _env(judge, "rule_first")
+    answers = [
+        "\\boxed{42}.",
+        "\\boxed{42} I mistyped; I meant 41",
+        "\\boxed{42}. Check: 6 \\times 7 = 42.",
+        "\\boxed{41} (six times seven)",
+    ]
+    result = _step(env, answers)
+    assert result.rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
+    # 42 alone and 41 (different, whatever follows) decided with no prompt; the two with words
+    # after an equal value asked.
+    assert len(judge.seen) == 2 and env.last_metrics()["genrm/judge_prompts"] == 2
+    metrics = env.last_metrics()
+    assert metrics["genrm/verifier/words_after"] == 2 and metrics["genrm/verifier/disagreements"] == 1
+    assert [m["genrm"]["verifier"] for m in result.metadata] == ["equal", "equal", "equal", "different"]
 
 
 @pytest.mark.parametrize("verifier", ["both", "rule_first"])
