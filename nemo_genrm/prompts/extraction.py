@@ -355,8 +355,11 @@ def _bare_lines(reading: Reading, since: int = 0) -> list[Statement]:
         if match[0].strip() and reading.counts(start):
             lines.append((start, match.end()))
     out = []
-    for start, end in lines:
+    working = _written_working(reading.text, lines)
+    for index, (start, end) in enumerate(lines):
         text = reading.text[start:end]
+        if index in working:
+            continue
         if _BARE_NUMBER.fullmatch(text) or (len(text) <= _FINAL_LINE_CHARS and is_number_phrase(text)):
             out.append(Statement(start, end, _shown_value(reading, start, end), "line"))
     for start, end in reversed(lines):  # the last line that is no injected label nor empty words
@@ -369,6 +372,30 @@ def _bare_lines(reading: Reading, since: int = 0) -> list[Statement]:
             out.append(Statement(start, end, line, "line"))  # after every bare number line
         break
     return out
+
+
+_RULE_LINE = re.compile(r"[ \t]*(?:-{3,}|={3,}|_{3,}|[—–]{2,}|\\hline)[ \t]*")
+_OPERAND_LINE = re.compile(r"[ \t]*(?:[+×*·÷x]|[-−](?=[ \t]))[ \t]*\d")
+_ENUMERATOR = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]*")
+
+
+def _written_working(text: str, lines: list[tuple[int, int]]) -> set[int]:
+    """The indices of ``lines`` that are working written out, not answers: the numbers of a
+    column computation above its last rule (``12`` / ``+ 30`` / ``---`` / ``42``: the operands,
+    not the result) and enumerators counting up (``1.`` / ``2.`` / ``3.``)."""
+    working: set[int] = set()
+    block: list[int] = []  # consecutive non-empty lines
+    for index, (start, _end) in enumerate([*lines, (len(text), len(text))]):
+        if block and (index == len(lines) or text.count("\n", lines[block[-1]][1], start) > 1):
+            rules = [i for i in block if _RULE_LINE.fullmatch(text[lines[i][0] : lines[i][1]])]
+            operands = any(_OPERAND_LINE.match(text[lines[i][0] : lines[i][1]]) for i in block)
+            if rules and (operands or len(rules) > 1 or rules[-1] != block[0]):
+                working.update(i for i in block if i < rules[-1])
+            block = []
+        block.append(index)
+    counts = {i: int(m[1]) for i, (s, e) in enumerate(lines) if (m := _ENUMERATOR.fullmatch(text[s:e]))}
+    working.update(i for i, n in counts.items() if counts.get(i - 1) == n - 1 or counts.get(i + 1) == n + 1)
+    return working
 
 
 def _withdrawn(reading: Reading, statement: Statement, until: int, answered_again: bool = False) -> bool:

@@ -354,6 +354,8 @@ OTHER_SHAPED_HEDGES = [
     "\\boxed{42}\n\nThe answer is forty-one indeed.",
     "\\boxed{42}\n\nThe answer is 41 apples.",
     "\\boxed{42}\n\nThe answer is 41 (after the fix).",
+    "42\n\n---\n\n41",  # a rule between paragraphs is no column computation
+    "3.\n\n41.",  # numbers that do not count up are no enumerators
     "\\boxed{42}\n\nThe answer is really 41.",  # a stressing word before the value
     "\\boxed{42}\n\nThe correct answer is 41.",
     "\\boxed{42}\n\nThe final result is 41.",
@@ -505,6 +507,11 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("\\boxed{42}\n\nThe answer is 4 times 10 plus 2.", "42"),
         ("\\boxed{1/2}\n\nThe answer is 1 in 2.", "1/2"),
         ("\\boxed{42}\n\nThe answer is 6(7).", "42"),
+        # Working written out: a column computation's operands, and enumerators counting up.
+        ("Let me add them:\n\n12\n+ 30\n----\n42\n\nThe total is 42.", "42"),
+        ("  123\n×  45\n-----\n  615\n 4920\n-----\n 5535\n\nSo the product is 5535.", "5535"),
+        ("Sum:\n 20\n 22\n---\n 42", "42"),
+        ("We count:\n\n1.\n2.\n3.\n\nThere are 3 items.", "3"),
         ("\\boxed{42}\n\nThe answer is therefore 42.", "42"),
         ("\\boxed{42}\n\nThe result is 41 before the last step.", "42"),  # "result" may be working
         ("\\boxed{42}. Otherwise we would have to count the corners twice.", "42"),
