@@ -231,7 +231,38 @@ def _markers(reading: Reading, marker: str) -> list[Statement]:
             _, start, end = _line_value(reading.text, match.end())
             phrase = _PHRASE.match(reading.text, start, end)  # "Final Answer: The final answer is $42$"
             start = phrase.end() if phrase and phrase.end() < end else start
+            if "\n" in reading.text[match.end() : start]:  # the value is on the next line
+                items = _listed_values(reading, match.end())
+                if len(items) > 1:  # "Answer:\n- Option 1: 41\n- Option 2: 42": one statement per item
+                    out.extend(Statement(a, b, _shown_value(reading, a, b), "marker") for a, b in items)
+                    continue
+                bullet = _BULLET.match(reading.text, start, end)
+                start = bullet.end() if bullet and bullet.end() < end else start  # "Answer:\n- 42" is 42
             out.append(Statement(match.start(), max(end, match.end()), _shown_value(reading, start, end), "marker"))
+    return out
+
+
+_BULLET = re.compile(r"[ \t]*[-*+•][ \t]+")
+_LIST_ITEM = re.compile(
+    r"[ \t]*(?:[-*+•]|\d{1,2}[.)]|\(?[a-zA-Z0-9][.)])[ \t]+(?:[^\W\d_][^:\n]{0,30}:[ \t]*|[A-Za-z][ \t]*=[ \t]*)?"
+)
+
+
+def _listed_values(reading: Reading, start: int) -> list[tuple[int, int]]:
+    """The values of the list that opens on the line after a marker with nothing after it on its
+    own line, each a value alone after its bullet and a short label (``- Option 1: 41``); the
+    spans of those values, or none when fewer than two items are values."""
+    text, out = reading.text, []
+    line_start = text.find("\n", start) + 1
+    while 0 < line_start < len(text):
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        item = _LIST_ITEM.match(text, line_start, line_end)
+        if item is None:
+            break
+        if _is_value_line(text[item.end() : line_end]) and reading.counts(item.end()):
+            out.append((item.end(), line_end))
+        line_start = line_end + 1
     return out
 
 

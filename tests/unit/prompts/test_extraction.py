@@ -355,6 +355,8 @@ OTHER_SHAPED_HEDGES = [
     "\\boxed{42}\n\nThe answer is 41 apples.",
     "\\boxed{42}\n\nThe answer is 41 (after the fix).",
     "42\n\n---\n\n41",  # a rule between paragraphs is no column computation
+    "Answer:\n- Option 1: 41\n- Option 2: 42",  # a list of values under an empty marker line
+    "Answer:\n1) 41\n2) 42",
     "3.\n\n41.",  # numbers that do not count up are no enumerators
     "\\boxed{42}\n\nThe answer is really 41.",  # a stressing word before the value
     "\\boxed{42}\n\nThe correct answer is 41.",
@@ -512,6 +514,8 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         ("  123\n×  45\n-----\n  615\n 4920\n-----\n 5535\n\nSo the product is 5535.", "5535"),
         ("Sum:\n 20\n 22\n---\n 42", "42"),
         ("We count:\n\n1.\n2.\n3.\n\nThere are 3 items.", "3"),
+        ("Answer:\n- x = 3\n- y = 4", "(3, 4)"),  # a list of the reference's values
+        ("Answer:\n- The total is 42.\n- Because 6 \\times 7 = 42.", "42"),
         ("\\boxed{42}\n\nThe answer is therefore 42.", "42"),
         ("\\boxed{42}\n\nThe result is 41 before the last step.", "42"),  # "result" may be working
         ("\\boxed{42}. Otherwise we would have to count the corners twice.", "42"),
@@ -743,6 +747,9 @@ def test_two_values_that_no_restatement_joins_are_a_hedge(response, reference):
         # A check after the answer ("But wait, let me double-check") withdraws nothing.
         ("So the total is \\boxed{42}.\n\nBut wait, let me double-check: 6*7 = 42. Yes.", "42", "42"),
         ("So the total is \\boxed{42}.\n\nHold on, is that right? 6 rows of 7 trees gives 42.", "42", "42"),
+        # A bullet on the line under an empty marker is no minus sign.
+        ("Answer:\n- 42", "42", "42"),
+        ("Answer:\n* 42", "42", "42"),
     ],
 )
 def test_honest_shapes_the_reviews_found_keep_their_value(response, reference, value):
