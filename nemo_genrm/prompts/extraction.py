@@ -49,6 +49,7 @@ from nemo_genrm.prompts.values import (
     same_value,
     states_a_value,
     value_keys,
+    with_decimal_points,
     without_ruled_out,
 )
 
@@ -737,10 +738,11 @@ def extract_answer(
         return ExtractedAnswer(None, Reason.NO_ANSWER, final.source)  # it promised an answer and gave none
     thinking = _reasoning(reading)
     slash = is_whole_number(reference)
+    decimal = reference_count(reference) == 1  # "3,5" is 3.5: two values would be a hedge anyway
     offered: set[Key] = set()
     starts = [s.start for s in statements]
     for statement in counted:
-        offered |= value_keys(statement.value, slash_alternatives=slash)
+        offered |= value_keys(statement.value, slash_alternatives=slash, decimal_comma=decimal)
         index = bisect.bisect_right(starts, statement.start)
         until = starts[index] if index < len(starts) else len(reading.text)
         # "or 41", "or no", never "or maybe not"; and one in the statement's own remark ("Answer:
@@ -795,6 +797,8 @@ def extract_answer(
         # the verifier reads the exact one, which a rounding would make "different".
         exact = [s.value for s in counted if not re.search(r"\d\.\d", s.value)]
         value = exact[-1] if exact else value
+    if value is not None and decimal:
+        value = with_decimal_points(value)  # the verifier reads "3,5" as the extraction did
     # The statement the defence leaves unquoted: an explicit one, or a bare value line ("1").
     statement = reading.text[final.start : final.end].strip() if counted and value is not None else None
     # After the value, not the statement: a marker's line may go on after its box ("Answer:

@@ -761,14 +761,30 @@ def without_ruled_out(value: str) -> str:
     return value
 
 
+# A decimal comma: one comma inside a number with other than three digits after it, or after a
+# lone 0 ("3,5", "12,5 %", "0,125"); "12,345" groups thousands, "1,2,3" is a list.
+_DECIMAL_COMMA = re.compile(r"(?<![\d.,])(\d+),(\d+)(?![\d,]|\.(?!\.)|\s*,\s*\d)")  # an ellipsis may follow
+
+
+def with_decimal_points(text: str) -> str:
+    """``text`` with its decimal commas written as points (``3,5`` -> ``3.5``): how a value reads
+    against a reference of one value, where the list the comma would make is a hedge anyway."""
+    return _DECIMAL_COMMA.sub(
+        lambda m: f"{m[1]}.{m[2]}" if len(m[2]) != 3 or m[1] == "0" else m[0],
+        text,
+    )
+
+
 @functools.lru_cache(maxsize=4096)
-def value_keys(value: str, *, slash_alternatives: bool = False) -> frozenset[Key]:
+def value_keys(value: str, *, slash_alternatives: bool = False, decimal_comma: bool = False) -> frozenset[Key]:
     """The distinct values one stated value offers (several: it hedges).
 
     Args:
         value: What a final-answer statement states (a box's content, the text after a marker).
         slash_alternatives: Read ``a/b`` of whole numbers that does not make a whole number as
             two offers (the reference is a whole number, so ``41/42`` is no fraction it asks for).
+        decimal_comma: Read a comma inside a number as a decimal point (:func:`with_decimal_points`;
+            the reference holds one value).
 
     Returns:
         The keys (see :data:`Key`); empty when the value states nothing comparable.
@@ -776,6 +792,7 @@ def value_keys(value: str, *, slash_alternatives: bool = False) -> frozenset[Key
     keys: list[Key] = []
     # A value is short; past this it is working, and only its opening is read as an offer.
     cleaned = _clean(value[:_VALUE_CHARS])
+    cleaned = with_decimal_points(cleaned) if decimal_comma else cleaned
     label = _LABEL.match(cleaned)
     after_label = _split(cleaned[label.end() :]) if label else []
     if label and not any(is_prose(piece) for piece in after_label):

@@ -120,8 +120,9 @@ _EXPONENT = re.compile(r"\^(?:\{\s*-?\d{1,3}\s*\}|-?\d{1,3}(?!\d))")
 # LaTeX's decimal comma: "3{,}5" is 3.5 (a comma in braces takes no space after it).
 _DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d)")
 # A decimal whose last digit repeats before an ellipsis is that repeating decimal: "0.333..." is
-# 1/3, "0.1666…" is 1/6. One digit at least twice; "0.3..." or "3.14159..." only say "about".
-_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*?)(\d)\3+(?:\.{3}|…|\\[lc]?dots)")
+# 1/3, "0.1666…" is 1/6 (two dots: the full stop a sentence cut took). One digit at least twice;
+# "0.3..." or "3.14159..." only say "about".
+_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*?)(\d)\3+(?:\.{2,}|…|\\[lc]?dots)")
 
 
 def _repeating_fraction(match: re.Match[str]) -> str:

@@ -747,6 +747,12 @@ def test_two_values_that_no_restatement_joins_are_a_hedge(response, reference):
         # A check after the answer ("But wait, let me double-check") withdraws nothing.
         ("So the total is \\boxed{42}.\n\nBut wait, let me double-check: 6*7 = 42. Yes.", "42", "42"),
         ("So the total is \\boxed{42}.\n\nHold on, is that right? 6 rows of 7 trees gives 42.", "42", "42"),
+        # A decimal comma against a reference of one value (the list it would make is a hedge
+        # anyway): the verifier reads the point.
+        ("\\boxed{3,5}", "3.5", "3.5"),
+        ("Answer: 0,125", "0.125", "0.125"),
+        ("Answer: 12,345", "12345", "12,345"),  # three digits after it: thousands
+        ("\\boxed{3,5}", "3, 5", "3,5"),  # a reference of two values: a list
         # A bullet on the line under an empty marker is no minus sign.
         ("Answer:\n- 42", "42", "42"),
         ("Answer:\n* 42", "42", "42"),

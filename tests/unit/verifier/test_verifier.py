@@ -288,6 +288,17 @@ def test_rule_first_asks_the_judge_only_what_the_verifier_cannot_decide():
     assert [r.verdict for r in sample_results(result.metadata, 5)] == [0, 1, 1, 1, 1]
 
 
+@pytest.mark.parametrize("verifier", ["both", "rule_first"])
+def test_honest_notations_of_the_red_team_keep_their_reward(verifier):
+    # A repeating decimal (the sentence cut takes one of its dots) and a decimal comma.
+    judge = RuleJudge(lambda text: "1")
+    result = _step(_env(judge, verifier), ["0.333...", "\\boxed{0.333\\ldots}", "0.34", "0,333..."], reference="1/3")
+    assert result.rewards.tolist() == [1.0, 1.0, 0.0, 1.0]
+    commas = _step(_env(RuleJudge(lambda text: "1"), verifier), ["3,5", "\\boxed{3{,}5}", "3,6"], reference="3.5")
+    assert commas.rewards.tolist() == [1.0, 1.0, 0.0]
+    assert [m["genrm"]["verifier"] for m in commas.metadata] == ["equal", "equal", "different"]
+
+
 def test_rule_first_asks_the_judge_about_words_after_an_equal_value():
     # The verifier reads the value alone: a correction after it ("I meant 41") is invisible to
     # it, so an equal value with words after it is the judge's to confirm. This stand-in reads
