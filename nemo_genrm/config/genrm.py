@@ -113,7 +113,8 @@ class RewardConfig(StrictModel):
         description=(
             "reference mode: a value-level verifier (math-verify) beside the judge, reading the "
             "answer's final value against the reference. none: the judge alone; rule_first: the "
-            "verifier decides what it can (equal or different) and the judge is asked the rest; "
+            "verifier decides what it can (different, or equal with nothing said after the value) "
+            "and the judge is asked the rest; "
             "both: every sample is judged and a value the verifier finds different gets 0 (the "
             "lower of the two). Values it cannot read (words, non-math references) are never "
             "rejected by it."
