@@ -40,6 +40,7 @@ import functools
 import math
 import operator
 import re
+import unicodedata
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -116,11 +117,15 @@ def _rows(text: str) -> str:
 _BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u2061\u2062\u2063\u2064")
 
 
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
+
+
 def _clean(text: str) -> str:
     """A stated value without its wrappers (see the module docstring, step 1)."""
     # An invisible character is nothing ("o\u200br" is "or"); a filler that renders blank, or an
     # invisible operator, stands between what it separates ("41\u3164or\u316442").
     text = "".join(" " if char in _BLANKS else char for char in text if char in _BLANKS or not is_invisible(char))
+    text = _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m[0])), text)  # "٤١", "４１" are 41
     text = _rows(_unbox(text)).replace("\\$", " ")  # "\\$18" is 18
     for _ in range(3):  # nested \text{\textbf{x}}
         text = _TEXT_COMMANDS.sub(r" \1 ", text)

@@ -359,6 +359,8 @@ OTHER_SHAPED_HEDGES = [
     "Answer:\n1) 41\n2) 42",
     "3.\n\n41.",  # numbers that do not count up are no enumerators
     "\\boxed{42}\n\nThe answer is really 41.",  # a stressing word before the value
+    "\\boxed{42}\n\nThe answer is ٤١.",  # digits of another script are values too
+    "\\boxed{42}\n\nThe answer is ４１.",
     "\\boxed{42}\n\nThe correct answer is 41.",
     "\\boxed{42}\n\nThe final result is 41.",
     "Answer: 42 (41 is also fine)",  # another value offered as also right
