@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # Set before anything imports transformers, datasets or wandb: nothing may wait on a network.
@@ -64,8 +67,51 @@ def nemo_rl_unavailable() -> str | None:
     return None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session a tiny-model cache folder of its own unless ``NEMO_GENRM_CACHE`` names one
+    (before any test, so the background build below and every test share it)."""
+    if not os.environ.get("NEMO_GENRM_CACHE"):
+        os.environ["NEMO_GENRM_CACHE"] = tempfile.mkdtemp(prefix="nemo_genrm_tiny_")
+        config.stash[_OWN_CACHE] = os.environ["NEMO_GENRM_CACHE"]
+
+
+# The demo judge trains for minutes on one thread (nemo_genrm.demo.models). Tests marked
+# `demo_models` run last, and a background process trains the demo models from the session's
+# start on the other core; the cache's lock makes a test that asks for them meanwhile wait for
+# that build rather than train them again (nemo_genrm.testing.cache).
+_OWN_CACHE = pytest.StashKey[str]()
+_DEMO_BUILDER = pytest.StashKey[subprocess.Popen]()
+_DEMO_BUILD = (
+    "from nemo_genrm.demo.models import cached_demo_judge, cached_demo_policy\n"
+    "cached_demo_policy()\n"
+    "cached_demo_judge()\n"
+)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the background build of the demo models when a selected test needs them."""
+    if session.config.option.collectonly:
+        return
+    if any(item.get_closest_marker("demo_models") for item in session.items):
+        log = open(Path(os.environ["NEMO_GENRM_CACHE"]) / "demo-models-build.log", "w")  # noqa: SIM115
+        session.config.stash[_DEMO_BUILDER] = subprocess.Popen(
+            [sys.executable, "-c", _DEMO_BUILD], stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    builder = config.stash.get(_DEMO_BUILDER, None)
+    if builder is not None and builder.poll() is None:
+        builder.terminate()  # the session ended first (interrupted, or -x): no orphan keeps training
+        builder.wait(timeout=30)
+    if (own := config.stash.get(_OWN_CACHE, None)) is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip GPU, vLLM and NeMo-RL tests cleanly, with the reason, where the machine lacks them."""
+    """Skip GPU, vLLM and NeMo-RL tests cleanly, with the reason, where the machine lacks them;
+    run the tests marked ``demo_models`` last (their models train in the background meanwhile)."""
+    items.sort(key=lambda item: item.get_closest_marker("demo_models") is not None)  # stable: order kept
     has_cuda = _has_cuda()
     has_vllm = importlib.util.find_spec("vllm") is not None
     nemo_rl_reason = nemo_rl_unavailable() if any("nemo_rl" in i.keywords for i in items) else None
@@ -136,8 +182,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def tiny_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Where tiny models are built once per session (shared by every test)."""
-    path = os.environ.get("NEMO_GENRM_CACHE") or str(tmp_path_factory.mktemp("tiny_models"))
-    os.environ["NEMO_GENRM_CACHE"] = path
-    return path
+def tiny_cache_dir() -> str:
+    """Where tiny models are built once per session (shared by every test; see pytest_configure)."""
+    return os.environ["NEMO_GENRM_CACHE"]

@@ -4,7 +4,10 @@ A cached artefact lives in ``<cache>/<kind>-<label>-<digest>``, where the digest
 build arguments (defaults included), :data:`BUILDER_VERSION` and the tokenizer corpus, so a
 change to any of them builds a fresh folder instead of reusing a stale one. Builds go into a
 temporary folder next to the final one and are renamed into place, which is atomic on one
-filesystem: two processes building the same artefact both succeed and one copy wins.
+filesystem. A lock file beside it lets one process build at a time: another that asks for the
+same artefact meanwhile waits for that build and reuses it (the demo judge trains for minutes;
+a second run started meanwhile, or a test process beside a background build, waits instead of
+training it again). Should the builder die, the lock is released and the next one builds.
 
 The cache folder is ``$NEMO_GENRM_CACHE`` when set, else ``~/.cache/nemo_genrm/tiny``.
 """
@@ -21,6 +24,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from nemo_genrm.testing._corpus import CORPUS
 from nemo_genrm.testing.models import TinyModelSpec, build_fixed_verdict_judge, build_tiny_model
@@ -155,6 +160,23 @@ def _cached(
     if final.is_dir():
         return final
     root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(root / f".{final.name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logger.info("Waiting for another process building %s into %s", kind, final)
+        lock.acquire()
+    try:
+        if final.is_dir():  # built by the process that held the lock
+            logger.debug("Another process built %s; using its copy", final)
+            return final
+        return _build(kind, final, build)
+    finally:
+        lock.release()
+
+
+def _build(kind: str, final: Path, build: Callable[[Path], Any]) -> Path:
+    root = final.parent
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
         build(tmp)

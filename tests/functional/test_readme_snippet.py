@@ -48,6 +48,7 @@ def demo_judge(tiny_cache_dir: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.demo_models
 def test_readme_snippet_runs_as_a_user_script(tmp_path, tiny_cache_dir, demo_judge):
     uv = shutil.which("uv")
     if uv is None:

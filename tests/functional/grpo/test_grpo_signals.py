@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
+# The default run's models (tiny://demo-judge, tiny://demo-policy): run last (tests/conftest.py).
+pytestmark = pytest.mark.demo_models
 SCRIPT = ROOT / "examples" / "run_grpo_genrm.py"
 LEFT_BEHIND_S = 5.0  # what "a few seconds" means here
 

@@ -311,7 +311,7 @@ def test_cache_reuses_a_build_and_keys_on_arguments(cache_dir, monkeypatch):
     monkeypatch.undo()
     assert cached_tiny_judge("0", cache_dir=cache_dir) != first
     assert cached_tiny_judge("1", cache_dir=cache_dir, seed=1) != first
-    assert not list(cache_dir.glob(".*"))  # no temporary folders left behind
+    assert not [p for p in cache_dir.glob(".*") if p.is_dir()]  # no temporary folders left behind
 
 
 def test_cache_folder_comes_from_the_environment(tmp_path, monkeypatch):
@@ -322,15 +322,20 @@ def test_cache_folder_comes_from_the_environment(tmp_path, monkeypatch):
     assert AutoTokenizer.from_pretrained(path).eos_token == EOS_TOKEN
 
 
-def test_concurrent_builds_of_one_model_agree(tmp_path, monkeypatch):
-    barrier = threading.Barrier(2, timeout=30)
+def test_a_second_caller_waits_for_the_build_in_progress_and_reuses_it(tmp_path, monkeypatch):
+    # The demo judge trains for minutes: a second process (or thread) asking for a model being
+    # built waits on the build's lock and takes its folder instead of building it again.
+    started = threading.Event()
+    builds = []
     real_build = cache_module.build_tiny_model
 
-    def build_together(path, **kwargs):
-        barrier.wait()  # both builders run at once, so both reach the rename
+    def slow_build(path, **kwargs):
+        builds.append(path)
+        started.set()
+        time.sleep(1.0)  # the second caller arrives while this build runs
         return real_build(path, **kwargs)
 
-    monkeypatch.setattr(cache_module, "build_tiny_model", build_together)
+    monkeypatch.setattr(cache_module, "build_tiny_model", slow_build)
     results, errors = [], []
 
     def worker():
@@ -339,12 +344,28 @@ def test_concurrent_builds_of_one_model_agree(tmp_path, monkeypatch):
         except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    first = threading.Thread(target=worker)
+    first.start()
+    assert started.wait(timeout=30)
+    second = threading.Thread(target=worker)
+    second.start()
+    for thread in (first, second):
+        thread.join(timeout=60)
     assert not errors
+    assert len(builds) == 1  # built once
     assert len(results) == 2 and results[0] == results[1]
-    assert [p.name for p in tmp_path.iterdir()] == [results[0].name]  # temp folders removed
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == [results[0].name]  # temp folders removed
     assert (results[0] / "model.safetensors").is_file()
+
+
+def test_a_build_that_failed_releases_its_lock(tmp_path, monkeypatch):
+    real_build = cache_module.build_tiny_model
+
+    def failing_build(path, **kwargs):
+        raise RuntimeError("out of disk")
+
+    monkeypatch.setattr(cache_module, "build_tiny_model", failing_build)
+    with pytest.raises(RuntimeError, match="out of disk"):
+        cached_tiny_model(cache_dir=tmp_path, seed=4)
+    monkeypatch.setattr(cache_module, "build_tiny_model", real_build)
+    assert (cached_tiny_model(cache_dir=tmp_path, seed=4) / "model.safetensors").is_file()  # no wait: built
