@@ -81,11 +81,25 @@ def pytest_configure(config: pytest.Config) -> None:
 # that build rather than train them again (nemo_genrm.testing.cache).
 _OWN_CACHE = pytest.StashKey[str]()
 _DEMO_BUILDER = pytest.StashKey[subprocess.Popen]()
-_DEMO_BUILD = (
-    "from nemo_genrm.demo.models import cached_demo_judge, cached_demo_policy\n"
-    "cached_demo_policy()\n"
-    "cached_demo_judge()\n"
-)
+_DEMO_BUILD = """
+import os, signal, sys, threading, time
+
+# Stopped (SIGTERM), or its test session gone however it ended: exit through Python, so the
+# cache's half-built temporary folder is removed, and never train on as an orphan.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+parent = os.getppid()
+
+def watch():
+    while os.getppid() == parent:
+        time.sleep(2)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=watch, daemon=True).start()
+from nemo_genrm.demo.models import cached_demo_judge, cached_demo_policy
+
+cached_demo_policy()
+cached_demo_judge()
+"""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -244,25 +244,31 @@ def _markers(reading: Reading, marker: str) -> list[Statement]:
 
 
 _BULLET = re.compile(r"[ \t]*[-*+•][ \t]+")
+_LIST_LINES = 64
+_MARKER_WORD = re.compile(r"[*_]*(?:final\s+)?answer\b", re.IGNORECASE)
 _LIST_ITEM = re.compile(
     r"[ \t]*(?:[-*+•]|\d{1,2}[.)]|\(?[a-zA-Z0-9][.)])[ \t]+(?:[^\W\d_][^:\n]{0,30}:[ \t]*|[A-Za-z][ \t]*=[ \t]*)?"
 )
 
 
 def _listed_values(reading: Reading, start: int) -> list[tuple[int, int]]:
-    """The values of the list that opens on the line after a marker with nothing after it on its
-    own line, each a value alone after its bullet and a short label (``- Option 1: 41``); the
-    spans of those values, or none when fewer than two items are values."""
+    """The items of the list that opens under a marker with nothing after it on its own line
+    (blank lines between allowed), each after its bullet and a short label (``- Option 1: 41``)
+    when it holds a number; their spans, or none when fewer than two items hold one. Read up to
+    :data:`_LIST_LINES` lines (linear however many markers a response repeats)."""
     text, out = reading.text, []
     line_start = text.find("\n", start) + 1
-    while 0 < line_start < len(text):
+    for _ in range(_LIST_LINES):
+        if not 0 < line_start < len(text):
+            break
         line_end = text.find("\n", line_start)
         line_end = len(text) if line_end < 0 else line_end
-        item = _LIST_ITEM.match(text, line_start, line_end)
-        if item is None:
-            break
-        if _is_value_line(text[item.end() : line_end]) and reading.counts(item.end()):
-            out.append((item.end(), line_end))
+        if text[line_start:line_end].strip():
+            item = _LIST_ITEM.match(text, line_start, line_end)
+            if item is None or _MARKER_WORD.match(text, item.end(), line_end):
+                break
+            if re.search(r"\d", text[item.end() : line_end]) and reading.counts(item.end()):
+                out.append((item.end(), line_end))
         line_start = line_end + 1
     return out
 
@@ -414,19 +420,27 @@ _ENUMERATOR = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]*")
 def _written_working(text: str, lines: list[tuple[int, int]]) -> set[int]:
     """The indices of ``lines`` that are working written out, not answers: the numbers of a
     column computation above its last rule (``12`` / ``+ 30`` / ``---`` / ``42``: the operands,
-    not the result) and enumerators counting up (``1.`` / ``2.`` / ``3.``)."""
+    not the result; it needs an operand line and a result) and enumerators counting up from 1
+    (``1.`` / ``2.`` / ``3.``)."""
     working: set[int] = set()
     block: list[int] = []  # consecutive non-empty lines
     for index, (start, _end) in enumerate([*lines, (len(text), len(text))]):
         if block and (index == len(lines) or text.count("\n", lines[block[-1]][1], start) > 1):
             rules = [i for i in block if _RULE_LINE.fullmatch(text[lines[i][0] : lines[i][1]])]
-            operands = any(_OPERAND_LINE.match(text[lines[i][0] : lines[i][1]]) for i in block)
-            if rules and (operands or len(rules) > 1 or rules[-1] != block[0]):
+            operands = [i for i in block if _OPERAND_LINE.match(text[lines[i][0] : lines[i][1]])]
+            # An operand line above the last rule and a result below it: a computation written
+            # out ("41" / "---" / "42" alone is two answers with a line between).
+            if rules and operands and operands[0] < rules[-1] < block[-1]:
                 working.update(i for i in block if i < rules[-1])
             block = []
         block.append(index)
     counts = {i: int(m[1]) for i, (s, e) in enumerate(lines) if (m := _ENUMERATOR.fullmatch(text[s:e]))}
-    working.update(i for i, n in counts.items() if counts.get(i - 1) == n - 1 or counts.get(i + 1) == n + 1)
+    for i, n in counts.items():  # a run that counts up from 1 ("41." / "42." are two answers)
+        if n == 1 and counts.get(i + 1) == 2:
+            run = i
+            while counts.get(run) == counts[i] + run - i:
+                working.add(run)
+                run += 1
     return working
 
 
@@ -472,7 +486,7 @@ _ALSO = re.compile(
     r"|\b(?:it|that|this|the\s+answer)\s+(?:might|may|could)\s+(?:instead\s+|actually\s+|well\s+)?be\s+"
     rf"({_UNTIL_SENTENCE_END})"
     # ... or after it: "41 is also fine", "(41 would be equally valid)"
-    r"|(?<![\w.,/])([-−+]?\d[\d.,/]*%?)\s+(?:(?:is|are|(?:would|will)\s+be)\s+(?:also|equally|just\s+as)"
+    r"|(?<![\w.,/=])(?<![\w=] )([-−+]?\d[\d.,/]*%?)\s+(?:(?:is|are|(?:would|will)\s+be)\s+(?:also|equally|just\s+as)"
     r"|(?:would|will|could|might|may)\s+(?:also|equally)\s+be)\s+"
     r"(?:\w+\s+)?(?:correct|fine|acceptable|valid|right|possible|ok|okay|true|good)\b"
     # ... or in another case: "\\boxed{42} if the corners are shared, otherwise 41", "in which case 41"
@@ -586,14 +600,24 @@ _STRESS_BEFORE = re.compile(
 _LATER_LOOKS = 32
 _WORD_RUN = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 _SCALE_WORD = re.compile(r"\b(?:hundred|thousand|million|billion|trillion)\b", re.IGNORECASE)
-# Words after a value that make it another quantity or case ("12 for n = 3", "3 more than 4",
-# "1 in 2", "42 times 2"), not the same value said with emphasis ("41 exactly", "41 for sure"). A
-# unit or an adverb after it leaves the value stated: another unit ("330 minutes", then "the
-# answer is 5.5 hours") is a second final answer too, which a conversion rarely writes that way.
-_ANOTHER_QUANTITY = re.compile(
-    r"\s*(?:(?:for(?!\s+(?:sure|certain|real|good)\b)|when|whenever|if|unless|where|with|without|given|assuming|provided|at|per|in|on|of|out|to|"
-    r"than|from|by|times|plus|minus|more|less|fewer|greater|smaller|larger|higher|lower|before|after|each|every|"
-    r"hundred|thousand|million|billion|trillion|percent)\b|[%/*^×÷=<>≤≥+\-−(\[{\\])",
+# What may follow a later answer's value for it to state that value: stressing words ("41 exactly",
+# "41 for sure"), at most one word naming it ("41 apples"), a bracketed remark without numbers
+# ("41 (after the fix)"). Anything longer or with a number is prose the judge reads ("12 for n =
+# 3", "3 degrees below zero", "1 hour and 30 minutes", "5! = 120"), and so are words that make it
+# another quantity ("4 cubed", "1 half", "1 thousand", "4 times 10").
+_STRESS_AFTER = (
+    r"(?:exactly|precisely|indeed|definitely|certainly|surely|really|truly|clearly|obviously|then|"
+    r"again|too|instead|overall|in\s+total|in\s+fact|after\s+all|for\s+(?:sure|certain|real)|final(?:ly)?)"
+)
+_SHORT_REST = re.compile(
+    rf"\s*(?:(?!{_STRESS_AFTER}\b)[^\W\d_]+(?:-[^\W\d_]+)?)?(?:\s*,?\s*\b{_STRESS_AFTER}\b)*"
+    r"(?:\s*\([^()\d]*\))?\s*[.!]?\s*",
+    re.IGNORECASE,
+)
+_OTHER_QUANTITY_WORD = re.compile(
+    r"^\s*(?:squared|cubed|factorial|halves|half|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|"
+    r"ninths?|tenths?|hundredths?|thousandths?|percent|per\s?cent|hundred|thousand|million|billion|trillion|"
+    r"dozens?|times|plus|minus|more|less|fewer)\b",
     re.IGNORECASE,
 )
 # A sentence that checks, rounds or answers another part or question is no second final answer.
@@ -623,25 +647,36 @@ def _later_phrases(reading: Reading, final: Statement, stated: set[Key]) -> list
         opening = min(reading.sentence_start(phrase.start), reading.text.rfind("\n", 0, phrase.start) + 1)
         if _OTHER_PART.search(reading.text[opening : phrase.end]):
             continue  # "For part (b), the answer is 6", "Rounded, the answer is 3"
-        clause = _leading_value(re.split(r"[;,]\s", without_ruled_out(phrase.value), maxsplit=1)[0])
-        if clause is None:
-            continue
+        said = without_ruled_out(phrase.value[:400])  # a phrase is short; past this is prose
+        clause = _leading_value(re.split(r"[;,]\s", said, maxsplit=1)[0])
+        if clause is None or _restates(said, stated, final.value):
+            continue  # "7 pairs, i.e. 14 socks" after \\boxed{14}: the value again, in other units
         keys = {k for k in value_keys(clause) if k[0] != "t"}
         if keys and not all(any(same_value(k, s, f"{clause} {final.value}") for s in stated) for k in keys):
             out.append(Statement(phrase.start, phrase.end, clause, phrase.source))
     return out
 
 
+def _restates(said: str, stated: set[Key], final: str) -> bool:
+    """Whether a later answer phrase names the final value anywhere (``7 pairs, i.e. 14 socks``,
+    ``1.5 hours, or 90 minutes`` after ``\\boxed{14}``, ``\\boxed{90}``): a conversion, no second answer."""
+    for number in re.findall(r"\d+(?:\.\d+)?", said[:200]):  # a phrase is short; past this is prose
+        if any(same_value(k, s, f"{number} {final}") for k in value_keys(number) if k[0] != "t" for s in stated):
+            return True
+    return False
+
+
 def _leading_value(clause: str) -> str | None:
     """The value a later answer phrase's first clause states: the clause when it is a value alone
-    (``41``, ``forty-one``), the value it opens with when the words after it only stress or name
-    it (``41 exactly``, ``41 apples``), ``None`` when they make it another quantity or case
-    (``12 for n = 3``, ``1 thousand``) or the clause opens with words (``roughly 1.414``)."""
+    (``41``, ``forty-one``), the value it opens with when what follows only stresses or names it
+    (:data:`_SHORT_REST`: ``41 exactly``, ``41 apples``, ``41 (after the fix)``), ``None`` when
+    more follows (``12 for n = 3``, ``4 cubed``, ``1 thousand``) or the clause opens with words
+    (``roughly 1.414``)."""
     clause = clause[stress.end() :] if (stress := _STRESS_BEFORE.match(clause)) else clause
     if _BARE_VALUE.fullmatch(clause) or is_number_phrase(clause):
         return None if _SCALE_WORD.search(clause) else clause
     lead = _BARE_VALUE.match(clause)
-    words = [m for m in _WORD_RUN.finditer(clause)]
+    words = list(_WORD_RUN.finditer(clause))
     if lead is None or not lead.group().strip():
         # number words then other words: "forty-one exactly"
         count = next((i for i, m in enumerate(words) if not is_number_phrase(m[0])), len(words))
@@ -652,11 +687,11 @@ def _leading_value(clause: str) -> str | None:
         if lead.group().rstrip().endswith("."):
             return None  # "41. Then ..." ends the value's sentence: cut before here, not stated alone
         value, rest = clause[: lead.end()], clause[lead.end() :]
-    if not rest.strip() or _SCALE_WORD.search(value):
+    if not rest.strip() or _SCALE_WORD.search(value) or _OTHER_QUANTITY_WORD.match(rest):
         return None
-    if _ANOTHER_QUANTITY.match(rest) and not (rest.startswith("(") and value[-1:].isspace()):
-        return None  # "3 more than 4", "6(7)"; a remark in brackets after a space leaves it stated
-    return value.strip()
+    if not value[-1:].isspace() and not rest[:1].isspace() and not re.fullmatch(r"[.!]\s*", rest):
+        return None  # glued to what follows: "5! = 120", "2³", "6(7)" (a sentence's "!" ends it)
+    return value.strip() if _SHORT_REST.fullmatch(rest) else None
 
 
 # ------------------------------------------------------------------------------------ windows

@@ -117,12 +117,13 @@ _ALLOWED = re.compile(r"^[0-9+\-*/^(){}\[\].,\s]*$")
 _EXPONENT = re.compile(r"\^(?:\{\s*-?\d{1,3}\s*\}|-?\d{1,3}(?!\d))")
 
 
-# LaTeX's decimal comma: "3{,}5" is 3.5 (a comma in braces takes no space after it).
-_DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d)")
+# LaTeX's comma in braces (no space after it): a thousands separator before three digits
+# ("1{,}000"), else a decimal comma ("3{,}5" is 3.5).
+_BRACED_COMMA = re.compile(r"(?<=\d)\{,\}(?=(\d{3}(?!\d))?)")
 # A decimal whose last digit repeats before an ellipsis is that repeating decimal: "0.333..." is
 # 1/3, "0.1666…" is 1/6 (two dots: the full stop a sentence cut took). One digit at least twice;
-# "0.3..." or "3.14159..." only say "about".
-_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*?)(\d)\3+(?:\.{2,}|…|\\[lc]?dots)")
+# "0.3..." or "3.14159..." only say "about", and so does "0.99..." (a policy's way to 1 without it).
+_REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*?)([0-8])\3+(?:\.{2,}|…|\\[lc]?dots)")
 
 
 def _repeating_fraction(match: re.Match[str]) -> str:
@@ -159,7 +160,7 @@ def as_latex(text: str | None, *, foreign_words: bool = False) -> str | None:
         return None
     # Before unwrapping, which drops a trailing full stop (and so an ellipsis).
     value = _unwrap(_REPEATING.sub(_repeating_fraction, _characters(text)))
-    value = _DECIMAL_COMMA.sub(".", value)
+    value = _BRACED_COMMA.sub(lambda m: "" if m[1] else ".", value)
     value = _EXPONENT_E.sub(r"\1\\times10^{\2}", value)
     if re.search(r"[A-Za-z]{2}", _SPACING.sub(" ", re.sub(r"\\[A-Za-z]+", " ", value))):
         value = _words(value, foreign_words)

@@ -261,6 +261,9 @@ def test_the_line_stating_the_answer_is_never_a_verdict_line(candidate, shown):
         "".join(f"\\boxed{{{i}}} " for i in range(8_000)),  # many distinct values: compared pair by pair once
         "Answer: " + " or ".join(str(i) for i in range(12_000)),
         "</think>\\boxed{1}" * 6_000 + " done",  # many thinking spans
+        "- Answer:\n" * 10_000,  # markers with nothing after them, each an item of a list (337 s, once)
+        "\\boxed{42}\n" + "The answer is 41 exactly exactly exactly " * 2_000,  # long later phrases
+        "1.\n" * 30_000,  # enumerators
     ],
 )
 def test_hostile_shapes_are_read_in_linear_time_through_the_environment(response):
@@ -357,6 +360,13 @@ OTHER_SHAPED_HEDGES = [
     "42\n\n---\n\n41",  # a rule between paragraphs is no column computation
     "Answer:\n- Option 1: 41\n- Option 2: 42",  # a list of values under an empty marker line
     "Answer:\n1) 41\n2) 42",
+    "Answer:\n\n- 41\n- 42",  # blank lines around the list
+    "Answer:\n- 41\n\n- 42",
+    "Answer:\n- 42\n- 41 (if counted twice)",  # an item that holds a number offers it
+    "41.\n42.",  # numbers that do not count up from 1 are no enumerators
+    "41\n---\n42",  # a rule with no operand line above it is no computation
+    "41\n\\hline\n42",
+    "I think:\n41\n42\n---\n42",
     "3.\n\n41.",  # numbers that do not count up are no enumerators
     "\\boxed{42}\n\nThe answer is really 41.",  # a stressing word before the value
     "\\boxed{42}\n\nThe answer is ٤١.",  # digits of another script are values too
@@ -514,9 +524,19 @@ def test_offers_in_other_shapes_earn_nothing_through_the_environment():
         # Working written out: a column computation's operands, and enumerators counting up.
         ("Let me add them:\n\n12\n+ 30\n----\n42\n\nThe total is 42.", "42"),
         ("  123\n×  45\n-----\n  615\n 4920\n-----\n 5535\n\nSo the product is 5535.", "5535"),
-        ("Sum:\n 20\n 22\n---\n 42", "42"),
+        ("Sum:\n 20\n+22\n---\n 42", "42"),  # (with no operand line, "20" / "22" / "---" / "42" hedges)
         ("We count:\n\n1.\n2.\n3.\n\nThere are 3 items.", "3"),
         ("Answer:\n- x = 3\n- y = 4", "(3, 4)"),  # a list of the reference's values
+        # A later answer phrase that names the final value, or says more than a value.
+        ("\\boxed{120}\n\nThe answer is 5! = 120.", "120"),
+        ("\\boxed{64}\n\nThe answer is 4 cubed.", "64"),
+        ("\\boxed{1/2}\n\nThe answer is 1 half.", "1/2"),
+        ("\\boxed{-3}\n\nThe answer is 3 degrees below zero.", "-3"),
+        ("\\boxed{90}\n\nThe answer is 1 hour and 30 minutes.", "90"),
+        ("\\boxed{14}\n\nThe answer is 7 pairs, i.e. 14 socks.", "14"),
+        # A number after a word is a step or a case, not another answer.
+        ("\\boxed{12}\n\nVerification: Step 3 is also correct.", "12"),
+        ("\\boxed{3}\n\nThe case n=1 is also fine.", "3"),
         ("Answer:\n- The total is 42.\n- Because 6 \\times 7 = 42.", "42"),
         ("\\boxed{42}\n\nThe answer is therefore 42.", "42"),
         ("\\boxed{42}\n\nThe result is 41 before the last step.", "42"),  # "result" may be working

@@ -80,6 +80,9 @@ DECISIONS = [
     ("0.34", "0.333...", DIFFERENT),
     ("3.5", "3{,}5", EQUAL),  # LaTeX's decimal comma
     ("35", "3{,}5", DIFFERENT),
+    ("1000", "\\boxed{1{,}000}", EQUAL),  # before three digits it groups thousands
+    ("1", "\\boxed{1{,}000}", DIFFERENT),
+    ("1", "0.99...", DIFFERENT),  # repeating nines only say "about"
     ("42", "42 (41)", DIFFERENT),
     ("41", "42 (41)", DIFFERENT),
     ("42", "London (42)", UNDECIDED),  # a remark never decides for a value it cannot read
@@ -140,6 +143,7 @@ def test_values_are_compared_as_values(reference, value, decision):
         ("What is the percent change?", "-20", "-20%", EQUAL),
         ("What is the interest rate (in %)?", "5", "5%", EQUAL),
         ("What is the success rate of the trial?", "25", "25%", EQUAL),
+        ("Find the flow rate in L/min.", "5", "5%", DIFFERENT),  # a rate of another unit
         ("What percent of the class passed?", "20", "21%", DIFFERENT),
         ("What percent of the class passed?", "20", "0.2", DIFFERENT),  # no percent on either side
         # Elsewhere a percent is a hundredth: 42% is 0.42, not 42.
