@@ -323,12 +323,13 @@ class FaultToleranceConfig(StrictModel):
         ),
     )
     startup_timeout_s: float = Field(
-        120.0,
+        300.0,
         gt=0.0,
         description=(
             "Longest wait for the judge's Ray worker actors (and, in GenRMEnvironment.start, the "
             "environment actor) to be scheduled and their processes up (model loading not included); "
-            "past it, start-up fails saying which actor and why."
+            "past it, start-up fails saying which actor and why. A worker process importing torch "
+            "on a loaded 2-core machine took over 120 s."
         ),
     )
 
