@@ -777,16 +777,17 @@ def extract_answer(
     offered: set[Key] = set()
     starts = [s.start for s in statements]
     for statement in counted:
-        offered |= value_keys(statement.value, slash_alternatives=slash, decimal_comma=decimal)
+        keys = value_keys(statement.value, slash_alternatives=slash, decimal_comma=decimal)
+        offered |= keys
         index = bisect.bisect_right(starts, statement.start)
         until = starts[index] if index < len(starts) else len(reading.text)
         # "or 41", "or no", never "or maybe not"; and one in the statement's own remark ("Answer:
         # 42 (41 is also fine)"), which the value's reading leaves out as no offer.
         also = offered_also(statement.value)
-        if also and not value_keys(statement.value, slash_alternatives=slash):
+        if also and not keys:
             # the value before the remark, which a remark with a number in words hides ("42 (41 is ...")
             head = statement.value[: _ALSO.search(statement.value).start()].rstrip(" \t([{,;:")
-            offered |= value_keys(head, slash_alternatives=slash)
+            offered |= value_keys(head, slash_alternatives=slash, decimal_comma=decimal)
         for extra in afterthoughts(reading, statement, until) + also:
             prose = is_prose(extra) and not POLAR.fullmatch(extra)
             offered |= {k for k in value_keys(extra, slash_alternatives=slash) if k[0] != "t" or not prose}
