@@ -56,17 +56,17 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?![.!?。！？])(?=\s|$)|\n")
 
 
+# A backslash escapes the character after it (that character is consumed with it).
+_BRACE_OR_ESCAPE = re.compile(r"\\[\s\S]|[{}]")
+
+
 def brace_pairs(text: str) -> dict[int, int]:
     """Every balanced group: offset just after an unescaped ``{`` -> offset of its ``}`` (one pass)."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    escaped = False
-    for i, char in enumerate(text):
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == "{":
+    for match in _BRACE_OR_ESCAPE.finditer(text):  # only braces and escapes are visited
+        char, i = match[0], match.start()
+        if char == "{":
             stack.append(i + 1)
         elif char == "}" and stack:
             pairs[stack.pop()] = i

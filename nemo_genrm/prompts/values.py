@@ -272,16 +272,33 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLUS_MINUS = re.compile(r"±|∓|\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|\+/-|\+-")
 
 
+_CLOSING = {"{": "}", "(": ")", "[": "]"}
+
+
+@functools.cache
+def _bracket_pattern(brackets: str) -> re.Pattern[str]:
+    return re.compile("[" + re.escape(brackets + "".join(_CLOSING[b] for b in brackets)) + "]")
+
+
 def _brace_depth(text: str, brackets: str = "{") -> list[int]:
-    """The bracket depth at every offset, counting the opening brackets in ``brackets``."""
-    closing = {"{": "}", "(": ")", "[": "]"}
-    depth, out = 0, []
-    for char in text:
-        if char in brackets:
+    """The bracket depth at every offset, counting the opening brackets in ``brackets``.
+
+    An opening bracket sits at the depth it opens, a closing one at the depth it closes; a
+    closing bracket with none open stays at 0. Runs between brackets are filled at C speed:
+    a response of a megabyte is read in milliseconds, not seconds.
+    """
+    depth, out, last = 0, [], 0
+    for match in _bracket_pattern(brackets).finditer(text):
+        at = match.start()
+        out.extend([depth] * (at - last))
+        if text[at] in brackets:
             depth += 1
-        out.append(depth)
-        if char in (closing[b] for b in brackets):
+            out.append(depth)
+        else:
+            out.append(depth)
             depth = max(0, depth - 1)
+        last = at + 1
+    out.extend([depth] * (len(text) - last))
     return out
 
 
