@@ -25,6 +25,17 @@ from docs_blocks import PENDING, PYTHON, SHELL, Block, all_blocks, copy_checkout
 BLOCKS = [b for b in all_blocks() if b.marker is None]
 SHELL_BLOCKS = [b for b in BLOCKS if b.lang in SHELL]
 PYTHON_PAGES = sorted({b.page for b in BLOCKS if b.lang in PYTHON})
+# A page whose blocks use the demo models waits for their background build: it runs with the
+# tests that need them, last (tests/conftest.py), not idle on the build's lock meanwhile.
+_DEMO_MODELS = ("cached_demo_", "tiny://demo")
+
+
+def _page_param(page: str) -> object:
+    texts = [b.text for b in BLOCKS if b.page == page and b.lang in PYTHON]
+    needs = any(name in text for text in texts for name in _DEMO_MODELS)
+    return pytest.param(page, marks=[pytest.mark.demo_models] if needs else [], id=page)
+
+
 TIMEOUT_S = 600
 
 # Runs a page's Python blocks in order in one namespace, naming the block that fails.
@@ -83,7 +94,7 @@ def test_shell_block_runs_as_pasted(block, checkout, user_env):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PYTHON_PAGES)
+@pytest.mark.parametrize("page", [_page_param(page) for page in PYTHON_PAGES])
 def test_python_blocks_of_a_page_run_in_one_session(page, checkout, user_env, tmp_path):
     found = [b for b in BLOCKS if b.page == page and b.lang in PYTHON]
     for block in found:

@@ -12,8 +12,8 @@ import math
 import os
 import random
 import re
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -151,27 +151,34 @@ def test_learned_judge_reaches_the_target_accuracy(demo_judge):
 
 
 @pytest.mark.slow
-def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_path, ray_cluster, tiny_cache_dir):
-    env = {
-        **os.environ,
-        "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
-        "NEMO_GENRM_CACHE": tiny_cache_dir,
-    }
-    overrides = [
-        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
-        f"logger.log_dir={tmp_path / 'logs'}",
-        "+logger.progress_bar=false",
-    ]
+def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_path, tiny_cache_dir):
+    # The README's main command as a user runs it: `uv run --project <checkout>
+    # <checkout>/examples/run_grpo_genrm.py` from an experiment folder of theirs, with no RAY_*
+    # variable (so Ray's `uv run` hook is active and the driver starts its own cluster), the log
+    # and checkpoint folders of the config relative to that folder, and nothing of either folder
+    # packed or uploaded for the actors. Only the progress bar is off (the output is a pipe).
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["NEMO_GENRM_CACHE"] = tiny_cache_dir  # the demo models this session trained
+    env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), *overrides],
+        [uv, "run", "--project", str(ROOT), str(SCRIPT), "+logger.progress_bar=false"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
-    records = [json.loads(line) for line in (tmp_path / "logs" / "exp_001" / "metrics.jsonl").read_text().splitlines()]
+    for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):
+        assert packaging not in proc.stderr, proc.stderr[-6000:]
+    logs = tmp_path / "logs" / "grpo_genrm_tiny" / "exp_001"  # the first run's own folder
+    ckpts = tmp_path / "results" / "grpo_genrm_tiny" / "exp_001"
+    assert (ckpts / "step_64" / "policy" / "config.json").is_file() and (ckpts / "best" / "policy").is_dir()
+    records = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["genrm/num_samples"] == 128 for r in records if "genrm/num_samples" in r)
     exact = {r["step"]: r["val/exact_match"] for r in records if "val/exact_match" in r}
     assert sorted(exact) == list(range(0, 65, 8))
     # The policy learns from the judge's reward alone (bench_demo_learning.py over seeds 42, 1, 2 and
@@ -191,7 +198,7 @@ def test_default_run_raises_held_out_exact_match_under_the_learned_judge(tmp_pat
     rewards = [r["train/reward_mean"] for r in records if "train/reward_mean" in r]
     assert sum(rewards[-8:]) / 8 > sum(rewards[:8]) / 8 + 0.05, rewards
     assert all(r["genrm/parse_failure_rate"] == 0.0 for r in records if "genrm/parse_failure_rate" in r)
-    assert (tmp_path / "logs" / "exp_001" / "reward_and_accuracy.png").stat().st_size > 10_000
+    assert (logs / "reward_and_accuracy.png").stat().st_size > 10_000
     accuracy = re.search(r"judge accuracy\s+([0-9.]+)", proc.stdout)
     assert accuracy and float(accuracy[1]) >= JUDGE_FLOOR, proc.stdout
     hacking = re.search(r"reward hacking\s+(\d+)/(\d+)", proc.stdout)

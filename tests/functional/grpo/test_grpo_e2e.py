@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,34 +223,3 @@ def test_colocated_judge_shares_the_policy_gpu_and_sleeps_between_steps(tmp_path
     assert list((run.folders.log_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     with pytest.raises(ValueError):
         ray_cluster.util.get_placement_group(POLICY_GROUP)  # released at shutdown
-
-
-@pytest.mark.slow
-def test_the_main_command_runs_from_any_folder(tmp_path, tiny_cache_dir, demo_models):
-    # `uv run --project <checkout> <checkout>/examples/run_grpo_genrm.py` from an experiment
-    # folder of the user's: no RAY_* variable (so Ray's `uv run` hook is active and the driver
-    # starts its own cluster), the log and checkpoint folders of the config relative to that
-    # folder, and nothing of either folder packed or uploaded for the actors.
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not on PATH")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env["NEMO_GENRM_CACHE"] = tiny_cache_dir
-    env.pop("VIRTUAL_ENV", None)
-    overrides = ["grpo.max_num_steps=1", "grpo.val_at_start=false", "+logger.progress_bar=false"]
-    proc = subprocess.run(
-        [uv, "run", "--project", str(ROOT), str(SCRIPT), *overrides],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
-    assert "GRPO finished steps 1..1" in proc.stdout
-    metrics = tmp_path / "logs" / "grpo_genrm_tiny" / "exp_001" / "metrics.jsonl"  # the first run's own folder
-    records = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert [r["step"] for r in records] == [1] and records[0]["genrm/num_samples"] == 128
-    assert (tmp_path / "results" / "grpo_genrm_tiny" / "exp_001" / "step_1" / "policy" / "config.json").is_file()
-    for packaging in ("Pushing file package", "Creating a file package", "Ignoring upload"):
-        assert packaging not in proc.stderr, proc.stderr[-6000:]
