@@ -106,11 +106,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the background build of the demo models when a selected test needs them."""
     if session.config.option.collectonly:
         return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return  # one builder per session; other workers wait on the cache's lock if they need it
     if any(item.get_closest_marker("demo_models") for item in session.items):
         log = open(Path(os.environ["NEMO_GENRM_CACHE"]) / "demo-models-build.log", "w")  # noqa: SIM115
         session.config.stash[_DEMO_BUILDER] = subprocess.Popen(
             [sys.executable, "-c", _DEMO_BUILD], stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
         )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers, or one per core under two cores.
+
+    Most of a functional test is waiting (a Ray cluster, a subprocess, an actor starting), so one
+    process keeps a 2-core machine about 60% busy; two fill it. Each worker starts a Ray cluster
+    of its own (16 CPUs, 4 virtual GPUs), so more would cost memory rather than time.
+    """
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
