@@ -38,8 +38,11 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import random
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +81,7 @@ __all__ = [
 
 
 JUDGE_REPORT = "demo_judge.json"
+_BATCHES_AHEAD = 4  # training batches rendered ahead of the step that trains on them
 """File in the judge's folder holding its training settings and held-out accuracy."""
 
 
@@ -237,6 +241,55 @@ def _cases(rng: random.Random, n: int, builder, tokenizer, red_team: bool = True
     return out
 
 
+def _training_batches(training: JudgeTraining, max_position_embeddings: int) -> Iterator[list[_Rendered]]:
+    """Each step's batch of rendered cases, in order, from one ``random.Random(seed)`` stream,
+    rendered ahead by a thread of its own.
+
+    Drawing and rendering a batch (the red-team templates, the package's extraction, the chat
+    template) is Python, and takes about as long as the step's forward and backward passes, which
+    run in torch's kernels with the GIL released: a thread renders the next batches meanwhile.
+    The thread holds the only stream and a tokenizer and prompt builder of its own (both
+    deterministic), so the batches are the ones an in-process loop would draw, bit for bit.
+    """
+    from nemo_genrm.testing.tokenizer import make_tiny_tokenizer
+
+    ready: queue.Queue[Any] = queue.Queue(maxsize=_BATCHES_AHEAD)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def render() -> None:
+        try:
+            tokenizer = make_tiny_tokenizer(max_position_embeddings)
+            builder = judge_prompt_builder(tokenizer)
+            rng = random.Random(training.seed)
+            for _ in range(training.steps):
+                if not put(_cases(rng, training.batch_size, builder, tokenizer)):
+                    return
+            put(end)
+        except BaseException as error:  # raised in the training loop, not lost in the thread
+            put(error)
+
+    thread = threading.Thread(target=render, name="demo-judge-batches", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:  # done, or the training stopped early: the thread stops too
+        stop.set()
+        thread.join(timeout=10)
+
+
 def _label_hidden(model, rows: list[list[int]], extra: list[list[int]], keep_prefix: int | None = None) -> torch.Tensor:
     """Final hidden states at each row's last prompt token and at the ``extra`` tokens after it.
 
@@ -347,11 +400,10 @@ def train_demo_judge(path: str | Path, training: JudgeTraining) -> float:
     params = [*model.parameters(), *(probes.parameters() if training.probe_weight else ())]
     optimizer = torch.optim.AdamW(params, lr=training.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, training.lr, total_steps=training.steps, pct_start=0.1)
-    rng = random.Random(training.seed)
     logger.info("Training the demo judge (%d steps, once; cached)", training.steps)
+    batches = _training_batches(training, spec.max_position_embeddings)
     with training_progress("demo judge", training.steps, logger) as progress:
-        for step in range(training.steps):
-            batch = _cases(rng, training.batch_size, builder, tokenizer)
+        for step, batch in zip(range(training.steps), batches, strict=True):
             loss_sum = 0.0
             for chunk in _length_chunks(batch, training.length_chunks):
                 loss = _chunk_loss(model, probes, chunk, labels, eos, training, step)
