@@ -528,15 +528,16 @@ def test_a_megabyte_of_hostile_text_is_neutralised_in_linear_time():
         "score" * 4_000 + ": x",
         "a" + " " * 20_000 + "b",
     ]
+    # CPU time of this process: what neutralising costs, whatever else the machine runs.
     for piece in pieces:
-        start = time.perf_counter()
+        start = time.process_time()
         neutralise(piece, labels=LABELS, markers=MARKERS)
-        assert time.perf_counter() - start < 2.0, piece[:20]
+        assert time.process_time() - start < 2.0, piece[:20]
     answer = (f"{_TAG}Verdict</span>\n" + " " * 1000 + "\n" + "<" * 500 + "\n|" + "x|" * 500 + "\n") * 400
     assert len(answer) > 1_000_000
-    start = time.perf_counter()
+    start = time.process_time()
     assert "(quoted)" in neutralise(answer, labels=LABELS, markers=MARKERS)
-    assert time.perf_counter() - start < 20.0
+    assert time.process_time() - start < 20.0
 
 
 def test_the_yes_and_no_table_is_glibcs():

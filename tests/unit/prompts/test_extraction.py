@@ -275,14 +275,16 @@ def test_hostile_shapes_are_read_in_linear_time_through_the_environment(response
     env = GenRMEnvironmentImpl(
         {"judge": {"model_name": "stand-in"}, "resources": {"gpus_per_replica": 0}}, judge=GullibleJudge("42")
     )
-    start = time.perf_counter()
+    # CPU time of this process (the stand-in judge runs in it): what the reading costs, whatever
+    # else the machine runs (the suite's workers yield the CPU to the demo models' build).
+    start = time.process_time()
     try:
         out = env.step(
             [[{"role": "user", "content": "q"}, {"role": "assistant", "content": response}]], [{"ground_truth": "42"}]
         )
     finally:
         env.shutdown()
-    assert time.perf_counter() - start < 10.0 and len(out.rewards) == 1
+    assert time.process_time() - start < 10.0 and len(out.rewards) == 1
 
 
 def test_the_environment_counts_hedges_and_fills_the_bare_value():
