@@ -64,8 +64,9 @@ def fewest_right(n: int, accuracy: float = JUDGE_FLOOR, risk: float = SAMPLE_RIS
 
 # The first test waits for the demo judge (module fixture; tests/conftest.py trains it in the
 # background from the session's start): 1600 steps over prompts that hold the extraction families
-# take 4.6-6.7 minutes on 2 cores (2026-11-27, in length-sorted chunks), and more while other
-# tests share the cores, past the suite's 600 s default.
+# took 4.6-6.7 minutes on the 2 cores of 2026-11-27 (in length-sorted chunks) and about 17 on
+# the 2-core AMD EPYC machine of 2026-11-28, and more while other tests share the cores: a wait
+# past the suite's 600 s default.
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.demo_models]
 
 
