@@ -81,8 +81,8 @@ __all__ = [
 
 
 JUDGE_REPORT = "demo_judge.json"
-_BATCHES_AHEAD = 4  # training batches rendered ahead of the step that trains on them
 """File in the judge's folder holding its training settings and held-out accuracy."""
+_BATCHES_AHEAD = 4  # training batches rendered ahead of the step that trains on them
 
 
 @dataclass(frozen=True)
