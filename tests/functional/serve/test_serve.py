@@ -42,6 +42,9 @@ ENGINE_SLOTS = 4  # the fixed service's engine slots per replica
 PER_CLIENT = 8  # the open requests a client (key and address) may always hold
 OPEN = 64  # the open requests one replica holds, shared among its clients
 HEADER_TIMEOUT_S = 2.0  # both services' (one edge serves their port)
+# The fixed service's. Tests hold up to 44 slow bodies at once and must finish their checks
+# before the first of them times out: on a loaded 2-core machine that took over 2 s.
+BODY_TIMEOUT_S = 6.0
 JUDGE = {
     "backend": "dtensor",
     "precision": "float32",
@@ -87,7 +90,7 @@ def services(ray_cluster, tiny_cache_dir):
     configs["fixed"]["serve"].update(
         api_key_env=KEY_ENV,
         max_body_bytes=MAX_BODY,
-        body_timeout_s=2.0,
+        body_timeout_s=BODY_TIMEOUT_S,
         max_json_depth=16,
         max_ongoing_requests=ENGINE_SLOTS,
         max_requests_per_key=PER_CLIENT,
@@ -446,14 +449,14 @@ def test_slow_body_gets_408(services):
 
     def trickle():
         yield b'{"messages": [{"role": "user", '
-        time.sleep(3.0)  # past the service's body_timeout_s of 2 s
+        time.sleep(BODY_TIMEOUT_S + 1.0)  # past the service's body_timeout_s
         yield b'"content": "x"}]}'
 
     start = time.monotonic()
     response = httpx.post(url + "/chat/completions", content=trickle(), headers=AUTH, timeout=30)
     assert response.status_code == 408, response.text[:300]
     assert response.json()["error"]["code"] == "body_timeout"
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < BODY_TIMEOUT_S + 5
 
 
 def test_exposed_service_needs_a_key():
@@ -573,7 +576,7 @@ def test_slow_bodies_hold_no_engine_slot(services):
                 response = await client.post(url + "/chat/completions", json=body)
             early = await _statuses(held, 0.05)
             waiting = [h for h, status in zip(held, early, strict=True) if status == 0]
-            return response, early, await _statuses(waiting, 10)
+            return response, early, await _statuses(waiting, BODY_TIMEOUT_S + 5)
         finally:
             _close(held)
 
@@ -603,7 +606,7 @@ def test_one_slow_client_shuts_out_no_request_of_its_key(services):
                         for i in range(plain)
                     )
                 )
-            return [a.status_code for a in answers], await _statuses(held, 10)
+            return [a.status_code for a in answers], await _statuses(held, BODY_TIMEOUT_S + 5)
         finally:
             _close(held)
 
@@ -633,7 +636,7 @@ def test_a_client_past_its_share_gets_429_and_another_machine_on_the_same_key_is
                 refused = await client.post(url + "/chat/completions", json=body)
             async with httpx.AsyncClient(headers=AUTH, timeout=30, transport=other) as client:
                 served = await client.post(url + "/chat/completions", json=body)
-            return refused.status_code, served.status_code, await _statuses(first + second, 10)
+            return refused.status_code, served.status_code, await _statuses(first + second, BODY_TIMEOUT_S + 5)
         finally:
             _close(first + second)
 
