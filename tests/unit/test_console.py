@@ -101,6 +101,13 @@ def test_hub_warnings_are_printed_once(tmp_path):
     assert proc.stderr.count("retrying in 1s") == 1, proc.stderr
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far (Linux ``/proc``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.mark.parametrize(
     ("script", "args", "first"),
     [
@@ -127,15 +134,18 @@ def test_the_first_line_comes_at_once_before_the_heavy_imports(script, args, fir
         text=True,
     )
     seen: list[str] = []
-    first_at = None
+    first_at, first_cpu = None, 0.0
     for line in proc.stdout:  # type: ignore[union-attr]
         if first in line:
-            first_at = time.monotonic() - start
+            first_at, first_cpu = time.monotonic() - start, _cpu_seconds(proc.pid)
             break
         seen.append(line)
     rest = proc.communicate(timeout=120)[0]
     assert first_at is not None, "".join(seen) + rest
     heavy = [line for line in seen if re.search(r"\| +(torch|transformers|ray|numpy)$", line.rstrip())]
     assert not heavy, heavy
-    assert first_at < 2.0, f"first line after {first_at:.1f}s"
+    # The child's own CPU time says how much it did first; wall time on a loaded machine says
+    # more about the machine, so it only has to be sane.
+    assert first_cpu < 2.0, f"first line after {first_cpu:.1f} s of CPU"
+    assert first_at < 20.0, f"first line after {first_at:.1f} s"
     assert proc.returncode != 0 and "error: 1 configuration problem" in rest, rest

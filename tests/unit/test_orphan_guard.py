@@ -58,8 +58,22 @@ def _start(command: list[str]) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     pids = [int(x) for x in proc.stdout.readline().split()]
     assert len(pids) == 4, pids
-    time.sleep(0.5)  # the guard's first look at the run
+    _wait_until_watching(pids[3])
     return proc, pids
+
+
+def _wait_until_watching(guard: int, limit_s: float = 60.0) -> None:
+    """Until the guard catches SIGTERM (``watch`` sets that just before its first look at the
+    run), then a little more for that look: a fresh process starts slowly on a loaded machine."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        status = Path(f"/proc/{guard}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            break
+        assert time.monotonic() < deadline, f"the guard {guard} did not start watching within {limit_s:g} s"
+        time.sleep(0.05)
+    time.sleep(0.5)
 
 
 def _cleanup(proc: subprocess.Popen, pids: list[int]) -> None:

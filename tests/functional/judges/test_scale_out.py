@@ -301,7 +301,7 @@ def test_a_node_lost_mid_step_leaves_every_reward_right_and_its_replica_comes_ba
             f"the judge worker outlived its raylet by {outlived:.2f} s; "
             f"the replica was back on a new node {time.monotonic() - killed:.1f} s after, with no step"
         )
-        assert outlived < 3.0
+        assert outlived < 6.0  # its watch polls every 0.5 s; Ray alone leaves it running about 10 s
         fourth = env.step(logs, meta)
         assert fourth.rewards.tolist() == expected
         # The loss noticed between steps is counted in the next step's metrics, once.

@@ -118,7 +118,9 @@ def test_256_single_sample_calls_make_one_engine_call_of_64_prompts():
 
 
 def test_default_window_keeps_256_calls_to_a_handful_of_engine_calls():
-    judge = _CountingJudge(delay_s=0.5)
+    # Callers that arrive while a call runs join the next one: a 2 s call keeps a loaded
+    # machine's slowly started threads to a handful of calls.
+    judge = _CountingJudge(delay_s=2.0)
     env = _env(judge)  # default window and size
     numbers = [i % 64 for i in range(256)]
     results = _run_concurrently(lambda n: _call(env, f"ans{n}x", n), [(n,) for n in numbers])

@@ -198,7 +198,9 @@ def test_async_steps_share_one_judge_call_whatever_the_thread_pool():
     # The judge alone (no verifier): 64 distinct answers, 64 prompts, every reward the judge's 1.
     # No watchdog canaries: their budget (3% of 64 prompts) would add a judge call of their own.
     reward = {"verifier": "none", "watchdog": {"canaries": {"rate": 0.0}}}
-    env = GenRMEnvironmentImpl(_cfg(reward, coalesce={"max_wait_ms": 300}), judge=judge)
+    # The call closes when its 64th sample arrives (max_samples), so the long window costs no
+    # time; it only keeps a loaded machine's slow callers in the one call.
+    env = GenRMEnvironmentImpl(_cfg(reward, coalesce={"max_wait_ms": 30_000, "max_samples": 64}), judge=judge)
 
     async def go():
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4))
