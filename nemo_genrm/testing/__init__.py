@@ -22,6 +22,9 @@ Stand-in judges (import them from their modules), each a known function of what 
   OpenAI-compatible server that answers by such a rule;
 - :mod:`~nemo_genrm.testing.gullible` and :mod:`~nemo_genrm.testing.literal`: the red team's
   judges, which obey injected verdicts or read answers literally.
+
+And :mod:`~nemo_genrm.testing.slow_client`: ``trickled_head``, a client that sends a request head
+a header at a time and never finishes it, for the serve edge's header timeout.
 """
 
 from nemo_genrm.testing.cache import (

@@ -25,6 +25,7 @@ import pytest
 
 from nemo_genrm.config import ConfigError, JudgeConfig, validate
 from nemo_genrm.judges.http import HttpJudge
+from nemo_genrm.testing.slow_client import trickled_head
 
 PROMPTS = [
     "Is 2 + 2 = 4? Answer 1 or 0.",
@@ -307,37 +308,10 @@ def test_slow_headers_are_cut_and_ray_serves_own_routes_stay_off_the_network(ser
     port = cfg["serve"]["port"]
 
     async def slow_heads(n: int) -> tuple[list[bytes], float]:
-        async def everything(reader: asyncio.StreamReader) -> bytes:
-            # All the edge sends, until it closes, read as it arrives: a close with our headers
-            # unread makes the kernel reset the connection, and a reset loses what one
-            # read-until-EOF had gathered (seen on a loaded 2-core machine).
-            data = b""
-            try:
-                while chunk := await reader.read(65536):
-                    data += chunk
-            except ConnectionResetError:
-                pass
-            return data
-
-        async def one() -> bytes:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"POST /fixed/v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-            reply = asyncio.ensure_future(everything(reader))
-            for i in range(40):  # a header every 0.25 s, for 10 s unless cut
-                if reply.done():
-                    break
-                try:
-                    writer.write(f"X-Slow-{i}: 1\r\n".encode())
-                    await writer.drain()
-                except ConnectionError:
-                    break
-                await asyncio.sleep(0.25)
-            data = await asyncio.wait_for(reply, 10)
-            writer.close()
-            return data
-
+        # A header every 0.25 s, each in time, the whole head never (10 s unless cut).
+        head = "POST /fixed/v1/chat/completions HTTP/1.1"
         start = time.monotonic()
-        replies = await asyncio.gather(*(one() for _ in range(n)))
+        replies = await asyncio.gather(*(trickled_head(port, head, every_s=0.25) for _ in range(n)))
         return replies, time.monotonic() - start
 
     replies, took = asyncio.run(slow_heads(50))

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from nemo_genrm.serve.edge import CLIENT_HEADER, Edge
+from nemo_genrm.testing.slow_client import trickled_head
 
 HEADER_TIMEOUT_S = 0.5
 
@@ -79,35 +80,11 @@ def test_connections_whose_headers_trickle_in_are_answered_408_and_closed():
         edge, server = await _edge(seen)
         start = time.monotonic()
 
-        async def everything(reader: asyncio.StreamReader) -> bytes:
-            # Read while still sending: a close with our headers unread makes the kernel reset
-            # the connection, and a reset loses what a read after the sending had gathered.
-            data = b""
-            try:
-                while chunk := await reader.read(65536):
-                    data += chunk
-            except ConnectionResetError:
-                pass
-            return data
-
-        async def slowloris() -> bytes:
-            reader, writer = await asyncio.open_connection("127.0.0.1", edge.port)
-            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-            reply = asyncio.ensure_future(everything(reader))
-            for i in range(40):  # a header every 0.2 s, each in time, the whole head never (8 s unless cut)
-                if reply.done():
-                    break
-                try:
-                    writer.write(f"X-Slow-{i}: 1\r\n".encode())
-                    await writer.drain()
-                except ConnectionError:
-                    break
-                await asyncio.sleep(0.2)
-            data = await asyncio.wait_for(reply, 5)  # b"" would mean closed without a word
-            writer.close()
-            return data
-
-        replies = await asyncio.gather(*(slowloris() for _ in range(50)))
+        # A header every 0.2 s, each in time, the whole head never (8 s unless cut).
+        head = "POST /v1/chat/completions HTTP/1.1"
+        replies = await asyncio.gather(
+            *(trickled_head(edge.port, head, every_s=0.2, reply_timeout_s=5) for _ in range(50))
+        )
         took = time.monotonic() - start
         await _stop(edge, server)
         return replies, took, seen
