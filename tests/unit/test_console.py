@@ -22,6 +22,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,13 +102,6 @@ def test_hub_warnings_are_printed_once(tmp_path):
     assert proc.stderr.count("retrying in 1s") == 1, proc.stderr
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) process ``pid`` has used so far (Linux ``/proc``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.mark.parametrize(
     ("script", "args", "first"),
     [
@@ -137,7 +131,7 @@ def test_the_first_line_comes_at_once_before_the_heavy_imports(script, args, fir
     first_at, first_cpu = None, 0.0
     for line in proc.stdout:  # type: ignore[union-attr]
         if first in line:
-            first_at, first_cpu = time.monotonic() - start, _cpu_seconds(proc.pid)
+            first_at, first_cpu = time.monotonic() - start, sum(psutil.Process(proc.pid).cpu_times()[:2])
             break
         seen.append(line)
     rest = proc.communicate(timeout=120)[0]
